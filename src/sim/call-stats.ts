@@ -1,0 +1,94 @@
+/** Call counters of the provider simulator, read by tests and benchmarks to check caps held. */
+
+export interface CallStatsSnapshot {
+  calls: Record<string, number>;
+  errors: Record<string, number>;
+  /** Calls in flight now, for every target seen since the last reset. */
+  concurrent: Record<string, number>;
+  maxConcurrent: { byTarget: Record<string, number>; byTenant: Record<string, number> };
+}
+
+/** One call in flight. Both methods are idempotent so every exit path may call them. */
+export interface CallTicket {
+  fail(): void;
+  leave(): void;
+}
+
+/** Names beyond the key limit share this bucket, so hostile or buggy tenant ids cannot grow memory. */
+export const OTHER_KEY = '_other';
+export const DEFAULT_MAX_KEYS = 10_000;
+
+function increment(map: Map<string, number>, key: string): number {
+  const next = (map.get(key) ?? 0) + 1;
+  map.set(key, next);
+  return next;
+}
+
+function decrement(map: Map<string, number>, key: string): void {
+  const next = (map.get(key) ?? 0) - 1;
+  if (next > 0) map.set(key, next);
+  else map.delete(key);
+}
+
+function raisePeak(peaks: Map<string, number>, key: string, level: number): void {
+  if (level > (peaks.get(key) ?? 0)) peaks.set(key, level);
+}
+
+export class CallStats {
+  private readonly calls = new Map<string, number>();
+  private readonly errors = new Map<string, number>();
+  private readonly inFlightByTarget = new Map<string, number>();
+  private readonly inFlightByTenant = new Map<string, number>();
+  // The peak maps double as the registry of known names: every name entered since the last
+  // reset is in them, and a reset re-seeds them with what is still in flight.
+  private readonly peakByTarget = new Map<string, number>();
+  private readonly peakByTenant = new Map<string, number>();
+
+  constructor(private readonly maxKeys: number = DEFAULT_MAX_KEYS) {}
+
+  enter(targetName: string, tenantName: string): CallTicket {
+    const target = this.keyFor(this.peakByTarget, targetName);
+    const tenant = this.keyFor(this.peakByTenant, tenantName);
+    increment(this.calls, target);
+    raisePeak(this.peakByTarget, target, increment(this.inFlightByTarget, target));
+    raisePeak(this.peakByTenant, tenant, increment(this.inFlightByTenant, tenant));
+    let failed = false;
+    let left = false;
+    return {
+      fail: () => {
+        if (failed) return;
+        failed = true;
+        increment(this.errors, target);
+      },
+      leave: () => {
+        if (left) return;
+        left = true;
+        decrement(this.inFlightByTarget, target);
+        decrement(this.inFlightByTenant, tenant);
+      },
+    };
+  }
+
+  /** Starts a new measurement window; calls still in flight keep counting toward concurrency. */
+  reset(): void {
+    this.calls.clear();
+    this.errors.clear();
+    this.peakByTarget.clear();
+    this.peakByTenant.clear();
+    for (const [key, level] of this.inFlightByTarget) this.peakByTarget.set(key, level);
+    for (const [key, level] of this.inFlightByTenant) this.peakByTenant.set(key, level);
+  }
+
+  snapshot(): CallStatsSnapshot {
+    return {
+      calls: Object.fromEntries(this.calls),
+      errors: Object.fromEntries(this.errors),
+      concurrent: Object.fromEntries([...this.peakByTarget.keys()].map((key) => [key, this.inFlightByTarget.get(key) ?? 0])),
+      maxConcurrent: { byTarget: Object.fromEntries(this.peakByTarget), byTenant: Object.fromEntries(this.peakByTenant) },
+    };
+  }
+
+  private keyFor(registry: Map<string, number>, name: string): string {
+    return registry.has(name) || registry.size < this.maxKeys ? name : OTHER_KEY;
+  }
+}

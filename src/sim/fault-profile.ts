@@ -1,0 +1,162 @@
+/**
+ * Fault profiles of the provider simulator: what the admin API accepts, what the
+ * `X-Simulate-Failure` request header means, and the pure decision of one call's outcome.
+ */
+
+export const SIM_ERROR_STATUSES = [429, 500, 529] as const;
+export type SimErrorStatus = (typeof SIM_ERROR_STATUSES)[number];
+
+export interface FaultProfile {
+  latencyMs: number;
+  /** Extra delay drawn uniformly from the whole milliseconds 0..jitterMs. */
+  jitterMs: number;
+  errorStatus?: SimErrorStatus;
+  /** Share of calls (0..1) answered with errorStatus. */
+  errorRate: number;
+  retryAfterSec?: number;
+  hang: boolean;
+}
+
+export const ZERO_PROFILE: Readonly<FaultProfile> = Object.freeze({ latencyMs: 0, jitterMs: 0, errorRate: 0, hang: false });
+
+export type CallOutcome =
+  | { kind: 'ok'; delayMs: number }
+  | { kind: 'error'; status: SimErrorStatus; delayMs: number; retryAfterSec?: number }
+  | { kind: 'hang' };
+
+export interface FieldError {
+  field: string;
+  message: string;
+}
+
+export interface FaultUpdate {
+  target: string;
+  /** Only the fields the caller set; the rest come from the target's baseline. */
+  patch: Partial<FaultProfile>;
+}
+
+export type FaultUpdateResult = { ok: true; value: FaultUpdate } | { ok: false; errors: FieldError[] };
+export type SimulateFailureResult = { ok: true; value: FaultProfile } | { ok: false; message: string };
+
+/** Upper bounds keep a typo (an extra zero) from wedging a benchmark for hours. */
+export const MAX_LATENCY_MS = 600_000;
+export const MAX_RETRY_AFTER_SEC = 3_600;
+/** Anthropic sends a retry-after on every 429; callers rely on it, so the sim does too. */
+export const DEFAULT_RATE_LIMIT_RETRY_AFTER_SEC = 1;
+
+const UPDATE_FIELDS = new Set(['target', 'latencyMs', 'jitterMs', 'errorStatus', 'errorRate', 'retryAfterSec', 'hang']);
+
+function isSimErrorStatus(value: unknown): value is SimErrorStatus {
+  return SIM_ERROR_STATUSES.some((status) => status === value);
+}
+
+function isIntegerIn(value: unknown, max: number): value is number {
+  return typeof value === 'number' && Number.isInteger(value) && value >= 0 && value <= max;
+}
+
+/** Validates a `PUT /admin/faults` body; every problem is reported, each naming its field. */
+export function parseFaultUpdate(body: unknown, knownTargets: readonly string[]): FaultUpdateResult {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    return { ok: false, errors: [{ field: 'body', message: 'must be a JSON object' }] };
+  }
+  const input = body as Record<string, unknown>;
+  const errors: FieldError[] = [];
+  const patch: Partial<FaultProfile> = {};
+  const integerField = (field: 'latencyMs' | 'jitterMs' | 'retryAfterSec', max: number): void => {
+    const value = input[field];
+    if (value === undefined) return;
+    if (isIntegerIn(value, max)) patch[field] = value;
+    else errors.push({ field, message: `must be an integer between 0 and ${max}` });
+  };
+
+  for (const field of Object.keys(input)) {
+    if (!UPDATE_FIELDS.has(field)) errors.push({ field, message: 'is not a known field' });
+  }
+  const target = input.target;
+  if (typeof target !== 'string' || target === '') {
+    errors.push({ field: 'target', message: 'is required and must be a non-empty string' });
+  } else if (!knownTargets.includes(target)) {
+    errors.push({ field: 'target', message: `must be one of: ${knownTargets.join(', ')}` });
+  }
+  integerField('latencyMs', MAX_LATENCY_MS);
+  integerField('jitterMs', MAX_LATENCY_MS);
+  integerField('retryAfterSec', MAX_RETRY_AFTER_SEC);
+  if (input.errorStatus !== undefined) {
+    if (isSimErrorStatus(input.errorStatus)) patch.errorStatus = input.errorStatus;
+    else errors.push({ field: 'errorStatus', message: `must be one of ${SIM_ERROR_STATUSES.join(', ')}` });
+  }
+  if (input.errorRate !== undefined) {
+    const rate = input.errorRate;
+    if (typeof rate === 'number' && rate >= 0 && rate <= 1) patch.errorRate = rate;
+    else errors.push({ field: 'errorRate', message: 'must be a number between 0 and 1' });
+  }
+  if (input.hang !== undefined) {
+    if (typeof input.hang === 'boolean') patch.hang = input.hang;
+    else errors.push({ field: 'hang', message: 'must be a boolean' });
+  }
+  // An error status without a rate means "always"; a rate without a status would silently do nothing.
+  if (input.errorStatus !== undefined && input.errorRate === undefined) patch.errorRate = 1;
+  if (input.errorStatus === undefined && (patch.errorRate ?? 0) > 0) {
+    errors.push({ field: 'errorStatus', message: 'is required when errorRate is above 0' });
+  }
+
+  if (errors.length > 0 || typeof target !== 'string') return { ok: false, errors };
+  return { ok: true, value: { target, patch } };
+}
+
+/**
+ * Parses the `X-Simulate-Failure` header: comma-separated `429` | `500` | `529` | `hang` |
+ * `slow=<ms>` | `retry-after=<sec>`. The result replaces the target's profile for that one
+ * request, so only what the header names happens and no randomness is involved.
+ */
+export function parseSimulateFailure(header: string): SimulateFailureResult {
+  const profile: FaultProfile = { ...ZERO_PROFILE };
+  const seen = new Set<string>();
+  for (const raw of header.split(',')) {
+    const token = raw.trim().toLowerCase();
+    const eq = token.indexOf('=');
+    const name = eq < 0 ? token : token.slice(0, eq);
+    const value = eq < 0 ? undefined : token.slice(eq + 1);
+    const kind = isSimErrorStatus(Number(name)) && value === undefined ? 'status' : name;
+    if (seen.has(kind)) return { ok: false, message: `"${kind}" given more than once` };
+    seen.add(kind);
+    if (kind === 'status' && value === undefined) {
+      profile.errorStatus = Number(name) as SimErrorStatus;
+      profile.errorRate = 1;
+    } else if (kind === 'hang' && value === undefined) {
+      profile.hang = true;
+    } else if (kind === 'slow' || kind === 'retry-after') {
+      const max = kind === 'slow' ? MAX_LATENCY_MS : MAX_RETRY_AFTER_SEC;
+      const amount = value !== undefined && /^\d+$/.test(value) ? Number(value) : NaN;
+      if (!isIntegerIn(amount, max)) return { ok: false, message: `"${kind}" needs an integer value between 0 and ${max}` };
+      if (kind === 'slow') profile.latencyMs = amount;
+      else profile.retryAfterSec = amount;
+    } else {
+      return { ok: false, message: `unknown token "${token}" (expected 429, 500, 529, hang, slow=<ms>, retry-after=<sec>)` };
+    }
+  }
+  if (profile.hang && seen.size > 1) return { ok: false, message: '"hang" cannot be combined with other tokens' };
+  if (profile.retryAfterSec !== undefined && profile.errorStatus === undefined) {
+    return { ok: false, message: '"retry-after" needs an error status (429, 500 or 529)' };
+  }
+  return { ok: true, value: profile };
+}
+
+/**
+ * Decides one call. `random` returns values in [0, 1); it is drawn only when the answer
+ * depends on it: once for the error roll when 0 < errorRate < 1, then once for jitter when
+ * jitterMs > 0.
+ */
+export function decideOutcome(profile: FaultProfile, override: FaultProfile | undefined, random: () => number): CallOutcome {
+  const effective = override ?? profile;
+  if (effective.hang) return { kind: 'hang' };
+  const { errorStatus, errorRate, latencyMs, jitterMs } = effective;
+  const fails = errorStatus !== undefined && (errorRate >= 1 || (errorRate > 0 && random() < errorRate));
+  // The clamp keeps a misbehaving source that returns 1 inside the documented bound.
+  const delayMs = latencyMs + (jitterMs > 0 ? Math.min(jitterMs, Math.floor(random() * (jitterMs + 1))) : 0);
+  if (!fails) return { kind: 'ok', delayMs };
+  const retryAfterSec = effective.retryAfterSec ?? (errorStatus === 429 ? DEFAULT_RATE_LIMIT_RETRY_AFTER_SEC : undefined);
+  return retryAfterSec === undefined
+    ? { kind: 'error', status: errorStatus, delayMs }
+    : { kind: 'error', status: errorStatus, delayMs, retryAfterSec };
+}
