@@ -1,0 +1,40 @@
+import { describe, expect, it } from 'vitest';
+import { splitBrokers } from '../../../src/infra/local-infra.js';
+import { databaseName, maintenanceUrl, quoteIdent } from '../../../src/infra/postgres.js';
+import { redactUrl, urlPort } from '../../../src/infra/url.js';
+
+describe('database URLs', () => {
+  it('takes the database from the path, else from the user, as libpq does', () => {
+    expect(databaseName('postgres://postgres@127.0.0.1:5432/sluice')).toBe('sluice');
+    expect(databaseName('postgres://u:p@db/my%20db?sslmode=require')).toBe('my db');
+    expect(databaseName('postgres://alice@db')).toBe('alice');
+  });
+
+  it('points the maintenance URL at the postgres database, keeping credentials and options', () => {
+    expect(maintenanceUrl('postgres://u:p@db:6543/sluice?sslmode=require')).toBe('postgres://u:p@db:6543/postgres?sslmode=require');
+  });
+
+  it('quotes identifiers', () => {
+    expect(quoteIdent('sluice')).toBe('"sluice"');
+    expect(quoteIdent('we"ird')).toBe('"we""ird"');
+  });
+});
+
+describe('redactUrl and urlPort', () => {
+  it('hides passwords', () => {
+    expect(redactUrl('redis://:secret@host:6380/0')).toBe('redis://:***@host:6380/0');
+    expect(redactUrl('postgres://postgres@127.0.0.1:5432/sluice')).toBe('postgres://postgres@127.0.0.1:5432/sluice');
+    expect(redactUrl('::nonsense')).toBe('<unparsable URL>');
+  });
+
+  it('reads the port or falls back to the default', () => {
+    expect(urlPort('redis://h:6380', 6379)).toBe(6380);
+    expect(urlPort('redis://h', 6379)).toBe(6379);
+  });
+});
+
+describe('splitBrokers', () => {
+  it('splits a comma-separated list and drops blanks', () => {
+    expect(splitBrokers(' a:9092, b:9092 ,,')).toEqual(['a:9092', 'b:9092']);
+  });
+});
