@@ -1,0 +1,100 @@
+import { readFileSync } from 'node:fs';
+import { isAbsolute, join, resolve } from 'node:path';
+import { parse as parseYaml } from 'yaml';
+import { configSchema, type SluiceConfig } from './schema.js';
+import { packageRoot } from '../util/package-root.js';
+
+/** A configuration that cannot be used; the message names every offending field. */
+export class ConfigError extends Error {
+  constructor(
+    message: string,
+    readonly fields: string[],
+  ) {
+    super(message);
+    this.name = 'ConfigError';
+  }
+}
+
+type EnvOverride = { env: string; path: string[]; parse: (raw: string) => unknown };
+
+const list = (raw: string) => raw.split(',').map((s) => s.trim()).filter(Boolean);
+const int = (raw: string) => (/^-?\d+$/.test(raw.trim()) ? Number(raw) : raw);
+const text = (raw: string) => raw;
+
+/** Environment variables win over the file; each maps to exactly one field. */
+export const ENV_OVERRIDES: readonly EnvOverride[] = [
+  { env: 'KAFKA_BROKERS', path: ['kafka', 'brokers'], parse: list },
+  { env: 'SLUICE_KAFKA_NAMESPACE', path: ['kafka', 'namespace'], parse: text },
+  { env: 'REDIS_URL', path: ['redis', 'url'], parse: text },
+  { env: 'DATABASE_URL', path: ['postgres', 'url'], parse: text },
+  { env: 'SCHEMA_REGISTRY_URL', path: ['schemaRegistry', 'url'], parse: text },
+  { env: 'ANTHROPIC_API_KEY', path: ['anthropic', 'apiKey'], parse: text },
+  { env: 'ANTHROPIC_BASE_URL', path: ['anthropic', 'baseUrl'], parse: text },
+  { env: 'SLUICE_ROLES', path: ['roles'], parse: list },
+  { env: 'SLUICE_INSTANCE_ID', path: ['instanceId'], parse: text },
+  { env: 'SLUICE_LOG_LEVEL', path: ['logLevel'], parse: text },
+  { env: 'SLUICE_STATE_DIR', path: ['stateDir'], parse: text },
+  { env: 'SLUICE_API_PORT', path: ['api', 'port'], parse: int },
+  { env: 'SLUICE_SIM_PORT', path: ['simulator', 'port'], parse: int },
+  { env: 'SLUICE_OPS_PORT', path: ['opsPort'], parse: int },
+];
+
+export function defaultConfigPath(): string {
+  return join(packageRoot(), 'config', 'local.yaml');
+}
+
+function setPath(target: Record<string, unknown>, path: string[], value: unknown): void {
+  let node = target;
+  for (const key of path.slice(0, -1)) {
+    const next = node[key];
+    if (typeof next !== 'object' || next === null || Array.isArray(next)) node[key] = {};
+    node = node[key] as Record<string, unknown>;
+  }
+  node[path[path.length - 1]!] = value;
+}
+
+/** Validates a raw document (already merged with env overrides) into a typed config. */
+export function parseConfig(raw: unknown, env: NodeJS.ProcessEnv = {}, source = 'config'): SluiceConfig {
+  if (raw !== undefined && raw !== null && (typeof raw !== 'object' || Array.isArray(raw))) {
+    throw new ConfigError(`${source}: the top level must be a mapping`, ['(root)']);
+  }
+  const doc: Record<string, unknown> = raw ? structuredClone(raw as Record<string, unknown>) : {};
+  const fromEnv = new Map<string, string>();
+  for (const o of ENV_OVERRIDES) {
+    const value = env[o.env];
+    if (value === undefined || value === '') continue;
+    setPath(doc, o.path, o.parse(value));
+    fromEnv.set(o.path.join('.'), o.env);
+  }
+  const result = configSchema.safeParse(doc);
+  if (result.success) return result.data;
+  const fields: string[] = [];
+  const lines = result.error.issues.map((issue) => {
+    const field = issue.path.map(String).join('.') || '(root)';
+    fields.push(field);
+    // A list from one variable (KAFKA_BROKERS) fails per item: name the variable for those too.
+    const envName = [...fromEnv].find(([path]) => field === path || field.startsWith(`${path}.`))?.[1];
+    return `  ${field}${envName ? ` (from ${envName})` : ''}: ${issue.message}`;
+  });
+  throw new ConfigError(`invalid configuration in ${source}:\n${lines.join('\n')}`, fields);
+}
+
+/** Reads the YAML file (SLUICE_CONFIG, else the built-in config/local.yaml) and applies env overrides. */
+export function loadConfig(opts: { path?: string; env?: NodeJS.ProcessEnv } = {}): SluiceConfig {
+  const env = opts.env ?? process.env;
+  const given = opts.path ?? env.SLUICE_CONFIG;
+  const path = given ? (isAbsolute(given) ? given : resolve(given)) : defaultConfigPath();
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new ConfigError(`cannot read config file ${path}: ${(err as Error).message}`, ['(file)']);
+  }
+  let raw: unknown;
+  try {
+    raw = parseYaml(text);
+  } catch (err) {
+    throw new ConfigError(`config file ${path} is not valid YAML: ${(err as Error).message}`, ['(file)']);
+  }
+  return parseConfig(raw, env, path);
+}

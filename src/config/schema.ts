@@ -1,0 +1,205 @@
+import { z } from 'zod';
+
+/**
+ * The whole of Sluice's configuration. Every field is validated at start-up so that a typo
+ * fails fast with the field's path instead of surfacing as a wrong decision under load.
+ */
+
+const ms = (min: number, max: number) => z.number().int().min(min).max(max);
+const sha256Hex = z.string().regex(/^[0-9a-f]{64}$/, 'must be a lowercase hex SHA-256 of the key');
+const name = z.string().regex(/^[a-z0-9][a-z0-9._-]{0,62}$/, 'must be lowercase letters, digits, ".", "_" or "-"');
+
+export const ROLES = ['api', 'processor', 'status-sink', 'provider-sim'] as const;
+export type Role = (typeof ROLES)[number];
+
+export const RUN_CLASSES = ['interactive', 'batch'] as const;
+
+/** Seed 003's budget table: a call has separate connect, read (idle) and total budgets. */
+const callTimeouts = z
+  .object({
+    connectMs: ms(10, 60_000),
+    readMs: ms(10, 600_000),
+    totalMs: ms(10, 900_000),
+  })
+  .refine((t) => t.totalMs >= t.connectMs, { message: 'totalMs must be at least connectMs', path: ['totalMs'] });
+
+const llmDependency = z.object({
+  kind: z.literal('llm'),
+  model: z.string().min(1),
+  maxTokens: z.number().int().min(1).max(64_000).default(512),
+  timeouts: callTimeouts,
+  maxConcurrency: z.number().int().min(1).max(100_000),
+});
+
+const toolDependency = z.object({
+  kind: z.literal('tool'),
+  /** Absolute http(s) URL, or a path starting with "/" that is served by the provider simulator. */
+  url: z.string().refine((u) => u.startsWith('/') || /^https?:\/\//.test(u), 'must be an http(s) URL or a simulator path starting with "/"'),
+  timeouts: callTimeouts,
+  maxConcurrency: z.number().int().min(1).max(100_000),
+});
+
+const dependency = z.discriminatedUnion('kind', [llmDependency, toolDependency]);
+
+const llmStep = z.object({
+  id: name,
+  kind: z.literal('llm'),
+  dependency: name.default('anthropic'),
+  system: z.string().min(1),
+});
+
+const toolStep = z.object({
+  id: name,
+  kind: z.literal('tool'),
+  tool: name,
+});
+
+const workflow = z.object({
+  description: z.string().default(''),
+  defaultClass: z.enum(RUN_CLASSES).default('interactive'),
+  steps: z.array(z.discriminatedUnion('kind', [llmStep, toolStep])).min(1).max(50),
+});
+
+const tenant = z.object({
+  apiKeySha256: sha256Hex,
+  description: z.string().default(''),
+  fallback: z.enum(['degrade', 'fail']).default('degrade'),
+});
+
+export const configSchema = z
+  .object({
+    instanceId: z.string().min(1).max(100).optional(),
+    roles: z.array(z.enum(ROLES)).min(1).default([...ROLES]),
+    /** Serves /healthz, /readyz and /metrics for processes without the api role (0 = off). */
+    opsPort: z.number().int().min(0).max(65_535).default(0),
+    stateDir: z.string().min(1).default('.sluice'),
+    /** `sluice start` brings up Kafka/Redis/Postgres on this machine unless their env vars are set. */
+    localInfra: z.boolean().default(false),
+    logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+    kafka: z
+      .object({
+        brokers: z.array(z.string().regex(/^[^\s:]+:\d{1,5}$/, 'must be host:port')).min(1).default(['127.0.0.1:9092']),
+        clientId: z.string().min(1).default('sluice'),
+        /** Prepended to every topic and group name, so environments (or test runs) can share a cluster. */
+        namespace: z.string().regex(/^[a-zA-Z0-9._-]*$/).default(''),
+        partitions: z
+          .object({
+            interactive: z.number().int().min(1).max(1000).default(6),
+            batch: z.number().int().min(1).max(1000).default(6),
+            retry: z.number().int().min(1).max(1000).default(3),
+            status: z.number().int().min(1).max(1000).default(6),
+            dlq: z.number().int().min(1).max(1000).default(3),
+          })
+          .prefault({}),
+        replicationFactor: z.number().int().min(1).max(7).default(1),
+        /** How long the submit adapter waits for acks=all before answering 503 instead of 202. */
+        produceTimeoutMs: ms(100, 60_000).default(5_000),
+        sessionTimeoutMs: ms(6_000, 300_000).default(30_000),
+        heartbeatIntervalMs: ms(100, 60_000).default(3_000),
+      })
+      .prefault({}),
+    redis: z.object({ url: z.string().regex(/^rediss?:\/\//, 'must be a redis:// URL').default('redis://127.0.0.1:6379') }).prefault({}),
+    postgres: z
+      .object({
+        url: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgresql:// URL').default('postgresql://postgres@127.0.0.1:5432/sluice'),
+        poolSize: z.number().int().min(1).max(200).default(10),
+        statementTimeoutMs: ms(100, 600_000).default(5_000),
+      })
+      .prefault({}),
+    schemaRegistry: z
+      .object({
+        /** A Confluent-compatible registry; when absent the file-backed registry in `dir` is used. */
+        url: z.url().optional(),
+        dir: z.string().min(1).default('.sluice/schema-registry'),
+        timeoutMs: ms(100, 60_000).default(5_000),
+      })
+      .prefault({}),
+    api: z
+      .object({
+        host: z.string().default('127.0.0.1'),
+        port: z.number().int().min(0).max(65_535).default(8080),
+        publicUrl: z.url().optional(),
+        bodyLimitBytes: z.number().int().min(1_024).max(64 * 1024 * 1024).default(256 * 1024),
+        deadlineMs: z
+          .object({
+            defaultInteractive: ms(100, 86_400_000).default(30_000),
+            defaultBatch: ms(100, 86_400_000).default(3_600_000),
+            min: ms(100, 86_400_000).default(1_000),
+            max: ms(100, 7 * 86_400_000).default(86_400_000),
+          })
+          .prefault({}),
+        adminKeySha256: sha256Hex,
+      }),
+    processor: z
+      .object({
+        /** Runs executing at once in one instance (seed 003 capped its workers at 30). */
+        maxInFlight: z.number().int().min(1).max(10_000).default(30),
+        /** Records read ahead per partition before the partition is paused. */
+        partitionBuffer: z.number().int().min(1).max(100_000).default(100),
+        shutdownGraceMs: ms(0, 600_000).default(20_000),
+        /** Upper bound for producing an outcome event before the run is handed back (not committed). */
+        produceTimeoutMs: ms(100, 60_000).default(10_000),
+      })
+      .prefault({}),
+    statusSink: z
+      .object({
+        batchSize: z.number().int().min(1).max(10_000).default(500),
+      })
+      .prefault({}),
+    simulator: z
+      .object({
+        host: z.string().default('127.0.0.1'),
+        port: z.number().int().min(0).max(65_535).default(8089),
+        /** Where Sluice reaches the simulator; defaults to http://host:port. */
+        url: z.url().optional(),
+        anthropicLatencyMs: ms(0, 600_000).default(50),
+        anthropicJitterMs: ms(0, 600_000).default(20),
+      })
+      .prefault({}),
+    anthropic: z
+      .object({
+        /** Only from the environment (ANTHROPIC_API_KEY); without it Sluice talks to the simulator. */
+        apiKey: z.string().min(1).optional(),
+        baseUrl: z.url().optional(),
+      })
+      .prefault({}),
+    tenants: z.record(name, tenant).refine((t) => Object.keys(t).length > 0, 'at least one tenant is required'),
+    dependencies: z.record(name, dependency),
+    workflows: z.record(name, workflow).refine((w) => Object.keys(w).length > 0, 'at least one workflow is required'),
+  })
+  .superRefine((cfg, ctx) => {
+    for (const [wfName, wf] of Object.entries(cfg.workflows)) {
+      const seen = new Set<string>();
+      wf.steps.forEach((step, i) => {
+        const at = ['workflows', wfName, 'steps', i];
+        if (seen.has(step.id)) ctx.addIssue({ code: 'custom', path: [...at, 'id'], message: `duplicate step id "${step.id}"` });
+        seen.add(step.id);
+        const depName = step.kind === 'llm' ? step.dependency : step.tool;
+        const dep = cfg.dependencies[depName];
+        const field = step.kind === 'llm' ? 'dependency' : 'tool';
+        if (!dep) ctx.addIssue({ code: 'custom', path: [...at, field], message: `unknown dependency "${depName}"` });
+        else if (dep.kind !== step.kind) ctx.addIssue({ code: 'custom', path: [...at, field], message: `"${depName}" is a ${dep.kind} dependency, not ${step.kind}` });
+      });
+    }
+    const keyOwners = new Map<string, string>();
+    for (const [tenantId, t] of Object.entries(cfg.tenants)) {
+      const other = keyOwners.get(t.apiKeySha256);
+      if (other) ctx.addIssue({ code: 'custom', path: ['tenants', tenantId, 'apiKeySha256'], message: `same key as tenant "${other}"` });
+      keyOwners.set(t.apiKeySha256, tenantId);
+    }
+    if (keyOwners.has(cfg.api.adminKeySha256)) {
+      ctx.addIssue({ code: 'custom', path: ['api', 'adminKeySha256'], message: 'the admin key must differ from every tenant key' });
+    }
+    if (cfg.api.deadlineMs.min > cfg.api.deadlineMs.max) {
+      ctx.addIssue({ code: 'custom', path: ['api', 'deadlineMs', 'min'], message: 'must not exceed api.deadlineMs.max' });
+    }
+  });
+
+export type SluiceConfig = z.infer<typeof configSchema>;
+export type TenantConfig = SluiceConfig['tenants'][string];
+export type WorkflowConfig = SluiceConfig['workflows'][string];
+export type StepConfig = WorkflowConfig['steps'][number];
+export type DependencyConfig = SluiceConfig['dependencies'][string];
+export type LlmDependencyConfig = Extract<DependencyConfig, { kind: 'llm' }>;
+export type ToolDependencyConfig = Extract<DependencyConfig, { kind: 'tool' }>;
+export type CallTimeouts = z.infer<typeof callTimeouts>;

@@ -1,0 +1,493 @@
+import { createHash } from 'node:crypto';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ConfigError, ENV_OVERRIDES, defaultConfigPath, loadConfig, parseConfig } from '../../../src/config/load.js';
+import { ROLES, configSchema } from '../../../src/config/schema.js';
+
+const sha = (s: string) => createHash('sha256').update(s, 'utf8').digest('hex');
+
+const ADMIN = sha('admin-key');
+const KEY_1 = sha('key-1');
+const KEY_2 = sha('key-2');
+
+/** A small, valid raw document; each test changes one thing. */
+function baseDoc(): Record<string, any> {
+  return {
+    api: { adminKeySha256: ADMIN },
+    tenants: {
+      t1: { apiKeySha256: KEY_1 },
+      t2: { apiKeySha256: KEY_2, fallback: 'fail', description: 'second' },
+    },
+    dependencies: {
+      anthropic: { kind: 'llm', model: 'claude', timeouts: { connectMs: 100, readMs: 1000, totalMs: 2000 }, maxConcurrency: 4 },
+      lookup: { kind: 'tool', url: '/tools/lookup', timeouts: { connectMs: 100, readMs: 1000, totalMs: 2000 }, maxConcurrency: 2 },
+    },
+    workflows: {
+      wf: {
+        steps: [
+          { id: 'think', kind: 'llm', system: 'be brief' },
+          { id: 'look', kind: 'tool', tool: 'lookup' },
+        ],
+      },
+    },
+  };
+}
+
+/** Runs `fn`, expects a ConfigError and returns it. */
+function configError(fn: () => unknown): ConfigError {
+  let caught: unknown;
+  try {
+    fn();
+  } catch (err) {
+    caught = err;
+  }
+  expect(caught).toBeInstanceOf(ConfigError);
+  const err = caught as ConfigError;
+  expect(err.name).toBe('ConfigError');
+  return err;
+}
+
+describe('built-in config/local.yaml', () => {
+  const cfg = loadConfig({ env: {} });
+
+  it('is the file next to package.json', () => {
+    expect(defaultConfigPath().endsWith(join('config', 'local.yaml'))).toBe(true);
+    expect(existsSync(defaultConfigPath())).toBe(true);
+  });
+
+  it('declares tenants tenant-a, tenant-b and tenant-c with their key digests and fallbacks', () => {
+    expect(Object.keys(cfg.tenants).sort()).toEqual(['tenant-a', 'tenant-b', 'tenant-c']);
+    expect(cfg.tenants['tenant-a']!.apiKeySha256).toBe(sha('local-key-a'));
+    expect(cfg.tenants['tenant-b']!.apiKeySha256).toBe(sha('local-key-b'));
+    expect(cfg.tenants['tenant-c']!.apiKeySha256).toBe(sha('local-key-c'));
+    expect(cfg.tenants['tenant-a']!.fallback).toBe('degrade');
+    expect(cfg.tenants['tenant-c']!.fallback).toBe('fail');
+    expect(cfg.api.adminKeySha256).toBe(sha('local-admin-key'));
+  });
+
+  it('declares the support-reply and report-digest workflows', () => {
+    expect(Object.keys(cfg.workflows).sort()).toEqual(['report-digest', 'support-reply']);
+    const support = cfg.workflows['support-reply']!;
+    expect(support.defaultClass).toBe('interactive');
+    expect(support.steps.map((s) => s.id)).toEqual(['understand', 'lookup-order', 'reply']);
+    expect(support.steps[0]).toMatchObject({ kind: 'llm', dependency: 'anthropic' });
+    expect(support.steps[1]).toMatchObject({ kind: 'tool', tool: 'order-lookup' });
+    const digest = cfg.workflows['report-digest']!;
+    expect(digest.defaultClass).toBe('batch');
+    expect(digest.steps.map((s) => s.id)).toEqual(['plan', 'report-sales', 'report-refunds', 'summarize', 'push']);
+  });
+
+  it('declares the dependencies with their kinds and budgets', () => {
+    expect(Object.keys(cfg.dependencies).sort()).toEqual(['anthropic', 'notify', 'order-lookup', 'report']);
+    const anthropic = cfg.dependencies.anthropic!;
+    expect(anthropic.kind).toBe('llm');
+    if (anthropic.kind === 'llm') {
+      expect(anthropic.model).toMatch(/^claude-/);
+      expect(anthropic.maxTokens).toBeGreaterThan(0);
+    }
+    expect(cfg.dependencies['order-lookup']).toMatchObject({ kind: 'tool', url: '/tools/order-lookup' });
+    expect(cfg.dependencies.report).toMatchObject({ kind: 'tool', url: '/tools/report' });
+    expect(cfg.dependencies.notify).toMatchObject({ kind: 'tool', url: '/tools/notify' });
+    for (const dep of Object.values(cfg.dependencies)) {
+      expect(dep.timeouts.totalMs).toBeGreaterThanOrEqual(dep.timeouts.connectMs);
+      expect(dep.maxConcurrency).toBeGreaterThan(0);
+    }
+  });
+
+  it('only references dependencies of the right kind from its workflow steps', () => {
+    for (const wf of Object.values(cfg.workflows)) {
+      for (const step of wf.steps) {
+        const dep = cfg.dependencies[step.kind === 'llm' ? step.dependency : step.tool];
+        expect(dep?.kind).toBe(step.kind);
+      }
+    }
+  });
+
+  it('keeps the file values and fills the rest with defaults', () => {
+    expect(cfg.localInfra).toBe(true);
+    expect(cfg.api.port).toBe(8080);
+    expect(cfg.simulator.port).toBe(8089);
+    expect(cfg.kafka.brokers).toEqual(['127.0.0.1:9092']);
+    expect(cfg.roles).toEqual([...ROLES]);
+  });
+
+  it('is read from SLUICE_CONFIG when no path is given', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'sluice-config-'));
+    try {
+      const file = join(dir, 'other.yaml');
+      await writeFile(file, JSON.stringify({ ...baseDoc(), instanceId: 'from-env-path' }));
+      const other = loadConfig({ env: { SLUICE_CONFIG: file } });
+      expect(other.instanceId).toBe('from-env-path');
+      expect(Object.keys(other.tenants)).toEqual(['t1', 't2']);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('resolves a relative path against the working directory', () => {
+    const rel = relative(process.cwd(), defaultConfigPath());
+    const viaRelative = loadConfig({ path: rel, env: {} });
+    expect(Object.keys(viaRelative.tenants).sort()).toEqual(['tenant-a', 'tenant-b', 'tenant-c']);
+  });
+
+  it('applies environment overrides on top of the file', () => {
+    const withEnv = loadConfig({ env: { KAFKA_BROKERS: 'k1:9092,k2:9093', SLUICE_API_PORT: '9999' } });
+    expect(withEnv.kafka.brokers).toEqual(['k1:9092', 'k2:9093']);
+    expect(withEnv.api.port).toBe(9999);
+  });
+});
+
+describe('parseConfig defaults', () => {
+  const cfg = parseConfig(baseDoc());
+
+  it('fills top-level and nested defaults', () => {
+    expect(cfg.roles).toEqual(['api', 'processor', 'status-sink', 'provider-sim']);
+    expect(cfg.opsPort).toBe(0);
+    expect(cfg.stateDir).toBe('.sluice');
+    expect(cfg.localInfra).toBe(false);
+    expect(cfg.logLevel).toBe('info');
+    expect(cfg.instanceId).toBeUndefined();
+    expect(cfg.kafka).toEqual({
+      brokers: ['127.0.0.1:9092'],
+      clientId: 'sluice',
+      namespace: '',
+      partitions: { interactive: 6, batch: 6, retry: 3, status: 6, dlq: 3 },
+      replicationFactor: 1,
+      produceTimeoutMs: 5000,
+      sessionTimeoutMs: 30000,
+      heartbeatIntervalMs: 3000,
+    });
+    expect(cfg.redis.url).toBe('redis://127.0.0.1:6379');
+    expect(cfg.postgres).toEqual({ url: 'postgresql://postgres@127.0.0.1:5432/sluice', poolSize: 10, statementTimeoutMs: 5000 });
+    expect(cfg.schemaRegistry).toEqual({ dir: '.sluice/schema-registry', timeoutMs: 5000 });
+    expect(cfg.api).toEqual({
+      host: '127.0.0.1',
+      port: 8080,
+      bodyLimitBytes: 256 * 1024,
+      deadlineMs: { defaultInteractive: 30_000, defaultBatch: 3_600_000, min: 1_000, max: 86_400_000 },
+      adminKeySha256: ADMIN,
+    });
+    expect(cfg.processor).toEqual({ maxInFlight: 30, partitionBuffer: 100, shutdownGraceMs: 20_000, produceTimeoutMs: 10_000 });
+    expect(cfg.statusSink).toEqual({ batchSize: 500 });
+    expect(cfg.simulator).toEqual({ host: '127.0.0.1', port: 8089, anthropicLatencyMs: 50, anthropicJitterMs: 20 });
+    expect(cfg.anthropic).toEqual({});
+  });
+
+  it('fills tenant, workflow, step and dependency defaults', () => {
+    expect(cfg.tenants.t1).toEqual({ apiKeySha256: KEY_1, description: '', fallback: 'degrade' });
+    expect(cfg.tenants.t2).toEqual({ apiKeySha256: KEY_2, description: 'second', fallback: 'fail' });
+    expect(cfg.workflows.wf!.description).toBe('');
+    expect(cfg.workflows.wf!.defaultClass).toBe('interactive');
+    expect(cfg.workflows.wf!.steps[0]).toEqual({ id: 'think', kind: 'llm', dependency: 'anthropic', system: 'be brief' });
+    expect(cfg.dependencies.anthropic).toMatchObject({ kind: 'llm', maxTokens: 512 });
+  });
+
+  it('does not modify the raw document it was given', () => {
+    const raw = baseDoc();
+    const before = JSON.stringify(raw);
+    parseConfig(raw, { KAFKA_BROKERS: 'x:1', SLUICE_API_PORT: '1234' });
+    expect(JSON.stringify(raw)).toBe(before);
+  });
+
+  it('treats null and undefined documents as empty and names every required field', () => {
+    for (const raw of [null, undefined]) {
+      const err = configError(() => parseConfig(raw));
+      expect(err.fields).toEqual(expect.arrayContaining(['api', 'tenants', 'dependencies', 'workflows']));
+    }
+  });
+
+  it('the schema itself accepts the base document', () => {
+    expect(configSchema.safeParse(baseDoc()).success).toBe(true);
+  });
+});
+
+describe('parseConfig environment overrides', () => {
+  it('splits KAFKA_BROKERS on commas, trimming blanks and empty items', () => {
+    const cfg = parseConfig(baseDoc(), { KAFKA_BROKERS: ' a.example:9092, b.example:9093 ,,c:1 ' });
+    expect(cfg.kafka.brokers).toEqual(['a.example:9092', 'b.example:9093', 'c:1']);
+  });
+
+  it('keeps the other kafka fields of the file when KAFKA_BROKERS is set', () => {
+    const doc = baseDoc();
+    doc.kafka = { clientId: 'from-file', brokers: ['file:1'] };
+    const cfg = parseConfig(doc, { KAFKA_BROKERS: 'env:2' });
+    expect(cfg.kafka.brokers).toEqual(['env:2']);
+    expect(cfg.kafka.clientId).toBe('from-file');
+  });
+
+  it('parses SLUICE_API_PORT as an integer', () => {
+    const cfg = parseConfig(baseDoc(), { SLUICE_API_PORT: '9090' });
+    expect(cfg.api.port).toBe(9090);
+    expect(cfg.api.adminKeySha256).toBe(ADMIN);
+  });
+
+  it('parses the other integer overrides', () => {
+    const cfg = parseConfig(baseDoc(), { SLUICE_SIM_PORT: '18089', SLUICE_OPS_PORT: '9100' });
+    expect(cfg.simulator.port).toBe(18089);
+    expect(cfg.opsPort).toBe(9100);
+  });
+
+  it('rejects SLUICE_API_PORT=abc and names the field and the variable', () => {
+    const err = configError(() => parseConfig(baseDoc(), { SLUICE_API_PORT: 'abc' }));
+    expect(err.message).toContain('api.port (from SLUICE_API_PORT)');
+    expect(err.fields).toEqual(['api.port']);
+  });
+
+  it('rejects an out-of-range SLUICE_API_PORT', () => {
+    const err = configError(() => parseConfig(baseDoc(), { SLUICE_API_PORT: '70000' }));
+    expect(err.message).toContain('api.port (from SLUICE_API_PORT)');
+  });
+
+  it('names the list variable when one of its items is invalid', () => {
+    // Issues on list overrides are reported at the item (kafka.brokers.0), not the list itself.
+    const err = configError(() => parseConfig(baseDoc(), { KAFKA_BROKERS: 'good:9092,kafka-without-port' }));
+    expect(err.fields).toEqual(['kafka.brokers.1']);
+    expect(err.message).toContain('kafka.brokers.1 (from KAFKA_BROKERS)');
+  });
+
+  it('ignores empty environment variables', () => {
+    const doc = baseDoc();
+    doc.api.port = 1111;
+    const cfg = parseConfig(doc, { SLUICE_API_PORT: '', KAFKA_BROKERS: '' });
+    expect(cfg.api.port).toBe(1111);
+    expect(cfg.kafka.brokers).toEqual(['127.0.0.1:9092']);
+  });
+
+  it('applies text and list overrides to their single field', () => {
+    const cfg = parseConfig(baseDoc(), {
+      SLUICE_ROLES: 'api, processor',
+      SLUICE_INSTANCE_ID: 'node-7',
+      SLUICE_LOG_LEVEL: 'debug',
+      SLUICE_STATE_DIR: '/var/lib/sluice',
+      SLUICE_KAFKA_NAMESPACE: 'test-1',
+      REDIS_URL: 'redis://cache:6379',
+      DATABASE_URL: 'postgres://db/sluice',
+      SCHEMA_REGISTRY_URL: 'http://registry:8081',
+      ANTHROPIC_API_KEY: 'sk-test',
+      ANTHROPIC_BASE_URL: 'http://sim:8089',
+    });
+    expect(cfg.roles).toEqual(['api', 'processor']);
+    expect(cfg.instanceId).toBe('node-7');
+    expect(cfg.logLevel).toBe('debug');
+    expect(cfg.stateDir).toBe('/var/lib/sluice');
+    expect(cfg.kafka.namespace).toBe('test-1');
+    expect(cfg.redis.url).toBe('redis://cache:6379');
+    expect(cfg.postgres.url).toBe('postgres://db/sluice');
+    expect(cfg.schemaRegistry.url).toBe('http://registry:8081');
+    expect(cfg.anthropic).toEqual({ apiKey: 'sk-test', baseUrl: 'http://sim:8089' });
+  });
+
+  it('names the variable when a text override is invalid', () => {
+    const err = configError(() => parseConfig(baseDoc(), { REDIS_URL: 'http://not-redis' }));
+    expect(err.message).toContain('redis.url (from REDIS_URL)');
+  });
+
+  it('maps every override to a distinct field', () => {
+    const paths = ENV_OVERRIDES.map((o) => o.path.join('.'));
+    expect(new Set(paths).size).toBe(paths.length);
+    expect(new Set(ENV_OVERRIDES.map((o) => o.env)).size).toBe(ENV_OVERRIDES.length);
+  });
+});
+
+describe('parseConfig errors name the field path', () => {
+  it('a tool step referencing an unknown dependency', () => {
+    const doc = baseDoc();
+    doc.workflows.wf.steps[1].tool = 'nope';
+    const err = configError(() => parseConfig(doc));
+    expect(err.fields).toEqual(['workflows.wf.steps.1.tool']);
+    expect(err.message).toContain('workflows.wf.steps.1.tool: unknown dependency "nope"');
+  });
+
+  it('an llm step whose default dependency "anthropic" does not exist', () => {
+    const doc = baseDoc();
+    doc.dependencies = { lookup: doc.dependencies.lookup };
+    const err = configError(() => parseConfig(doc));
+    expect(err.fields).toEqual(['workflows.wf.steps.0.dependency']);
+    expect(err.message).toContain('unknown dependency "anthropic"');
+  });
+
+  it('a tool step referencing an llm dependency', () => {
+    const doc = baseDoc();
+    doc.workflows.wf.steps[1].tool = 'anthropic';
+    const err = configError(() => parseConfig(doc));
+    expect(err.fields).toEqual(['workflows.wf.steps.1.tool']);
+    expect(err.message).toContain('"anthropic" is a llm dependency, not tool');
+  });
+
+  it('an llm step referencing a tool dependency', () => {
+    const doc = baseDoc();
+    doc.workflows.wf.steps[0].dependency = 'lookup';
+    const err = configError(() => parseConfig(doc));
+    expect(err.fields).toEqual(['workflows.wf.steps.0.dependency']);
+    expect(err.message).toContain('"lookup" is a tool dependency, not llm');
+  });
+
+  it('duplicate step ids', () => {
+    const doc = baseDoc();
+    doc.workflows.wf.steps.push({ id: 'think', kind: 'tool', tool: 'lookup' });
+    const err = configError(() => parseConfig(doc));
+    expect(err.fields).toEqual(['workflows.wf.steps.2.id']);
+    expect(err.message).toContain('duplicate step id "think"');
+  });
+
+  it('two tenants with the same key hash', () => {
+    const doc = baseDoc();
+    doc.tenants.t2.apiKeySha256 = KEY_1;
+    const err = configError(() => parseConfig(doc));
+    expect(err.fields).toEqual(['tenants.t2.apiKeySha256']);
+    expect(err.message).toContain('same key as tenant "t1"');
+  });
+
+  it('the admin key equal to a tenant key', () => {
+    const doc = baseDoc();
+    doc.api.adminKeySha256 = KEY_2;
+    const err = configError(() => parseConfig(doc));
+    expect(err.fields).toEqual(['api.adminKeySha256']);
+    expect(err.message).toContain('the admin key must differ from every tenant key');
+  });
+
+  it('a key hash that is not lowercase hex SHA-256', () => {
+    for (const bad of ['z'.repeat(64), KEY_1.toUpperCase(), KEY_1.slice(0, 63), `${KEY_1}0`, 'local-key-a']) {
+      const doc = baseDoc();
+      doc.tenants.t1.apiKeySha256 = bad;
+      const err = configError(() => parseConfig(doc));
+      expect(err.fields).toEqual(['tenants.t1.apiKeySha256']);
+      expect(err.message).toContain('must be a lowercase hex SHA-256 of the key');
+    }
+  });
+
+  it('a non-hex admin key hash', () => {
+    const doc = baseDoc();
+    doc.api.adminKeySha256 = 'not-a-hash';
+    const err = configError(() => parseConfig(doc));
+    expect(err.fields).toEqual(['api.adminKeySha256']);
+  });
+
+  it('deadline min greater than max', () => {
+    const doc = baseDoc();
+    doc.api.deadlineMs = { min: 60_000, max: 10_000 };
+    const err = configError(() => parseConfig(doc));
+    expect(err.fields).toEqual(['api.deadlineMs.min']);
+    expect(err.message).toContain('api.deadlineMs.min: must not exceed api.deadlineMs.max');
+  });
+
+  it('deadline min equal to max is allowed', () => {
+    const doc = baseDoc();
+    doc.api.deadlineMs = { min: 10_000, max: 10_000 };
+    expect(parseConfig(doc).api.deadlineMs).toMatchObject({ min: 10_000, max: 10_000 });
+  });
+
+  it('a call budget whose total is below its connect timeout', () => {
+    const doc = baseDoc();
+    doc.dependencies.lookup.timeouts = { connectMs: 5000, readMs: 1000, totalMs: 1000 };
+    const err = configError(() => parseConfig(doc));
+    expect(err.fields).toEqual(['dependencies.lookup.timeouts.totalMs']);
+  });
+
+  it('a bad tool url and an unknown dependency kind', () => {
+    const doc = baseDoc();
+    doc.dependencies.lookup.url = 'ftp://x';
+    doc.dependencies.other = { kind: 'grpc' };
+    const err = configError(() => parseConfig(doc));
+    expect(err.fields).toEqual(expect.arrayContaining(['dependencies.lookup.url', 'dependencies.other.kind']));
+  });
+
+  it('lists every offending field at once, one per line', () => {
+    const doc = baseDoc();
+    doc.api.port = -1;
+    doc.kafka = { brokers: ['no-port'] };
+    doc.logLevel = 'loud';
+    const err = configError(() => parseConfig(doc, {}, 'my.yaml'));
+    expect(err.fields.sort()).toEqual(['api.port', 'kafka.brokers.0', 'logLevel']);
+    expect(err.message.startsWith('invalid configuration in my.yaml:\n')).toBe(true);
+    expect(err.message.split('\n')).toHaveLength(4);
+    expect(err.message).toContain('kafka.brokers.0: must be host:port');
+  });
+
+  it('a workflow without steps and an empty tenant map', () => {
+    const doc = baseDoc();
+    doc.workflows.wf.steps = [];
+    doc.tenants = {};
+    const err = configError(() => parseConfig(doc));
+    expect(err.fields).toEqual(expect.arrayContaining(['workflows.wf.steps', 'tenants']));
+  });
+
+  it('a tenant name that is not lowercase', () => {
+    const doc = baseDoc();
+    doc.tenants.BadName = { apiKeySha256: sha('x') };
+    const err = configError(() => parseConfig(doc));
+    expect(err.fields.some((f) => f.startsWith('tenants'))).toBe(true);
+  });
+
+  it('top-level YAML that is a list', () => {
+    const err = configError(() => parseConfig([1, 2], {}, 'list.yaml'));
+    expect(err.fields).toEqual(['(root)']);
+    expect(err.message).toBe('list.yaml: the top level must be a mapping');
+  });
+
+  it('top-level YAML that is a scalar', () => {
+    for (const raw of ['just text', 42, true]) {
+      const err = configError(() => parseConfig(raw));
+      expect(err.fields).toEqual(['(root)']);
+    }
+  });
+});
+
+describe('loadConfig file errors', () => {
+  let dir: string;
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'sluice-config-'));
+  });
+  afterAll(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('an unreadable file path', () => {
+    const missing = join(dir, 'missing.yaml');
+    const err = configError(() => loadConfig({ path: missing, env: {} }));
+    expect(err.fields).toEqual(['(file)']);
+    expect(err.message).toContain(`cannot read config file ${missing}`);
+  });
+
+  it('a directory instead of a file', () => {
+    const err = configError(() => loadConfig({ path: dir, env: {} }));
+    expect(err.fields).toEqual(['(file)']);
+    expect(err.message).toContain('cannot read config file');
+  });
+
+  it('invalid YAML', async () => {
+    const file = join(dir, 'broken.yaml');
+    await writeFile(file, 'tenants:\n  a: [1, 2\n  b: {');
+    const err = configError(() => loadConfig({ path: file, env: {} }));
+    expect(err.fields).toEqual(['(file)']);
+    expect(err.message).toContain(`config file ${file} is not valid YAML`);
+  });
+
+  it('a YAML list at the top level', async () => {
+    const file = join(dir, 'list.yaml');
+    await writeFile(file, '- a\n- b\n');
+    const err = configError(() => loadConfig({ path: file, env: {} }));
+    expect(err.fields).toEqual(['(root)']);
+    expect(err.message).toBe(`${file}: the top level must be a mapping`);
+  });
+
+  it('names the file in schema errors', async () => {
+    const file = join(dir, 'bad-port.yaml');
+    const doc = baseDoc();
+    doc.api.port = 'eighty';
+    await writeFile(file, JSON.stringify(doc));
+    const err = configError(() => loadConfig({ path: file, env: {} }));
+    expect(err.message).toContain(`invalid configuration in ${file}`);
+    expect(err.fields).toEqual(['api.port']);
+  });
+
+  it('an empty file is an empty document with the required fields missing', async () => {
+    const file = join(dir, 'empty.yaml');
+    await writeFile(file, '');
+    const err = configError(() => loadConfig({ path: file, env: {} }));
+    expect(err.fields).toEqual(expect.arrayContaining(['api', 'tenants', 'workflows']));
+  });
+});
