@@ -1,0 +1,35 @@
+import type { RunClass } from '../events/schemas.js';
+
+export interface DeadlinePolicy {
+  defaultInteractive: number;
+  defaultBatch: number;
+  min: number;
+  max: number;
+}
+
+export type DeadlineResolution = { ok: true; deadline: number; budgetMs: number } | { ok: false; message: string };
+
+/**
+ * A run's deadline starts at admission (DESIGN.md) and is absolute from then on: every stage
+ * compares against the same instant instead of restarting a relative timer.
+ */
+export function resolveDeadline(requestedMs: number | undefined, runClass: RunClass, policy: DeadlinePolicy, admittedAt: number): DeadlineResolution {
+  const budgetMs = requestedMs ?? (runClass === 'batch' ? policy.defaultBatch : policy.defaultInteractive);
+  if (!Number.isInteger(budgetMs)) return { ok: false, message: 'must be a whole number of milliseconds' };
+  if (budgetMs < policy.min) return { ok: false, message: `must be at least ${policy.min} ms` };
+  if (budgetMs > policy.max) return { ok: false, message: `must be at most ${policy.max} ms` };
+  return { ok: true, deadline: admittedAt + budgetMs, budgetMs };
+}
+
+export function remainingMs(deadline: number, now: number): number {
+  return Math.max(0, deadline - now);
+}
+
+export function isExpired(deadline: number, now: number): boolean {
+  return now >= deadline;
+}
+
+/** A call may use its own timeout, but never more than the run has left. */
+export function clampTimeout(callTimeoutMs: number, deadline: number, now: number): number {
+  return Math.min(callTimeoutMs, remainingMs(deadline, now));
+}

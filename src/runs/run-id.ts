@@ -1,0 +1,21 @@
+import { randomBytes } from 'node:crypto';
+
+/**
+ * RFC 9562 UUIDv7: time-ordered, so run ids sort by admission time and index well in Postgres,
+ * while 74 random bits keep them unguessable across tenants.
+ */
+export function newRunId(now: number = Date.now(), random: Buffer = randomBytes(10)): string {
+  const b = Buffer.alloc(16);
+  b.writeUIntBE(now, 0, 6);
+  random.copy(b, 6, 0, 10);
+  b[6] = 0x70 | (b[6]! & 0x0f);
+  b[8] = 0x80 | (b[8]! & 0x3f);
+  const h = b.toString('hex');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+export function isRunId(value: string): boolean {
+  return UUID.test(value);
+}

@@ -1,0 +1,20 @@
+/**
+ * Status events are numbered deterministically from (attempt, position in the workflow), so a
+ * redelivered run re-emits the same numbers and the sink's (runId, sequence) key absorbs the
+ * duplicates, while SSE clients can resume from any number. Sequence 0 is the admission.
+ */
+export const SLOTS_PER_ATTEMPT = 1000;
+export const MAX_STEPS = SLOTS_PER_ATTEMPT - 2;
+
+export const ADMITTED_SEQUENCE = 0;
+
+export function stepSequence(attempt: number, stepIndex: number): number {
+  if (!Number.isInteger(attempt) || attempt < 1) throw new RangeError(`attempt must be a positive integer, got ${attempt}`);
+  if (!Number.isInteger(stepIndex) || stepIndex < 0 || stepIndex >= MAX_STEPS) throw new RangeError(`step index must be in [0, ${MAX_STEPS}), got ${stepIndex}`);
+  return attempt * SLOTS_PER_ATTEMPT + stepIndex + 1;
+}
+
+export function terminalSequence(attempt: number): number {
+  if (!Number.isInteger(attempt) || attempt < 1) throw new RangeError(`attempt must be a positive integer, got ${attempt}`);
+  return attempt * SLOTS_PER_ATTEMPT + SLOTS_PER_ATTEMPT - 1;
+}
