@@ -1,0 +1,88 @@
+import { Partitioners, type Kafka, type Producer } from 'kafkajs';
+import type { EventCodec } from '../events/codec.js';
+import { SUBJECTS, type DeadLetterEnvelope, type RunRequested, type RunStatusChanged } from '../events/schemas.js';
+import type { TopicNames } from '../kafka/topics.js';
+import { ProduceBatcher, type OutgoingMessage } from './produce-batcher.js';
+
+export interface EventProducerOptions {
+  /** Messages waiting for Kafka before new ones are refused at once. */
+  maxPending?: number;
+  maxBatch?: number;
+  lingerMs?: number;
+}
+
+/**
+ * The typed producer library: what the submit adapter uses to turn a request into an event, and
+ * what other services import to submit runs without HTTP. Every publish resolves only after
+ * Kafka acknowledged it with acks=all, or rejects within its timeout.
+ */
+export class EventProducer {
+  private readonly batcher: ProduceBatcher;
+
+  private constructor(
+    private readonly producer: Producer,
+    private readonly codec: EventCodec,
+    readonly topics: TopicNames,
+    opts: EventProducerOptions,
+  ) {
+    this.batcher = new ProduceBatcher((messages) => this.sendBatch(messages), {
+      maxPending: opts.maxPending ?? 10_000,
+      maxBatch: opts.maxBatch ?? 500,
+      lingerMs: opts.lingerMs ?? 1,
+    });
+  }
+
+  static async connect(kafka: Kafka, codec: EventCodec, topics: TopicNames, opts: EventProducerOptions = {}): Promise<EventProducer> {
+    // Idempotence needs unbounded retries to keep its guarantee; callers are bounded by their own
+    // timeouts instead, and a message still queued when its timeout fires is withdrawn unsent.
+    const producer = kafka.producer({
+      idempotent: true,
+      maxInFlightRequests: 1,
+      allowAutoTopicCreation: false,
+      createPartitioner: Partitioners.DefaultPartitioner,
+      retry: { retries: Number.MAX_SAFE_INTEGER, initialRetryTime: 100, maxRetryTime: 2_000 },
+    });
+    await producer.connect();
+    return new EventProducer(producer, codec, topics, opts);
+  }
+
+  get pending(): number {
+    return this.batcher.pending;
+  }
+
+  /** Runs are keyed by tenant so one tenant's runs keep their order within a partition. */
+  async publishRunRequested(run: RunRequested, timeoutMs: number, topic: string = run.class === 'batch' ? this.topics.batch : this.topics.interactive): Promise<void> {
+    const value = await this.codec.encode(SUBJECTS.runRequested, run);
+    await this.batcher.produce({ topic, key: run.tenantId, value, headers: { traceparent: run.traceparent } }, timeoutMs);
+  }
+
+  /** Status events are keyed by run so every transition of one run stays in order. */
+  async publishStatus(event: RunStatusChanged, timeoutMs: number): Promise<void> {
+    const value = await this.codec.encode(SUBJECTS.runStatusChanged, event);
+    await this.batcher.produce({ topic: this.topics.status, key: event.runId, value, headers: { traceparent: event.traceparent } }, timeoutMs);
+  }
+
+  async publishDeadLetter(envelope: DeadLetterEnvelope, headers: Record<string, string>, timeoutMs: number): Promise<void> {
+    const value = await this.codec.encode(SUBJECTS.deadLetter, envelope);
+    const key = envelope.runId ?? `${envelope.originalTopic}/${envelope.originalPartition}/${envelope.originalOffset}`;
+    await this.batcher.produce({ topic: this.topics.dlq, key, value, headers }, timeoutMs);
+  }
+
+  async close(): Promise<void> {
+    await this.batcher.close();
+    await this.producer.disconnect();
+  }
+
+  private async sendBatch(messages: OutgoingMessage[]): Promise<void> {
+    const byTopic = new Map<string, OutgoingMessage[]>();
+    for (const m of messages) {
+      const list = byTopic.get(m.topic);
+      if (list) list.push(m);
+      else byTopic.set(m.topic, [m]);
+    }
+    await this.producer.sendBatch({
+      acks: -1,
+      topicMessages: [...byTopic].map(([topic, ms]) => ({ topic, messages: ms.map(({ key, value, headers }) => ({ key, value, headers })) })),
+    });
+  }
+}
