@@ -1,0 +1,27 @@
+import { createHash } from 'node:crypto';
+import type { SluiceConfig } from '../config/schema.js';
+
+export type Principal = { kind: 'tenant'; tenantId: string } | { kind: 'admin' };
+
+export function sha256Hex(text: string): string {
+  return createHash('sha256').update(text, 'utf8').digest('hex');
+}
+
+/**
+ * Keys are configured as SHA-256 digests only, so a leaked config does not leak keys; lookup
+ * hashes the presented key and compares digests, which also makes the comparison constant-shape.
+ */
+export class KeyDirectory {
+  private readonly byDigest = new Map<string, Principal>();
+
+  constructor(cfg: Pick<SluiceConfig, 'tenants' | 'api'>) {
+    for (const [tenantId, t] of Object.entries(cfg.tenants)) this.byDigest.set(t.apiKeySha256, { kind: 'tenant', tenantId });
+    this.byDigest.set(cfg.api.adminKeySha256, { kind: 'admin' });
+  }
+
+  /** The principal for an `Authorization` header value, or undefined when missing or unknown. */
+  authenticate(authorization: string | undefined): Principal | undefined {
+    const m = authorization ? /^Bearer\s+(\S{1,512})\s*$/i.exec(authorization) : null;
+    return m ? this.byDigest.get(sha256Hex(m[1]!)) : undefined;
+  }
+}

@@ -1,0 +1,126 @@
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
+import type { Logger } from '../obs/logger.js';
+import type { Metrics } from '../obs/metrics.js';
+import { KeyDirectory, type Principal } from './auth.js';
+import { sendProblem, type FieldError } from './problem.js';
+import type { SluiceConfig } from '../config/schema.js';
+import { registerRunRoutes, type RunRouteDeps } from './routes/runs.js';
+import { registerHealthRoutes, type ReadinessCheck } from './routes/health.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    principal?: Principal;
+  }
+}
+
+export interface ApiDeps extends Omit<RunRouteDeps, 'config'> {
+  config: SluiceConfig;
+  logger: Logger;
+  metrics: Metrics;
+  readiness: ReadinessCheck[];
+}
+
+const PUBLIC_PATHS = new Set(['/healthz', '/readyz', '/metrics']);
+const REQUEST_ID = /^[\w.:-]{1,128}$/;
+
+const DRAIN_MAX_BYTES = 16 * 1024 * 1024;
+const DRAIN_TIMEOUT_MS = 5_000;
+
+/**
+ * Fastify refuses an oversized body from its Content-Length before reading it. Answering at once
+ * and closing makes most clients fail with EPIPE while still uploading, so they never see the 413:
+ * read and discard the rest first, bounded in bytes and time, as a lingering close would.
+ */
+export function drainRequestBody(raw: IncomingMessage, maxBytes: number, timeoutMs: number): Promise<void> {
+  if (raw.complete || raw.destroyed) return Promise.resolve();
+  return new Promise((resolve) => {
+    let seen = 0;
+    const done = () => {
+      clearTimeout(timer);
+      raw.off('data', onData);
+      resolve();
+    };
+    const onData = (chunk: Buffer) => {
+      seen += chunk.length;
+      if (seen > maxBytes) done();
+    };
+    const timer = setTimeout(done, timeoutMs);
+    raw.on('data', onData);
+    raw.once('end', done);
+    raw.once('close', done);
+    raw.once('error', done);
+    raw.resume();
+  });
+}
+
+/** Ajv's errors become the contract's `errors: [{path, message}]` (JSON Pointer paths). */
+export function validationErrors(validation: NonNullable<FastifyError['validation']>): FieldError[] {
+  return validation.map((v) => {
+    const params = v.params as Record<string, unknown>;
+    const extra = (params.missingProperty ?? params.additionalProperty) as string | undefined;
+    const path = extra !== undefined ? `${v.instancePath}/${extra}` : v.instancePath || '/';
+    const message = params.additionalProperty !== undefined ? 'is not a known field' : (v.message ?? 'is invalid');
+    return { path, message };
+  });
+}
+
+export function buildApiServer(deps: ApiDeps): FastifyInstance {
+  const { config, logger, metrics } = deps;
+  const keys = new KeyDirectory(config);
+  const app = Fastify({
+    loggerInstance: logger.child({ role: 'api' }) as FastifyBaseLogger,
+    logController: new LogController({ disableRequestLogging: true }),
+    bodyLimit: config.api.bodyLimitBytes,
+    requestTimeout: 30_000,
+    connectionTimeout: 60_000,
+    keepAliveTimeout: 65_000,
+    return503OnClosing: true,
+    genReqId: (req) => {
+      const given = req.headers['x-request-id'];
+      return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+    },
+    ajv: { customOptions: { allErrors: true, coerceTypes: false, removeAdditional: false, useDefaults: false } },
+  });
+
+  // The contract is JSON only; Fastify's built-in text/plain parser would turn a wrong media type
+  // into a confusing schema error instead of 415.
+  app.removeContentTypeParser('text/plain');
+
+  app.addHook('onRequest', async (req, reply) => {
+    void reply.header('X-Request-Id', req.id);
+    const path = req.url.split('?')[0]!;
+    if (PUBLIC_PATHS.has(path)) return;
+    const principal = keys.authenticate(req.headers.authorization);
+    if (!principal) {
+      void reply.header('WWW-Authenticate', 'Bearer');
+      return sendProblem(reply, 'unauthorized', { detail: 'send Authorization: Bearer <api key>' });
+    }
+    req.principal = principal;
+  });
+
+  app.addHook('onResponse', async (req, reply) => {
+    const route = req.routeOptions.url ?? 'unmatched';
+    metrics.httpRequests.inc({ route, method: req.method, status: String(reply.statusCode) });
+    metrics.httpDuration.observe({ route, method: req.method }, reply.elapsedTime / 1000);
+  });
+
+  app.setErrorHandler(async (err: FastifyError, req, reply) => {
+    if (err.validation) return sendProblem(reply, 'invalid_request', { detail: 'the body does not match the schema', errors: validationErrors(err.validation) });
+    if (err.statusCode === 413) {
+      await drainRequestBody(req.raw, DRAIN_MAX_BYTES, DRAIN_TIMEOUT_MS);
+      return sendProblem(reply, 'payload_too_large', { detail: `the limit is ${config.api.bodyLimitBytes} bytes` });
+    }
+    if (err.statusCode === 415) return sendProblem(reply, 'unsupported_media_type', { detail: err.message });
+    if (err.statusCode === 400) return sendProblem(reply, 'invalid_request', { detail: err.message, errors: [{ path: '/', message: err.message }] });
+    req.log.error({ err }, 'unhandled error');
+    return sendProblem(reply, 'internal', { detail: 'see the server log for this requestId' });
+  });
+
+  app.setNotFoundHandler((req, reply) => sendProblem(reply, 'not_found', { detail: `no route ${req.method} ${req.url.split('?')[0]}` }));
+
+  registerHealthRoutes(app, { readiness: deps.readiness, metrics });
+  registerRunRoutes(app, { ...deps, config });
+  return app;
+}

@@ -1,0 +1,56 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/**
+ * Every metric Sluice exports, in one registry per process. Names follow Prometheus conventions
+ * (`_total` counters, `_seconds` durations); label values are bounded sets (tenants, workflows and
+ * dependencies come from config, never from request data).
+ */
+export function createMetrics() {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: 'sluice_process_' });
+  const r = [registry];
+  return {
+    registry,
+    httpRequests: new Counter({ name: 'sluice_http_requests_total', help: 'HTTP requests answered by the submit adapter', labelNames: ['route', 'method', 'status'], registers: r }),
+    httpDuration: new Histogram({
+      name: 'sluice_http_request_duration_seconds',
+      help: 'Time to answer an HTTP request',
+      labelNames: ['route', 'method'],
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+      registers: r,
+    }),
+    runsSubmitted: new Counter({ name: 'sluice_runs_submitted_total', help: 'Runs acknowledged by Kafka and answered with 202', labelNames: ['tenant', 'workflow', 'class'], registers: r }),
+    submitFailures: new Counter({ name: 'sluice_submit_failures_total', help: 'Submissions refused because Kafka did not acknowledge in time', labelNames: ['reason'], registers: r }),
+    admissionRecordFailures: new Counter({ name: 'sluice_admission_record_failures_total', help: 'Admitted runs whose read-model row could not be written at once (the status sink repairs it)', registers: r }),
+    runsStarted: new Counter({ name: 'sluice_runs_started_total', help: 'Run attempts started by processors', labelNames: ['tenant', 'workflow', 'class'], registers: r }),
+    runsFinished: new Counter({ name: 'sluice_runs_finished_total', help: 'Run attempts that reached an outcome', labelNames: ['tenant', 'workflow', 'class', 'status'], registers: r }),
+    runDuration: new Histogram({
+      name: 'sluice_run_execution_seconds',
+      help: 'Time from a run attempt starting to its outcome',
+      labelNames: ['workflow', 'status'],
+      buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300],
+      registers: r,
+    }),
+    stepCalls: new Counter({ name: 'sluice_step_calls_total', help: 'Outbound LLM and tool calls', labelNames: ['dependency', 'outcome'], registers: r }),
+    stepDuration: new Histogram({
+      name: 'sluice_step_call_seconds',
+      help: 'Duration of outbound LLM and tool calls',
+      labelNames: ['dependency', 'outcome'],
+      buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+      registers: r,
+    }),
+    runsInFlight: new Gauge({ name: 'sluice_processor_runs_in_flight', help: 'Runs executing in this processor instance', registers: r }),
+    bufferedRecords: new Gauge({ name: 'sluice_processor_buffered_records', help: 'Records read ahead and not yet finished, per partition', labelNames: ['topic', 'partition'], registers: r }),
+    pausedPartitions: new Gauge({ name: 'sluice_processor_paused_partitions', help: 'Partitions paused because their read-ahead buffer is full', registers: r }),
+    deadLettered: new Counter({ name: 'sluice_dead_letters_total', help: 'Records sent to the DLQ topic', labelNames: ['topic', 'reason'], registers: r }),
+    statusEventsApplied: new Counter({ name: 'sluice_status_events_applied_total', help: 'Status events written to Postgres by the status sink', registers: r }),
+    statusSinkBatchSeconds: new Histogram({
+      name: 'sluice_status_sink_batch_seconds',
+      help: 'Time to write one batch of status events to Postgres',
+      buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5],
+      registers: r,
+    }),
+  };
+}
+
+export type Metrics = ReturnType<typeof createMetrics>;

@@ -1,0 +1,173 @@
+import type { Pool, PoolClient } from 'pg';
+import type { RunClass, RunError, RunStatus, RunStatusChanged } from '../events/schemas.js';
+import { foldStatusEvents } from './run-history.js';
+import { ADMITTED_SEQUENCE } from '../runs/status-sequence.js';
+
+/** A run as `GET /v1/runs/:id` shows it (DESIGN.md contract field names). */
+export interface RunView {
+  runId: string;
+  workflow: string;
+  class: RunClass;
+  status: RunStatus;
+  statusMessage: string;
+  admittedAt: string;
+  deadline: string;
+  startedAt?: string;
+  finishedAt?: string;
+  attempts: number;
+  result?: unknown;
+  error?: RunError;
+}
+
+export interface AdmittedRun {
+  runId: string;
+  tenantId: string;
+  workflow: string;
+  class: RunClass;
+  admittedAt: number;
+  deadline: number;
+  message: string;
+}
+
+interface RunRow {
+  run_id: string;
+  workflow: string;
+  class: RunClass;
+  status: RunStatus;
+  status_message: string;
+  admitted_at: Date;
+  deadline: Date;
+  started_at: Date | null;
+  finished_at: Date | null;
+  attempts: number;
+  result: unknown;
+  error: RunError | null;
+}
+
+function toView(r: RunRow): RunView {
+  return {
+    runId: r.run_id,
+    workflow: r.workflow,
+    class: r.class,
+    status: r.status,
+    statusMessage: r.status_message,
+    admittedAt: r.admitted_at.toISOString(),
+    deadline: r.deadline.toISOString(),
+    ...(r.started_at ? { startedAt: r.started_at.toISOString() } : {}),
+    ...(r.finished_at ? { finishedAt: r.finished_at.toISOString() } : {}),
+    attempts: r.attempts,
+    ...(r.result !== null && r.result !== undefined ? { result: r.result } : {}),
+    ...(r.error ? { error: r.error } : {}),
+  };
+}
+
+const ts = (ms: number | null) => (ms === null ? null : new Date(ms));
+
+/** Postgres `runs` / `run_events`: the read model behind GET /v1/runs/:id and SSE. */
+export class RunStore {
+  constructor(private readonly pool: Pool) {}
+
+  /**
+   * Written by the submit adapter right after Kafka acknowledged the event, so a GET that follows
+   * the 202 finds the run (read-your-writes) even before the status sink has seen anything.
+   */
+  async recordAdmission(run: AdmittedRun): Promise<void> {
+    await this.pool.query(
+      `WITH ins AS (
+         INSERT INTO runs (run_id, tenant_id, workflow, class, status, status_message, admitted_at, deadline, last_sequence)
+         VALUES ($1, $2, $3, $4, 'queued', $5, $6, $7, $8)
+         ON CONFLICT (run_id) DO NOTHING
+       )
+       INSERT INTO run_events (run_id, sequence, status, message, attempt, occurred_at)
+       VALUES ($1, $8, 'queued', $5, 0, $6)
+       ON CONFLICT (run_id, sequence) DO NOTHING`,
+      [run.runId, run.tenantId, run.workflow, run.class, run.message, ts(run.admittedAt), ts(run.deadline), ADMITTED_SEQUENCE],
+    );
+  }
+
+  /**
+   * Applies status events idempotently in one transaction: events are keyed by (runId, sequence),
+   * and a run's row only moves forward (a late or duplicate event never regresses it).
+   */
+  async applyStatusEvents(events: readonly RunStatusChanged[]): Promise<void> {
+    if (events.length === 0) return;
+    const client = await this.pool.connect();
+    try {
+      await client.query('BEGIN');
+      await insertEvents(client, events);
+      await upsertRuns(client, events);
+      await client.query('COMMIT');
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw err;
+    } finally {
+      client.release();
+    }
+  }
+
+  async getRun(runId: string, tenantId: string): Promise<RunView | undefined> {
+    const { rows } = await this.pool.query<RunRow>(
+      `SELECT run_id, workflow, class, status, status_message, admitted_at, deadline, started_at, finished_at, attempts, result, error
+         FROM runs WHERE run_id = $1 AND tenant_id = $2`,
+      [runId, tenantId],
+    );
+    return rows[0] ? toView(rows[0]) : undefined;
+  }
+}
+
+async function insertEvents(client: PoolClient, events: readonly RunStatusChanged[]): Promise<void> {
+  await client.query(
+    `INSERT INTO run_events (run_id, sequence, status, message, step, attempt, occurred_at, result, error)
+     SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::int[], $7::timestamptz[], $8::jsonb[], $9::jsonb[])
+     ON CONFLICT (run_id, sequence) DO NOTHING`,
+    [
+      events.map((e) => e.runId),
+      events.map((e) => e.sequence),
+      events.map((e) => e.status),
+      events.map((e) => e.message),
+      events.map((e) => e.step),
+      events.map((e) => e.attempt),
+      events.map((e) => new Date(e.occurredAt)),
+      events.map((e) => e.result),
+      events.map((e) => (e.error ? JSON.stringify(e.error) : null)),
+    ],
+  );
+}
+
+async function upsertRuns(client: PoolClient, events: readonly RunStatusChanged[]): Promise<void> {
+  const patches = foldStatusEvents(events);
+  await client.query(
+    `INSERT INTO runs AS r (run_id, tenant_id, workflow, class, status, status_message, admitted_at, deadline,
+                            started_at, finished_at, attempts, result, error, last_sequence, updated_at)
+     SELECT p.*, now() FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::timestamptz[],
+                                   $8::timestamptz[], $9::timestamptz[], $10::timestamptz[], $11::int[], $12::jsonb[], $13::jsonb[], $14::bigint[])
+          AS p(run_id, tenant_id, workflow, class, status, status_message, admitted_at, deadline, started_at, finished_at, attempts, result, error, last_sequence)
+     ON CONFLICT (run_id) DO UPDATE SET
+       status         = EXCLUDED.status,
+       status_message = EXCLUDED.status_message,
+       started_at     = COALESCE(r.started_at, EXCLUDED.started_at),
+       finished_at    = EXCLUDED.finished_at,
+       attempts       = GREATEST(r.attempts, EXCLUDED.attempts),
+       result         = COALESCE(EXCLUDED.result, r.result),
+       error          = EXCLUDED.error,
+       last_sequence  = EXCLUDED.last_sequence,
+       updated_at     = now()
+     WHERE r.last_sequence < EXCLUDED.last_sequence`,
+    [
+      patches.map((p) => p.runId),
+      patches.map((p) => p.tenantId),
+      patches.map((p) => p.workflow),
+      patches.map((p) => p.class),
+      patches.map((p) => p.status),
+      patches.map((p) => p.statusMessage),
+      patches.map((p) => ts(p.admittedAt)),
+      patches.map((p) => ts(p.deadline)),
+      patches.map((p) => ts(p.startedAt)),
+      patches.map((p) => ts(p.finishedAt)),
+      patches.map((p) => p.attempts),
+      patches.map((p) => p.result),
+      patches.map((p) => (p.error ? JSON.stringify(p.error) : null)),
+      patches.map((p) => p.lastSequence),
+    ],
+  );
+}

@@ -1,0 +1,102 @@
+import type { Consumer, EachBatchPayload, Kafka } from 'kafkajs';
+import type { SluiceConfig } from '../config/schema.js';
+import { EventDecodeError, type EventCodec } from '../events/codec.js';
+import { SUBJECTS, type RunStatusChanged } from '../events/schemas.js';
+import { deadLetterPoison, type DeadLetterSink } from '../dlq/dead-letter.js';
+import { groupId, topicNames } from '../kafka/topics.js';
+import type { Logger } from '../obs/logger.js';
+import type { Metrics } from '../obs/metrics.js';
+import type { RunStore } from './run-store.js';
+
+export interface StatusSinkDeps {
+  kafka: Kafka;
+  config: SluiceConfig;
+  codec: EventCodec;
+  store: Pick<RunStore, 'applyStatusEvents'>;
+  deadLetters: DeadLetterSink;
+  logger: Logger;
+  metrics: Metrics;
+}
+
+const MAX_BACKOFF_MS = 5_000;
+
+/**
+ * Consumes `sluice.runs.status` into Postgres. A batch is written in one transaction and its
+ * offsets are committed only after that transaction commits; while Postgres is unavailable the
+ * batch is retried with backoff (heartbeating meanwhile), so no event is ever skipped.
+ */
+export class StatusSink {
+  private readonly consumer: Consumer;
+  private readonly group: string;
+  private readonly log: Logger;
+
+  constructor(private readonly deps: StatusSinkDeps) {
+    this.group = groupId(deps.config.kafka.namespace, 'status-sink');
+    this.log = deps.logger.child({ component: 'status-sink' });
+    this.consumer = deps.kafka.consumer({
+      groupId: this.group,
+      sessionTimeout: deps.config.kafka.sessionTimeoutMs,
+      heartbeatInterval: deps.config.kafka.heartbeatIntervalMs,
+      allowAutoTopicCreation: false,
+      maxWaitTimeInMs: 250,
+    });
+  }
+
+  async start(): Promise<void> {
+    await this.consumer.connect();
+    await this.consumer.subscribe({ topics: [topicNames(this.deps.config.kafka.namespace).status], fromBeginning: true });
+    await this.consumer.run({
+      autoCommit: false,
+      eachBatchAutoResolve: false,
+      partitionsConsumedConcurrently: 2,
+      eachBatch: (payload) => this.onBatch(payload),
+    });
+  }
+
+  async stop(): Promise<void> {
+    await this.consumer.disconnect();
+  }
+
+  private async onBatch({ batch, resolveOffset, heartbeat, isRunning, isStale }: EachBatchPayload): Promise<void> {
+    const { topic, partition } = batch;
+    const max = this.deps.config.statusSink.batchSize;
+    for (let start = 0; start < batch.messages.length; start += max) {
+      const slice = batch.messages.slice(start, start + max);
+      const events: RunStatusChanged[] = [];
+      for (const message of slice) {
+        try {
+          events.push(await this.deps.codec.decode<RunStatusChanged>(message.value, SUBJECTS.runStatusChanged));
+        } catch (err) {
+          if (!(err instanceof EventDecodeError)) throw err;
+          this.log.warn({ topic, partition, offset: message.offset, reason: err.reason }, 'undecodable status event sent to the DLQ');
+          await deadLetterPoison(this.deps.deadLetters, { topic, partition, message }, this.group, err, this.deps.config.processor.produceTimeoutMs);
+          this.deps.metrics.deadLettered.inc({ topic, reason: 'decode_error' });
+        }
+      }
+      const written = await this.writeWithRetry(events, heartbeat, () => isRunning() && !isStale());
+      if (!written) return;
+      const last = slice[slice.length - 1]!.offset;
+      resolveOffset(last);
+      await this.consumer.commitOffsets([{ topic, partition, offset: String(Number(last) + 1) }]);
+      await heartbeat();
+    }
+  }
+
+  private async writeWithRetry(events: RunStatusChanged[], heartbeat: () => Promise<void>, stillOwned: () => boolean): Promise<boolean> {
+    for (let attempt = 0; ; attempt++) {
+      const started = process.hrtime.bigint();
+      try {
+        await this.deps.store.applyStatusEvents(events);
+        this.deps.metrics.statusEventsApplied.inc(events.length);
+        this.deps.metrics.statusSinkBatchSeconds.observe(Number(process.hrtime.bigint() - started) / 1e9);
+        return true;
+      } catch (err) {
+        const waitMs = Math.min(MAX_BACKOFF_MS, 100 * 2 ** attempt);
+        this.log.error({ err, attempt, waitMs, events: events.length }, 'could not write status events to Postgres; retrying');
+        await new Promise((r) => setTimeout(r, waitMs));
+        await heartbeat();
+        if (!stillOwned()) return false;
+      }
+    }
+  }
+}

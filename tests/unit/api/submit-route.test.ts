@@ -1,0 +1,530 @@
+import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
+import { afterEach, describe, expect, it } from 'vitest';
+import { buildApiServer } from '../../../src/api/server.js';
+import { loadConfig } from '../../../src/config/load.js';
+import type { RunRequested } from '../../../src/events/schemas.js';
+import { createLogger } from '../../../src/obs/logger.js';
+import { createMetrics, type Metrics } from '../../../src/obs/metrics.js';
+import { ProduceQueueFullError, ProduceTimeoutError } from '../../../src/producers/produce-batcher.js';
+import { isRunId } from '../../../src/runs/run-id.js';
+import type { AdmittedRun, RunView } from '../../../src/status/run-store.js';
+
+const config = loadConfig({ env: {} });
+const NOW = Date.UTC(2026, 0, 1, 12, 0, 0, 0);
+const KEY_A = 'Bearer local-key-a';
+const KEY_B = 'Bearer local-key-b';
+const ADMIN = 'Bearer local-admin-key';
+const INCOMING_TRACE = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+const TRACEPARENT = /^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/;
+
+interface Harness {
+  app: FastifyInstance;
+  metrics: Metrics;
+  published: Array<{ run: RunRequested; timeoutMs: number }>;
+  admissions: AdmittedRun[];
+  getRunCalls: Array<{ runId: string; tenantId: string }>;
+  views: Map<string, { tenantId: string; view: RunView }>;
+}
+
+let current: Harness | undefined;
+
+function harness(opts: { publish?: (run: RunRequested) => Promise<void>; recordAdmission?: () => Promise<void> } = {}): Harness {
+  const published: Harness['published'] = [];
+  const admissions: AdmittedRun[] = [];
+  const getRunCalls: Harness['getRunCalls'] = [];
+  const views: Harness['views'] = new Map();
+  const metrics = createMetrics();
+  const app = buildApiServer({
+    config,
+    logger: createLogger('silent'),
+    metrics,
+    readiness: [],
+    now: () => NOW,
+    producer: {
+      publishRunRequested: async (run: RunRequested, timeoutMs: number) => {
+        if (opts.publish) await opts.publish(run);
+        published.push({ run, timeoutMs });
+      },
+    },
+    runs: {
+      recordAdmission: async (run: AdmittedRun) => {
+        if (opts.recordAdmission) await opts.recordAdmission();
+        admissions.push(run);
+      },
+      getRun: async (runId: string, tenantId: string) => {
+        getRunCalls.push({ runId, tenantId });
+        const entry = views.get(runId);
+        return entry && entry.tenantId === tenantId ? entry.view : undefined;
+      },
+    },
+  });
+  current = { app, metrics, published, admissions, getRunCalls, views };
+  return current;
+}
+
+afterEach(async () => {
+  await current?.app.close();
+  current = undefined;
+});
+
+function submit(h: Harness, body: unknown, headers: Record<string, string> = {}, auth: string | null = KEY_A): Promise<LightMyRequestResponse> {
+  const opts: InjectOptions = {
+    method: 'POST',
+    url: '/v1/runs',
+    headers: { 'content-type': 'application/json', ...(auth ? { authorization: auth } : {}), ...headers },
+    payload: typeof body === 'string' ? body : JSON.stringify(body),
+  };
+  return h.app.inject(opts);
+}
+
+/** Asserts the common problem shape and returns the parsed body. */
+function expectProblem(res: LightMyRequestResponse, status: number, code: string, retryable = false) {
+  expect(res.statusCode).toBe(status);
+  expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);
+  const body = res.json();
+  expect(body).toMatchObject({ type: `urn:sluice:problem:${code}`, status, code, retryable });
+  expect(typeof body.requestId).toBe('string');
+  expect(body.requestId.length).toBeGreaterThan(0);
+  expect(body.requestId).toBe(res.headers['x-request-id']);
+  return body as { errors?: Array<{ path: string; message: string }>; [k: string]: unknown };
+}
+
+const pathsOf = (body: { errors?: Array<{ path: string }> }) => (body.errors ?? []).map((e) => e.path).sort();
+
+const VALID = { workflow: 'support-reply', input: { message: 'Where is order 123?' } };
+
+describe('POST /v1/runs accepted', () => {
+  it('answers 202 with the run, its deadline, links and a Location header', async () => {
+    const h = harness();
+    const res = await submit(h, VALID);
+    expect(res.statusCode).toBe(202);
+    expect(res.headers['content-type']).toMatch(/^application\/json/);
+    const body = res.json();
+    expect(isRunId(body.runId)).toBe(true);
+    expect(body).toEqual({
+      runId: body.runId,
+      status: 'queued',
+      admission: 'admitted',
+      deadline: new Date(NOW + 30_000).toISOString(),
+      links: { self: `/v1/runs/${body.runId}`, events: `/v1/runs/${body.runId}/events` },
+    });
+    expect(res.headers.location).toBe(`/v1/runs/${body.runId}`);
+    // The id is a UUIDv7 carrying the admission time.
+    expect(parseInt(body.runId.replace(/-/g, '').slice(0, 12), 16)).toBe(NOW);
+  });
+
+  it('publishes one event with the contract fields before answering', async () => {
+    const h = harness();
+    const res = await submit(h, VALID);
+    expect(h.published).toHaveLength(1);
+    const { run, timeoutMs } = h.published[0]!;
+    expect(timeoutMs).toBe(config.kafka.produceTimeoutMs);
+    expect(run).toEqual({
+      runId: res.json().runId,
+      tenantId: 'tenant-a',
+      workflow: 'support-reply',
+      class: 'interactive',
+      admittedAt: NOW,
+      deadline: NOW + 30_000,
+      attempt: 1,
+      traceparent: expect.stringMatching(TRACEPARENT),
+      input: JSON.stringify(VALID.input),
+      idempotencyKey: null,
+      dueAt: null,
+    });
+  });
+
+  it('takes the tenant from the key', async () => {
+    const h = harness();
+    await submit(h, VALID, {}, KEY_B);
+    expect(h.published[0]!.run.tenantId).toBe('tenant-b');
+    expect(h.admissions[0]!.tenantId).toBe('tenant-b');
+  });
+
+  it('never takes the tenant from the body: a tenantId field is refused', async () => {
+    const h = harness();
+    const res = await submit(h, { ...VALID, tenantId: 'tenant-b' });
+    const body = expectProblem(res, 400, 'invalid_request');
+    expect(body.errors).toEqual([{ path: '/tenantId', message: 'is not a known field' }]);
+    expect(h.published).toHaveLength(0);
+  });
+
+  it('defaults the class from the workflow and the deadline from the class', async () => {
+    const h = harness();
+    const res = await submit(h, { workflow: 'report-digest', input: {} });
+    expect(res.statusCode).toBe(202);
+    expect(h.published[0]!.run).toMatchObject({ class: 'batch', deadline: NOW + config.api.deadlineMs.defaultBatch });
+    expect(res.json().deadline).toBe(new Date(NOW + 3_600_000).toISOString());
+  });
+
+  it('honours an explicit class', async () => {
+    const h = harness();
+    await submit(h, { ...VALID, class: 'batch' });
+    expect(h.published[0]!.run).toMatchObject({ class: 'batch', deadline: NOW + 3_600_000 });
+  });
+
+  it('sets deadline = admittedAt + deadlineMs', async () => {
+    const h = harness();
+    const res = await submit(h, { ...VALID, deadlineMs: 5_000 });
+    expect(h.published[0]!.run).toMatchObject({ admittedAt: NOW, deadline: NOW + 5_000 });
+    expect(res.json().deadline).toBe(new Date(NOW + 5_000).toISOString());
+  });
+
+  it('continues an incoming traceparent with a new span id', async () => {
+    const h = harness();
+    await submit(h, VALID, { traceparent: INCOMING_TRACE });
+    const tp = h.published[0]!.run.traceparent;
+    expect(tp).toMatch(TRACEPARENT);
+    expect(tp.split('-')[1]).toBe('4bf92f3577b34da6a3ce929d0e0e4736');
+    expect(tp.split('-')[2]).not.toBe('00f067aa0ba902b7');
+    expect(tp.split('-')[3]).toBe('01');
+  });
+
+  it('starts a new trace when the incoming traceparent is invalid', async () => {
+    const h = harness();
+    await submit(h, VALID, { traceparent: '00-00000000000000000000000000000000-00f067aa0ba902b7-01' });
+    const tp = h.published[0]!.run.traceparent;
+    expect(tp).toMatch(TRACEPARENT);
+    expect(tp.split('-')[1]).not.toBe('00000000000000000000000000000000');
+  });
+
+  it('serializes any JSON input as JSON text', async () => {
+    const h = harness();
+    const inputs: unknown[] = ['plain text', 42, null, [1, { a: 'b' }], { nested: { deep: [true, false] }, unicode: 'naïve ☕' }];
+    for (const input of inputs) await submit(h, { workflow: 'support-reply', input });
+    expect(h.published.map((p) => p.run.input)).toEqual(inputs.map((i) => JSON.stringify(i)));
+    expect(JSON.parse(h.published[4]!.run.input)).toEqual(inputs[4]);
+  });
+
+  it('carries the Idempotency-Key header', async () => {
+    const h = harness();
+    await submit(h, VALID, { 'idempotency-key': 'order-123-reply-1' });
+    expect(h.published[0]!.run.idempotencyKey).toBe('order-123-reply-1');
+  });
+
+  it('refuses an Idempotency-Key with spaces or over 255 characters', async () => {
+    const h = harness();
+    expectProblem(await submit(h, VALID, { 'idempotency-key': 'has space' }), 400, 'invalid_idempotency_key');
+    expectProblem(await submit(h, VALID, { 'idempotency-key': 'k'.repeat(256) }), 400, 'invalid_idempotency_key');
+    expect(h.published).toHaveLength(0);
+    const ok = await submit(h, VALID, { 'idempotency-key': 'k'.repeat(255) });
+    expect(ok.statusCode).toBe(202);
+  });
+
+  it('records the admission after the publish, with the same run', async () => {
+    const h = harness();
+    const res = await submit(h, VALID);
+    const run = h.published[0]!.run;
+    expect(h.admissions).toEqual([
+      expect.objectContaining({
+        runId: res.json().runId,
+        tenantId: 'tenant-a',
+        workflow: 'support-reply',
+        class: 'interactive',
+        admittedAt: NOW,
+        deadline: run.deadline,
+        message: 'queued: accepted and waiting for a processor',
+      }),
+    ]);
+  });
+
+  it('counts the submitted run', async () => {
+    const h = harness();
+    await submit(h, VALID);
+    const m = await h.metrics.runsSubmitted.get();
+    expect(m.values).toEqual([expect.objectContaining({ value: 1, labels: { tenant: 'tenant-a', workflow: 'support-reply', class: 'interactive' } })]);
+  });
+
+  it('answers 202 even when the admission record cannot be written', async () => {
+    const h = harness({ recordAdmission: () => Promise.reject(new Error('postgres down')) });
+    const res = await submit(h, VALID);
+    expect(res.statusCode).toBe(202);
+    expect(res.json()).toMatchObject({ status: 'queued', admission: 'admitted' });
+    expect(h.published).toHaveLength(1);
+    expect((await h.metrics.admissionRecordFailures.get()).values[0]!.value).toBe(1);
+  });
+
+  it('gives each run its own id', async () => {
+    const h = harness();
+    const ids = new Set<string>();
+    for (let i = 0; i < 5; i++) ids.add((await submit(h, VALID)).json().runId);
+    expect(ids.size).toBe(5);
+  });
+});
+
+describe('POST /v1/runs refused', () => {
+  it('malformed JSON → 400 invalid_request', async () => {
+    const h = harness();
+    const res = await submit(h, '{"workflow": "support-reply", "input":');
+    const body = expectProblem(res, 400, 'invalid_request');
+    expect(body.errors).toHaveLength(1);
+    expect(body.errors![0]!.path).toBe('/');
+    expect(h.published).toHaveLength(0);
+  });
+
+  it('a body that is not an object → 400', async () => {
+    const h = harness();
+    expectProblem(await submit(h, [VALID]), 400, 'invalid_request');
+    expectProblem(await submit(h, '"text"'), 400, 'invalid_request');
+  });
+
+  it('missing workflow and input → 400 listing /workflow and /input', async () => {
+    const h = harness();
+    const body = expectProblem(await submit(h, {}), 400, 'invalid_request');
+    expect(pathsOf(body)).toEqual(['/input', '/workflow']);
+    expect(h.published).toHaveLength(0);
+  });
+
+  it('a missing input alone → 400 /input', async () => {
+    const h = harness();
+    const body = expectProblem(await submit(h, { workflow: 'support-reply' }), 400, 'invalid_request');
+    expect(pathsOf(body)).toEqual(['/input']);
+  });
+
+  it('wrong types → 400 listing every error', async () => {
+    const h = harness();
+    const body = expectProblem(await submit(h, { workflow: 5, input: {}, deadlineMs: '100', class: 'urgent' }), 400, 'invalid_request');
+    expect(pathsOf(body)).toEqual(['/class', '/deadlineMs', '/workflow']);
+    for (const e of body.errors!) expect(e.message.length).toBeGreaterThan(0);
+    expect(h.published).toHaveLength(0);
+  });
+
+  it('an unknown field → 400 naming it', async () => {
+    const h = harness();
+    const body = expectProblem(await submit(h, { ...VALID, priority: 'high' }), 400, 'invalid_request');
+    expect(body.errors).toEqual([{ path: '/priority', message: 'is not a known field' }]);
+  });
+
+  it('an unknown workflow → 400 unknown_workflow', async () => {
+    const h = harness();
+    const body = expectProblem(await submit(h, { workflow: 'no-such-flow', input: {} }), 400, 'unknown_workflow');
+    expect(body.detail).toContain('support-reply');
+    expect(h.published).toHaveLength(0);
+  });
+
+  for (const inherited of ['constructor', '__proto__', 'toString']) {
+    it(`an Object.prototype member name ("${inherited}") is an unknown workflow, not a run`, async () => {
+      const h = harness();
+      expectProblem(await submit(h, { workflow: inherited, input: {} }), 400, 'unknown_workflow');
+      expect(h.published).toHaveLength(0);
+    });
+  }
+
+  it('no key → 401 with WWW-Authenticate', async () => {
+    const h = harness();
+    const res = await submit(h, VALID, {}, null);
+    expectProblem(res, 401, 'unauthorized');
+    expect(res.headers['www-authenticate']).toBe('Bearer');
+    expect(h.published).toHaveLength(0);
+  });
+
+  it('a wrong key → 401 with WWW-Authenticate', async () => {
+    const h = harness();
+    for (const auth of ['Bearer not-a-key', 'Basic bG9jYWwta2V5LWE=', 'local-key-a']) {
+      const res = await submit(h, VALID, {}, auth);
+      expectProblem(res, 401, 'unauthorized');
+      expect(res.headers['www-authenticate']).toBe('Bearer');
+    }
+    expect(h.published).toHaveLength(0);
+  });
+
+  it('the admin key → 403 forbidden', async () => {
+    const h = harness();
+    expectProblem(await submit(h, VALID, {}, ADMIN), 403, 'forbidden');
+    expect(h.published).toHaveLength(0);
+  });
+
+  it('a 1 MiB body (over the limit) → 413', async () => {
+    const h = harness();
+    const big = JSON.stringify({ workflow: 'support-reply', input: 'x'.repeat(1024 * 1024) });
+    const body = expectProblem(await submit(h, big), 413, 'payload_too_large');
+    expect(body.detail).toContain(String(config.api.bodyLimitBytes));
+    expect(h.published).toHaveLength(0);
+  });
+
+  it('one byte over the configured limit → 413, at the limit → accepted', async () => {
+    const h = harness();
+    const padFor = (size: number) => {
+      const skeleton = JSON.stringify({ workflow: 'support-reply', input: '' });
+      return JSON.stringify({ workflow: 'support-reply', input: 'x'.repeat(size - skeleton.length) });
+    };
+    const limit = config.api.bodyLimitBytes;
+    expect(Buffer.byteLength(padFor(limit))).toBe(limit);
+    expect((await submit(h, padFor(limit))).statusCode).toBe(202);
+    expectProblem(await submit(h, padFor(limit + 1)), 413, 'payload_too_large');
+  });
+
+  it('text/plain → 415', async () => {
+    const h = harness();
+    const res = await submit(h, JSON.stringify(VALID), { 'content-type': 'text/plain' });
+    expectProblem(res, 415, 'unsupported_media_type');
+    expect(h.published).toHaveLength(0);
+  });
+
+  it('other non-JSON media types → 415', async () => {
+    const h = harness();
+    for (const type of ['application/xml', 'application/x-www-form-urlencoded']) {
+      const body = expectProblem(await submit(h, JSON.stringify(VALID), { 'content-type': type }), 415, 'unsupported_media_type');
+      expect(body.title).toBe('Send application/json');
+    }
+    expect(h.published).toHaveLength(0);
+  });
+
+  it('application/json with a charset → accepted', async () => {
+    const h = harness();
+    expect((await submit(h, VALID, { 'content-type': 'application/json; charset=utf-8' })).statusCode).toBe(202);
+  });
+
+  it('deadlineMs below the minimum → 400 at /deadlineMs', async () => {
+    const h = harness();
+    const body = expectProblem(await submit(h, { ...VALID, deadlineMs: config.api.deadlineMs.min - 1 }), 400, 'invalid_request');
+    expect(body.errors).toEqual([{ path: '/deadlineMs', message: `must be at least ${config.api.deadlineMs.min} ms` }]);
+    expect(h.published).toHaveLength(0);
+  });
+
+  it('deadlineMs above the maximum or not positive → 400 at /deadlineMs', async () => {
+    const h = harness();
+    const over = expectProblem(await submit(h, { ...VALID, deadlineMs: config.api.deadlineMs.max + 1 }), 400, 'invalid_request');
+    expect(over.errors).toEqual([{ path: '/deadlineMs', message: `must be at most ${config.api.deadlineMs.max} ms` }]);
+    for (const bad of [0, -1, 1.5]) {
+      const body = expectProblem(await submit(h, { ...VALID, deadlineMs: bad }), 400, 'invalid_request');
+      expect(pathsOf(body)).toEqual(['/deadlineMs']);
+    }
+  });
+});
+
+describe('POST /v1/runs when Kafka does not acknowledge', () => {
+  const failures: Array<[string, () => Error, string]> = [
+    ['a produce timeout', () => new ProduceTimeoutError(5_000, false), 'timeout'],
+    ['a full produce queue', () => new ProduceQueueFullError(10_000), 'queue_full'],
+    ['any other produce error', () => new Error('broker gone'), 'error'],
+  ];
+
+  for (const [label, makeError, reason] of failures) {
+    it(`${label} → 503 overloaded with Retry-After, and no admission record`, async () => {
+      const h = harness({ publish: () => Promise.reject(makeError()) });
+      const res = await submit(h, VALID);
+      const body = expectProblem(res, 503, 'overloaded', true);
+      expect(res.headers['retry-after']).toBe('1');
+      expect(body.retryAfterSec).toBe(1);
+      expect(h.admissions).toHaveLength(0);
+      expect(res.headers.location).toBeUndefined();
+      const failuresMetric = await h.metrics.submitFailures.get();
+      expect(failuresMetric.values).toEqual([expect.objectContaining({ value: 1, labels: { reason } })]);
+      expect((await h.metrics.runsSubmitted.get()).values.every((v) => v.value === 0)).toBe(true);
+    });
+  }
+});
+
+describe('GET /v1/runs/:id', () => {
+  const view = (runId: string): RunView => ({
+    runId,
+    workflow: 'support-reply',
+    class: 'interactive',
+    status: 'running',
+    statusMessage: 'calling anthropic',
+    admittedAt: new Date(NOW).toISOString(),
+    deadline: new Date(NOW + 30_000).toISOString(),
+    startedAt: new Date(NOW + 10).toISOString(),
+    attempts: 1,
+  });
+
+  it('returns the own tenant’s run with links', async () => {
+    const h = harness();
+    const runId = (await submit(h, VALID)).json().runId as string;
+    h.views.set(runId, { tenantId: 'tenant-a', view: view(runId) });
+    const res = await h.app.inject({ method: 'GET', url: `/v1/runs/${runId}`, headers: { authorization: KEY_A } });
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toEqual({ ...view(runId), links: { self: `/v1/runs/${runId}`, events: `/v1/runs/${runId}/events` } });
+    expect(h.getRunCalls).toEqual([{ runId, tenantId: 'tenant-a' }]);
+  });
+
+  it('another tenant’s run → 404', async () => {
+    const h = harness();
+    const runId = (await submit(h, VALID)).json().runId as string;
+    h.views.set(runId, { tenantId: 'tenant-a', view: view(runId) });
+    const res = await h.app.inject({ method: 'GET', url: `/v1/runs/${runId}`, headers: { authorization: KEY_B } });
+    expectProblem(res, 404, 'not_found');
+    expect(h.getRunCalls).toEqual([{ runId, tenantId: 'tenant-b' }]);
+  });
+
+  it('a malformed id → 404 without a lookup', async () => {
+    const h = harness();
+    for (const id of ['nope', '123', '019B7A00-0000-7000-8000-000000000001']) {
+      expectProblem(await h.app.inject({ method: 'GET', url: `/v1/runs/${id}`, headers: { authorization: KEY_A } }), 404, 'not_found');
+    }
+    expect(h.getRunCalls).toHaveLength(0);
+  });
+
+  it('needs a tenant key', async () => {
+    const h = harness();
+    const id = '019b7a00-0000-7000-8000-000000000001';
+    const anon = await h.app.inject({ method: 'GET', url: `/v1/runs/${id}` });
+    expectProblem(anon, 401, 'unauthorized');
+    expectProblem(await h.app.inject({ method: 'GET', url: `/v1/runs/${id}`, headers: { authorization: ADMIN } }), 403, 'forbidden');
+    expect(h.getRunCalls).toHaveLength(0);
+  });
+});
+
+describe('other routes and request ids', () => {
+  it('an unknown route → 404 problem', async () => {
+    const h = harness();
+    const res = await h.app.inject({ method: 'GET', url: '/v1/nothing-here?x=1', headers: { authorization: KEY_A } });
+    const body = expectProblem(res, 404, 'not_found');
+    expect(body.detail).toBe('no route GET /v1/nothing-here');
+    expect(body.instance).toBe('/v1/nothing-here?x=1');
+  });
+
+  it('echoes X-Request-Id and uses it as requestId', async () => {
+    const h = harness();
+    const res = await submit(h, {}, { 'x-request-id': 'client-req.42:a_b-c' });
+    expect(res.headers['x-request-id']).toBe('client-req.42:a_b-c');
+    expect(expectProblem(res, 400, 'invalid_request').requestId).toBe('client-req.42:a_b-c');
+
+    const ok = await submit(h, VALID, { 'x-request-id': 'client-req-43' });
+    expect(ok.statusCode).toBe(202);
+    expect(ok.headers['x-request-id']).toBe('client-req-43');
+
+    const unauth = await submit(h, VALID, { 'x-request-id': 'client-req-44' }, null);
+    expect(expectProblem(unauth, 401, 'unauthorized').requestId).toBe('client-req-44');
+  });
+
+  it('replaces an unusable X-Request-Id with a generated one', async () => {
+    const h = harness();
+    for (const given of ['has spaces in it', 'x'.repeat(129), 'semi;colon']) {
+      const res = await submit(h, {}, { 'x-request-id': given });
+      const id = res.headers['x-request-id'];
+      expect(id).not.toBe(given);
+      expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+      expect(expectProblem(res, 400, 'invalid_request').requestId).toBe(id);
+    }
+  });
+
+  it('generates a request id when none is given', async () => {
+    const h = harness();
+    const a = await submit(h, VALID);
+    const b = await submit(h, VALID);
+    expect(a.headers['x-request-id']).toBeTruthy();
+    expect(a.headers['x-request-id']).not.toBe(b.headers['x-request-id']);
+  });
+
+  it('serves /healthz without a key', async () => {
+    const h = harness();
+    const res = await h.app.inject({ method: 'GET', url: '/healthz' });
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toEqual({ status: 'ok' });
+  });
+
+  it('counts answered requests by route and status', async () => {
+    const h = harness();
+    await submit(h, VALID);
+    await submit(h, {}, {}, null);
+    const values = (await h.metrics.httpRequests.get()).values;
+    expect(values).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ value: 1, labels: { route: '/v1/runs', method: 'POST', status: '202' } }),
+        expect.objectContaining({ value: 1, labels: { route: '/v1/runs', method: 'POST', status: '401' } }),
+      ]),
+    );
+  });
+});
