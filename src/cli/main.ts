@@ -1,0 +1,118 @@
+#!/usr/bin/env node
+import { Command, Option } from 'commander';
+import { ConfigError, loadConfig } from '../config/load.js';
+import type { SluiceConfig } from '../config/schema.js';
+import { createLogger, type Logger } from '../obs/logger.js';
+import { infraDown, infraStatus, infraUp } from '../infra/local-infra.js';
+import { startRoles } from '../roles/start-roles.js';
+import { startBanner } from './banner.js';
+
+/** Exit codes scripts can rely on. */
+export const EXIT = { ok: 0, failure: 1, badConfig: 2 } as const;
+
+function configOrExit(path: string | undefined): SluiceConfig {
+  try {
+    return loadConfig({ path });
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`sluice: ${err.message}\n`);
+      process.exit(EXIT.badConfig);
+    }
+    throw err;
+  }
+}
+
+/** Points the config at the local services `infra up` found or started. */
+async function withLocalInfra(config: SluiceConfig, logger: Logger): Promise<SluiceConfig> {
+  if (!config.localInfra) return config;
+  const endpoints = await infraUp({ stateDir: config.stateDir, logger: logger.child({ component: 'infra' }) });
+  return {
+    ...config,
+    kafka: { ...config.kafka, brokers: endpoints.kafkaBrokers },
+    redis: { ...config.redis, url: endpoints.redisUrl },
+    postgres: { ...config.postgres, url: endpoints.databaseUrl },
+  };
+}
+
+async function start(opts: { config?: string; roles?: string }): Promise<void> {
+  if (opts.roles) process.env.SLUICE_ROLES = opts.roles;
+  const loaded = configOrExit(opts.config);
+  const logger = createLogger(loaded.logLevel);
+  const config = await withLocalInfra(loaded, logger);
+  const running = await startRoles(config, logger);
+  process.stdout.write(startBanner(config, running));
+  logger.info({ roles: running.roles, apiUrl: running.apiUrl, simulatorUrl: running.simulatorUrl, opsUrl: running.opsUrl }, 'sluice started');
+
+  let stopping = false;
+  const shutdown = (signal: string) => {
+    if (stopping) {
+      logger.warn({ signal }, 'second signal: exiting without draining');
+      process.exit(EXIT.failure);
+    }
+    stopping = true;
+    logger.info({ signal }, 'draining and stopping');
+    running.stop().then(
+      () => process.exit(EXIT.ok),
+      (err: unknown) => {
+        logger.error({ err }, 'stop failed');
+        process.exit(EXIT.failure);
+      },
+    );
+  };
+  process.on('SIGINT', () => shutdown('SIGINT'));
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+}
+
+function infraCommand(): Command {
+  const infra = new Command('infra').description('local Kafka (from Maven jars), Redis and Postgres without Docker');
+  const stateDirOf = (opts: { config?: string }) => configOrExit(opts.config).stateDir;
+  infra
+    .command('up')
+    .description('start what is not running; reuse what is')
+    .option('-c, --config <file>', 'config file')
+    .action(async (opts: { config?: string }) => {
+      const endpoints = await infraUp({ stateDir: stateDirOf(opts), logger: createLogger('info') });
+      process.stdout.write(`${JSON.stringify(endpoints, null, 2)}\n`);
+    });
+  infra
+    .command('down')
+    .description('stop only what `infra up` started')
+    .option('-c, --config <file>', 'config file')
+    .action(async (opts: { config?: string }) => {
+      const result = await infraDown({ stateDir: stateDirOf(opts), logger: createLogger('info') });
+      process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+    });
+  infra
+    .command('status')
+    .description('what runs, who owns it, pids and ports')
+    .option('-c, --config <file>', 'config file')
+    .action(async (opts: { config?: string }) => {
+      const status = await infraStatus({ stateDir: stateDirOf(opts), logger: createLogger('warn') });
+      process.stdout.write(`${JSON.stringify(status, null, 2)}\n`);
+    });
+  return infra;
+}
+
+const program = new Command('sluice').description('Kafka stream processor for AI-agent work with explicit backpressure').showHelpAfterError();
+
+program
+  .command('start')
+  .description('start the configured roles (all of them by default) in this process')
+  .option('-c, --config <file>', 'config file (default: SLUICE_CONFIG or the built-in config/local.yaml)')
+  .addOption(new Option('-r, --roles <list>', 'comma-separated roles, overriding the config').env('SLUICE_ROLES'))
+  .action(start);
+
+program
+  .command('config')
+  .description('validate a config file and print it with defaults filled in')
+  .option('-c, --config <file>', 'config file')
+  .action((opts: { config?: string }) => {
+    process.stdout.write(`${JSON.stringify(configOrExit(opts.config), null, 2)}\n`);
+  });
+
+program.addCommand(infraCommand());
+
+program.parseAsync(process.argv).catch((err: unknown) => {
+  process.stderr.write(`sluice: ${(err as Error).stack ?? String(err)}\n`);
+  process.exit(EXIT.failure);
+});

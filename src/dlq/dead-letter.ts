@@ -1,0 +1,93 @@
+import type { KafkaMessage } from 'kafkajs';
+import type { DeadLetterEnvelope } from '../events/schemas.js';
+
+/** Failure context as Kafka headers, in the spirit of Spring Kafka's `kafka_dlt-*` headers. */
+export const DLQ_HEADER = {
+  originalTopic: 'sluice-dlt-original-topic',
+  originalPartition: 'sluice-dlt-original-partition',
+  originalOffset: 'sluice-dlt-original-offset',
+  consumerGroup: 'sluice-dlt-original-consumer-group',
+  reason: 'sluice-dlt-reason',
+  errorClass: 'sluice-dlt-exception-fqcn',
+  errorMessage: 'sluice-dlt-exception-message',
+  attempts: 'sluice-dlt-attempts',
+  firstFailureAt: 'sluice-dlt-first-failure-at',
+  lastFailureAt: 'sluice-dlt-last-failure-at',
+  tenant: 'sluice-dlt-tenant',
+  runId: 'sluice-dlt-run-id',
+} as const;
+
+const MAX_MESSAGE = 1_000;
+const MAX_STACK = 4_000;
+
+export interface DeadLetterInput {
+  topic: string;
+  partition: number;
+  message: Pick<KafkaMessage, 'offset' | 'key' | 'value'>;
+  consumerGroup: string;
+  /** Short machine-readable cause, e.g. `decode_error`. */
+  reason: string;
+  error: Error;
+  attempts: number;
+  firstFailureAt: number;
+  lastFailureAt: number;
+  run?: { runId: string; tenantId: string; workflow: string };
+}
+
+/** Where an event dies: the original bytes, untouched, plus everything needed to judge and replay it. */
+export function buildDeadLetter(input: DeadLetterInput): { envelope: DeadLetterEnvelope; headers: Record<string, string> } {
+  const { error, run } = input;
+  const message = error.message.slice(0, MAX_MESSAGE);
+  const envelope: DeadLetterEnvelope = {
+    runId: run?.runId ?? null,
+    tenantId: run?.tenantId ?? null,
+    workflow: run?.workflow ?? null,
+    originalTopic: input.topic,
+    originalPartition: input.partition,
+    originalOffset: input.message.offset,
+    originalKey: input.message.key ?? null,
+    payload: input.message.value ?? Buffer.alloc(0),
+    errorClass: error.name,
+    errorMessage: message,
+    errorStack: error.stack ? error.stack.slice(0, MAX_STACK) : null,
+    attempts: input.attempts,
+    firstFailureAt: input.firstFailureAt,
+    lastFailureAt: input.lastFailureAt,
+    consumerGroup: input.consumerGroup,
+  };
+  const headers: Record<string, string> = {
+    [DLQ_HEADER.originalTopic]: input.topic,
+    [DLQ_HEADER.originalPartition]: String(input.partition),
+    [DLQ_HEADER.originalOffset]: input.message.offset,
+    [DLQ_HEADER.consumerGroup]: input.consumerGroup,
+    [DLQ_HEADER.reason]: input.reason,
+    [DLQ_HEADER.errorClass]: error.name,
+    [DLQ_HEADER.errorMessage]: message,
+    [DLQ_HEADER.attempts]: String(input.attempts),
+    [DLQ_HEADER.firstFailureAt]: new Date(input.firstFailureAt).toISOString(),
+    [DLQ_HEADER.lastFailureAt]: new Date(input.lastFailureAt).toISOString(),
+    ...(run ? { [DLQ_HEADER.tenant]: run.tenantId, [DLQ_HEADER.runId]: run.runId } : {}),
+  };
+  return { envelope, headers };
+}
+
+export interface DeadLetterSink {
+  publishDeadLetter(envelope: DeadLetterEnvelope, headers: Record<string, string>, timeoutMs: number): Promise<void>;
+}
+
+/**
+ * A record that cannot be decoded will never decode on redelivery: park it in the DLQ with its
+ * bytes so the partition keeps flowing. Resolves only once the DLQ produce is acknowledged, so the
+ * caller may then move past the record's offset.
+ */
+export async function deadLetterPoison(
+  sink: DeadLetterSink,
+  record: { topic: string; partition: number; message: Pick<KafkaMessage, 'offset' | 'key' | 'value'> },
+  consumerGroup: string,
+  error: Error,
+  timeoutMs: number,
+  now: number = Date.now(),
+): Promise<void> {
+  const { envelope, headers } = buildDeadLetter({ ...record, consumerGroup, reason: 'decode_error', error, attempts: 1, firstFailureAt: now, lastFailureAt: now });
+  await sink.publishDeadLetter(envelope, headers, timeoutMs);
+}

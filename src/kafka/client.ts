@@ -1,0 +1,29 @@
+import { Kafka, logLevel, type LogEntry } from 'kafkajs';
+import type { Logger } from '../obs/logger.js';
+import type { SluiceConfig } from '../config/schema.js';
+
+const levels: Record<number, 'error' | 'warn' | 'info' | 'debug'> = {
+  [logLevel.ERROR]: 'error',
+  [logLevel.WARN]: 'warn',
+  [logLevel.INFO]: 'info',
+  [logLevel.DEBUG]: 'debug',
+};
+
+/** kafkajs logs through pino so every line is structured JSON like the rest of Sluice. */
+export function createKafka(cfg: SluiceConfig['kafka'], logger: Logger, clientSuffix: string): Kafka {
+  const log = logger.child({ component: 'kafkajs' });
+  return new Kafka({
+    clientId: `${cfg.clientId}-${clientSuffix}`,
+    brokers: cfg.brokers,
+    connectionTimeout: 3_000,
+    requestTimeout: 30_000,
+    retry: { initialRetryTime: 100, retries: 8, maxRetryTime: 5_000 },
+    logLevel: logLevel.WARN,
+    logCreator:
+      () =>
+      ({ level, log: entry }: LogEntry) => {
+        const { message, ...rest } = entry;
+        log[levels[level] ?? 'info']({ namespace: entry.namespace, ...rest }, message);
+      },
+  });
+}

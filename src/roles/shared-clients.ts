@@ -1,0 +1,115 @@
+import { join, resolve } from 'node:path';
+import type { Kafka } from 'kafkajs';
+import type pg from 'pg';
+import { Redis } from 'ioredis';
+import type { SluiceConfig } from '../config/schema.js';
+import { EventCodec } from '../events/codec.js';
+import { FileSchemaRegistry, HttpSchemaRegistry } from '../events/schema-registry.js';
+import { createKafka } from '../kafka/client.js';
+import { ensureTopics, topicNames } from '../kafka/topics.js';
+import { createPool } from '../db/pool.js';
+import { migrate } from '../db/migrate.js';
+import { EventProducer } from '../producers/event-producer.js';
+import type { Logger } from '../obs/logger.js';
+import type { ReadinessCheck } from '../api/routes/health.js';
+
+/**
+ * Connections shared by the roles of one process, created on first use so a process runs only
+ * what its roles need, and closed once in reverse order.
+ */
+export class SharedClients {
+  private kafkaClient?: Kafka;
+  private producerP?: Promise<EventProducer>;
+  private poolP?: Promise<pg.Pool>;
+  private redisClient?: Redis;
+  private codecInstance?: EventCodec;
+  private topicsP?: Promise<void>;
+
+  constructor(
+    private readonly config: SluiceConfig,
+    private readonly logger: Logger,
+  ) {}
+
+  get kafka(): Kafka {
+    this.kafkaClient ??= createKafka(this.config.kafka, this.logger, this.config.instanceId ?? String(process.pid));
+    return this.kafkaClient;
+  }
+
+  get codec(): EventCodec {
+    const { schemaRegistry } = this.config;
+    this.codecInstance ??= new EventCodec(
+      schemaRegistry.url ? new HttpSchemaRegistry(schemaRegistry.url, { timeoutMs: schemaRegistry.timeoutMs }) : new FileSchemaRegistry(resolve(schemaRegistry.dir ?? join(this.config.stateDir, 'schema-registry'))),
+    );
+    return this.codecInstance;
+  }
+
+  /** Topics are created by the app at start-up, once per process. */
+  ensureTopics(): Promise<void> {
+    this.topicsP ??= (async () => {
+      const admin = this.kafka.admin();
+      await admin.connect();
+      try {
+        const { created, mismatched } = await ensureTopics(admin, this.config.kafka);
+        if (created.length > 0) this.logger.info({ created }, 'created topics');
+        for (const m of mismatched) this.logger.warn(m);
+      } finally {
+        await admin.disconnect();
+      }
+    })();
+    return this.topicsP;
+  }
+
+  producer(): Promise<EventProducer> {
+    this.producerP ??= this.ensureTopics().then(() => EventProducer.connect(this.kafka, this.codec, topicNames(this.config.kafka.namespace)));
+    return this.producerP;
+  }
+
+  pool(): Promise<pg.Pool> {
+    this.poolP ??= (async () => {
+      const pool = createPool(this.config.postgres, 'sluice');
+      pool.on('error', (err) => this.logger.warn({ err }, 'idle Postgres connection failed'));
+      const applied = await migrate(pool);
+      if (applied.length > 0) this.logger.info({ applied }, 'applied database migrations');
+      return pool;
+    })();
+    return this.poolP;
+  }
+
+  get redis(): Redis {
+    this.redisClient ??= new Redis(this.config.redis.url, { lazyConnect: true, connectTimeout: 2_000, maxRetriesPerRequest: 1, commandTimeout: 2_000 });
+    return this.redisClient;
+  }
+
+  readinessChecks(): ReadinessCheck[] {
+    return [
+      {
+        name: 'kafka',
+        check: async () => {
+          const admin = this.kafka.admin();
+          await admin.connect();
+          try {
+            await admin.describeCluster();
+          } finally {
+            await admin.disconnect();
+          }
+        },
+      },
+      {
+        name: 'redis',
+        check: async () => {
+          if (this.redis.status === 'wait') await this.redis.connect();
+          await this.redis.ping();
+        },
+      },
+      { name: 'postgres', check: async () => void (await (await this.pool()).query('SELECT 1')) },
+    ];
+  }
+
+  async close(): Promise<void> {
+    const closing: Promise<unknown>[] = [];
+    if (this.producerP) closing.push(this.producerP.then((p) => p.close()));
+    if (this.poolP) closing.push(this.poolP.then((p) => p.end()));
+    if (this.redisClient) this.redisClient.disconnect();
+    await Promise.allSettled(closing);
+  }
+}

@@ -1,0 +1,198 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { inject } from 'vitest';
+import { parse, stringify } from 'yaml';
+import { packageRoot } from '../../src/util/package-root.js';
+
+export const TENANT_A_KEY = 'local-key-a';
+export const TENANT_B_KEY = 'local-key-b';
+export const TENANT_C_KEY = 'local-key-c';
+export const ADMIN_KEY = 'local-admin-key';
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address();
+      const port = typeof addr === 'object' && addr ? addr.port : 0;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+/** A fresh topic/group namespace per test file, so files never see each other's records. */
+export function testNamespace(label: string): string {
+  return `t-${label}-${Date.now().toString(36)}-${randomBytes(3).toString('hex')}.`;
+}
+
+type Json = Record<string, unknown>;
+
+function deepMerge(base: Json, patch: Json): Json {
+  const out: Json = { ...base };
+  for (const [k, v] of Object.entries(patch)) {
+    const b = out[k];
+    out[k] = v && typeof v === 'object' && !Array.isArray(v) && b && typeof b === 'object' && !Array.isArray(b) ? deepMerge(b as Json, v as Json) : v;
+  }
+  return out;
+}
+
+/** The built-in local config with test overrides, written to a temp file. */
+export function writeTestConfig(overrides: Json = {}): string {
+  const base = parse(readFileSync(join(packageRoot(), 'config', 'local.yaml'), 'utf8')) as Json;
+  const dir = mkdtempSync(join(tmpdir(), 'sluice-test-'));
+  const path = join(dir, 'config.yaml');
+  writeFileSync(path, stringify(deepMerge(deepMerge(base, { localInfra: false }), overrides)));
+  return path;
+}
+
+export interface SluiceProcess {
+  child: ChildProcess;
+  /** Every JSON log line so far. */
+  logs: Json[];
+  stdout: () => string;
+  waitForLog: (predicate: (line: Json) => boolean, timeoutMs?: number) => Promise<Json>;
+  /** SIGTERM and wait for exit; returns the exit code. */
+  stop: (timeoutMs?: number) => Promise<number | null>;
+  kill9: () => Promise<void>;
+}
+
+/** Runs `sluice start` as a user would: the compiled CLI in its own process, against real infrastructure. */
+export async function startSluice(opts: { configPath: string; roles: string; namespace: string; env?: Record<string, string> }): Promise<SluiceProcess> {
+  const cli = join(packageRoot(), 'dist', 'cli', 'main.js');
+  if (!existsSync(cli)) throw new Error(`${cli} is missing: run \`npm run build\` (npm test does it first)`);
+  const infra = inject('infra');
+  const child = spawn(process.execPath, [cli, 'start', '--config', opts.configPath], {
+    cwd: packageRoot(),
+    env: {
+      ...process.env,
+      KAFKA_BROKERS: infra.kafkaBrokers.join(','),
+      REDIS_URL: infra.redisUrl,
+      DATABASE_URL: infra.databaseUrl,
+      SLUICE_KAFKA_NAMESPACE: opts.namespace,
+      SLUICE_ROLES: opts.roles,
+      SLUICE_LOG_LEVEL: 'info',
+      ...opts.env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const logs: Json[] = [];
+  let raw = '';
+  let pending = '';
+  const waiters: { predicate: (l: Json) => boolean; resolve: (l: Json) => void }[] = [];
+  child.stdout!.on('data', (chunk: Buffer) => {
+    raw += chunk.toString();
+    pending += chunk.toString();
+    const lines = pending.split('\n');
+    pending = lines.pop() ?? '';
+    for (const line of lines) {
+      if (!line.startsWith('{')) continue;
+      let parsed: Json;
+      try {
+        parsed = JSON.parse(line) as Json;
+      } catch {
+        continue;
+      }
+      logs.push(parsed);
+      for (const w of [...waiters]) {
+        if (w.predicate(parsed)) {
+          waiters.splice(waiters.indexOf(w), 1);
+          w.resolve(parsed);
+        }
+      }
+    }
+  });
+  let stderr = '';
+  child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+
+  const waitForLog = (predicate: (line: Json) => boolean, timeoutMs = 60_000) => {
+    const found = logs.find(predicate);
+    if (found) return Promise.resolve(found);
+    return new Promise<Json>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`log line not seen within ${timeoutMs} ms; stderr: ${stderr.slice(-2000)}`)), timeoutMs);
+      waiters.push({ predicate, resolve: (l) => (clearTimeout(timer), resolve(l)) });
+      void exited.then((code) => {
+        clearTimeout(timer);
+        reject(new Error(`sluice exited (${code}) before the log line; stderr: ${stderr.slice(-2000)}`));
+      });
+    });
+  };
+
+  const proc: SluiceProcess = {
+    child,
+    logs,
+    stdout: () => raw,
+    waitForLog,
+    stop: async (timeoutMs = 30_000) => {
+      if (child.exitCode !== null) return child.exitCode;
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+      const code = await exited;
+      clearTimeout(timer);
+      return code;
+    },
+    kill9: async () => {
+      child.kill('SIGKILL');
+      await exited;
+    },
+  };
+  await waitForLog((l) => l.msg === 'sluice started', 90_000);
+  return proc;
+}
+
+export interface HttpResult {
+  status: number;
+  headers: Headers;
+  body: any;
+}
+
+export async function http(url: string, init: RequestInit & { key?: string; json?: unknown } = {}): Promise<HttpResult> {
+  const headers = new Headers(init.headers);
+  if (init.key) headers.set('authorization', `Bearer ${init.key}`);
+  let body = init.body;
+  if (init.json !== undefined) {
+    headers.set('content-type', 'application/json');
+    body = JSON.stringify(init.json);
+  }
+  const res = await fetch(url, { ...init, headers, body, signal: AbortSignal.timeout(15_000) });
+  const text = await res.text();
+  let parsed: unknown = text;
+  try {
+    parsed = text ? JSON.parse(text) : undefined;
+  } catch {
+    /* not JSON: keep the text */
+  }
+  return { status: res.status, headers: res.headers, body: parsed };
+}
+
+/** Polls until `check` returns a value or the time is up; bounded so a broken run fails the test, not CI. */
+export async function eventually<T>(check: () => Promise<T | undefined>, timeoutMs: number, what: string, intervalMs = 100): Promise<T> {
+  const until = Date.now() + timeoutMs;
+  let last: unknown;
+  while (Date.now() < until) {
+    try {
+      const v = await check();
+      if (v !== undefined) return v;
+    } catch (err) {
+      last = err;
+    }
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${String(last)}` : ''}`);
+}
+
+export async function waitForStatus(apiUrl: string, runId: string, key: string, statuses: string[], timeoutMs = 30_000): Promise<any> {
+  return eventually(
+    async () => {
+      const r = await http(`${apiUrl}/v1/runs/${runId}`, { key });
+      return r.status === 200 && statuses.includes(r.body.status) ? r.body : undefined;
+    },
+    timeoutMs,
+    `run ${runId} to reach ${statuses.join('|')}`,
+  );
+}
