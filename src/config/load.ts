@@ -34,7 +34,9 @@ export const ENV_OVERRIDES: readonly EnvOverride[] = [
   { env: 'SLUICE_INSTANCE_ID', path: ['instanceId'], parse: text },
   { env: 'SLUICE_LOG_LEVEL', path: ['logLevel'], parse: text },
   { env: 'SLUICE_STATE_DIR', path: ['stateDir'], parse: text },
+  { env: 'SLUICE_API_HOST', path: ['api', 'host'], parse: text },
   { env: 'SLUICE_API_PORT', path: ['api', 'port'], parse: int },
+  { env: 'SLUICE_SIM_HOST', path: ['simulator', 'host'], parse: text },
   { env: 'SLUICE_SIM_PORT', path: ['simulator', 'port'], parse: int },
   { env: 'SLUICE_OPS_PORT', path: ['opsPort'], parse: int },
 ];

@@ -110,7 +110,8 @@ export const configSchema = z
       .object({
         /** A Confluent-compatible registry; when absent the file-backed registry in `dir` is used. */
         url: z.url().optional(),
-        dir: z.string().min(1).default('.sluice/schema-registry'),
+        /** Defaults to `<stateDir>/schema-registry`; processes sharing it agree on ids. */
+        dir: z.string().min(1).optional(),
         timeoutMs: ms(100, 60_000).default(5_000),
       })
       .prefault({}),

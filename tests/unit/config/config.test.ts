@@ -162,7 +162,7 @@ describe('parseConfig defaults', () => {
     });
     expect(cfg.redis.url).toBe('redis://127.0.0.1:6379');
     expect(cfg.postgres).toEqual({ url: 'postgresql://postgres@127.0.0.1:5432/sluice', poolSize: 10, statementTimeoutMs: 5000 });
-    expect(cfg.schemaRegistry).toEqual({ dir: '.sluice/schema-registry', timeoutMs: 5000 });
+    expect(cfg.schemaRegistry).toEqual({ timeoutMs: 5000 });
     expect(cfg.api).toEqual({
       host: '127.0.0.1',
       port: 8080,
