@@ -63,33 +63,24 @@ async function start(opts: { config?: string; roles?: string }): Promise<void> {
   process.on('SIGTERM', () => shutdown('SIGTERM'));
 }
 
+const INFRA_ACTIONS = {
+  up: { description: 'start what is not running; reuse what is', level: 'info', run: infraUp },
+  down: { description: 'stop only what `infra up` started', level: 'info', run: infraDown },
+  status: { description: 'what runs, who owns it, pids and ports', level: 'warn', run: infraStatus },
+} as const;
+
 function infraCommand(): Command {
   const infra = new Command('infra').description('local Kafka (from Maven jars), Redis and Postgres without Docker');
-  const stateDirOf = (opts: { config?: string }) => configOrExit(opts.config).stateDir;
-  infra
-    .command('up')
-    .description('start what is not running; reuse what is')
-    .option('-c, --config <file>', 'config file')
-    .action(async (opts: { config?: string }) => {
-      const endpoints = await infraUp({ stateDir: stateDirOf(opts), logger: createLogger('info') });
-      process.stdout.write(`${JSON.stringify(endpoints, null, 2)}\n`);
-    });
-  infra
-    .command('down')
-    .description('stop only what `infra up` started')
-    .option('-c, --config <file>', 'config file')
-    .action(async (opts: { config?: string }) => {
-      const result = await infraDown({ stateDir: stateDirOf(opts), logger: createLogger('info') });
-      process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
-    });
-  infra
-    .command('status')
-    .description('what runs, who owns it, pids and ports')
-    .option('-c, --config <file>', 'config file')
-    .action(async (opts: { config?: string }) => {
-      const status = await infraStatus({ stateDir: stateDirOf(opts), logger: createLogger('warn') });
-      process.stdout.write(`${JSON.stringify(status, null, 2)}\n`);
-    });
+  for (const [name, action] of Object.entries(INFRA_ACTIONS)) {
+    infra
+      .command(name)
+      .description(action.description)
+      .option('-c, --config <file>', 'config file')
+      .action(async (opts: { config?: string }) => {
+        const result = await action.run({ stateDir: configOrExit(opts.config).stateDir, logger: createLogger(action.level) });
+        process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+      });
+  }
   return infra;
 }
 

@@ -52,50 +52,72 @@ function isErrnoCode(err: unknown, code: string): boolean {
 }
 
 /**
+ * Both registries answer from memory after the first success; a failed lookup is forgotten so
+ * the next call asks again.
+ */
+abstract class CachingSchemaRegistry implements SchemaRegistry {
+  private readonly registered = new Map<string, Promise<number>>();
+  private readonly schemas = new Map<number, Promise<string>>();
+
+  protected abstract registerUncached(subject: string, schemaJson: string): Promise<number>;
+  protected abstract fetchSchema(id: number): Promise<string>;
+
+  /** The form a schema is registered in; also what makes two texts "the same schema". */
+  protected normalize(schemaJson: string): string {
+    return schemaJson;
+  }
+
+  register(subject: string, schemaJson: string): Promise<number> {
+    let normalized: string;
+    try {
+      normalized = this.normalize(schemaJson);
+    } catch (err) {
+      return Promise.reject(err as Error);
+    }
+    return remember(this.registered, `${subject}\n${normalized}`, () => this.registerUncached(subject, normalized));
+  }
+
+  schemaById(id: number): Promise<string> {
+    if (!isSchemaId(id)) return Promise.reject(new SchemaNotFoundError(id));
+    return remember(this.schemas, id, () => this.fetchSchema(id));
+  }
+}
+
+function remember<K, V>(cache: Map<K, Promise<V>>, key: K, create: () => Promise<V>): Promise<V> {
+  let value = cache.get(key);
+  if (!value) {
+    value = create();
+    cache.set(key, value);
+    value.catch(() => cache.delete(key));
+  }
+  return value;
+}
+
+/**
  * Embedded registry in a directory. An id is derived from the SHA-256 of the canonical schema
  * text, so processes sharing the directory (or not sharing anything) agree on ids without
  * coordination and ids survive restarts. Layout:
  *   ids/<id>.avsc             canonical schema text, immutable once written
  *   subjects/<subject>.json   {subject, versions: [{version, id}]}, informational
  */
-export class FileSchemaRegistry implements SchemaRegistry {
-  private readonly registered = new Map<string, Promise<number>>();
-  private readonly schemas = new Map<number, Promise<string>>();
+export class FileSchemaRegistry extends CachingSchemaRegistry {
   private readonly subjectWrites = new Map<string, Promise<void>>();
 
-  constructor(readonly dir: string) {}
-
-  register(subject: string, schemaJson: string): Promise<number> {
-    let canonical: string;
-    try {
-      canonical = canonicalSchemaJson(schemaJson);
-    } catch (err) {
-      return Promise.reject(err as Error);
-    }
-    const key = `${subject}\n${canonical}`;
-    let id = this.registered.get(key);
-    if (!id) {
-      id = this.registerUncached(subject, canonical);
-      this.registered.set(key, id);
-      id.catch(() => this.registered.delete(key));
-    }
-    return id;
+  constructor(readonly dir: string) {
+    super();
   }
 
-  schemaById(id: number): Promise<string> {
-    if (!isSchemaId(id)) return Promise.reject(new SchemaNotFoundError(id));
-    let schema = this.schemas.get(id);
-    if (!schema) {
-      schema = readFile(this.idPath(id), 'utf8').catch((err: unknown) => {
-        throw isErrnoCode(err, 'ENOENT') ? new SchemaNotFoundError(id) : err;
-      });
-      this.schemas.set(id, schema);
-      schema.catch(() => this.schemas.delete(id));
-    }
-    return schema;
+  protected override normalize(schemaJson: string): string {
+    return canonicalSchemaJson(schemaJson);
   }
 
-  private async registerUncached(subject: string, canonical: string): Promise<number> {
+  protected fetchSchema(id: number): Promise<string> {
+    return readFile(this.idPath(id), 'utf8').catch((err: unknown) => {
+      throw isErrnoCode(err, 'ENOENT') ? new SchemaNotFoundError(id) : err;
+    });
+  }
+
+  protected async registerUncached(subject: string, canonical: string): Promise<number> {
     const digest = createHash('sha256').update(canonical).digest();
     // Id 0 is not a valid Confluent id; the collision check covers the one hash that maps onto 1.
     const id = digest.readUInt32BE(0) & MAX_INT32 || 1;
@@ -195,14 +217,13 @@ const SCHEMA_NOT_FOUND = 40403;
  * Client for a Confluent-compatible schema registry. Credentials in the URL
  * (`https://key:secret@host`) are sent as HTTP basic auth, as Confluent Cloud expects.
  */
-export class HttpSchemaRegistry implements SchemaRegistry {
+export class HttpSchemaRegistry extends CachingSchemaRegistry {
   private readonly baseUrl: string;
   private readonly authorization: string | undefined;
   private readonly timeoutMs: number;
-  private readonly registered = new Map<string, Promise<number>>();
-  private readonly schemas = new Map<number, Promise<string>>();
 
   constructor(url: string, options: HttpSchemaRegistryOptions = {}) {
+    super();
     const parsed = new URL(url);
     if (parsed.username || parsed.password) {
       const user = decodeURIComponent(parsed.username);
@@ -215,48 +236,32 @@ export class HttpSchemaRegistry implements SchemaRegistry {
     this.timeoutMs = options.timeoutMs ?? 5000;
   }
 
-  register(subject: string, schemaJson: string): Promise<number> {
-    const key = `${subject}\n${schemaJson}`;
-    let id = this.registered.get(key);
-    if (!id) {
-      id = this.request('POST', `/subjects/${encodeURIComponent(subject)}/versions`, {
-        schema: schemaJson,
-      }).then((body) => {
-        const value = (body as { id?: unknown } | null)?.id;
-        if (typeof value !== 'number' || !isSchemaId(value)) {
-          throw new SchemaRegistryError(`registering ${subject}: response has no valid id`, false);
-        }
-        return value;
-      });
-      this.registered.set(key, id);
-      id.catch(() => this.registered.delete(key));
-    }
-    return id;
+  protected registerUncached(subject: string, schemaJson: string): Promise<number> {
+    return this.request('POST', `/subjects/${encodeURIComponent(subject)}/versions`, { schema: schemaJson }).then((body) => {
+      const value = (body as { id?: unknown } | null)?.id;
+      if (typeof value !== 'number' || !isSchemaId(value)) {
+        throw new SchemaRegistryError(`registering ${subject}: response has no valid id`, false);
+      }
+      return value;
+    });
   }
 
-  schemaById(id: number): Promise<string> {
-    if (!isSchemaId(id)) return Promise.reject(new SchemaNotFoundError(id));
-    let schema = this.schemas.get(id);
-    if (!schema) {
-      schema = this.request('GET', `/schemas/ids/${id}`).then(
-        (body) => {
-          const value = (body as { schema?: unknown } | null)?.schema;
-          if (typeof value !== 'string') {
-            throw new SchemaRegistryError(`schema id ${id}: response has no schema`, false);
-          }
-          return value;
-        },
-        (err: unknown) => {
-          if (err instanceof HttpStatusError && err.status === 404 && err.errorCode === SCHEMA_NOT_FOUND) {
-            throw new SchemaNotFoundError(id);
-          }
-          throw err;
-        },
-      );
-      this.schemas.set(id, schema);
-      schema.catch(() => this.schemas.delete(id));
-    }
-    return schema;
+  protected fetchSchema(id: number): Promise<string> {
+    return this.request('GET', `/schemas/ids/${id}`).then(
+      (body) => {
+        const value = (body as { schema?: unknown } | null)?.schema;
+        if (typeof value !== 'string') {
+          throw new SchemaRegistryError(`schema id ${id}: response has no schema`, false);
+        }
+        return value;
+      },
+      (err: unknown) => {
+        if (err instanceof HttpStatusError && err.status === 404 && err.errorCode === SCHEMA_NOT_FOUND) {
+          throw new SchemaNotFoundError(id);
+        }
+        throw err;
+      },
+    );
   }
 
   private async request(method: 'GET' | 'POST', path: string, body?: unknown): Promise<unknown> {
