@@ -24,7 +24,7 @@ const text = (raw: string) => raw;
 /** Environment variables win over the file; each maps to exactly one field. */
 export const ENV_OVERRIDES: readonly EnvOverride[] = [
   { env: 'KAFKA_BROKERS', path: ['kafka', 'brokers'], parse: list },
-  { env: 'SLUICE_KAFKA_NAMESPACE', path: ['kafka', 'namespace'], parse: text },
+  { env: 'SLUICE_NAMESPACE', path: ['namespace'], parse: text },
   { env: 'REDIS_URL', path: ['redis', 'url'], parse: text },
   { env: 'DATABASE_URL', path: ['postgres', 'url'], parse: text },
   { env: 'SCHEMA_REGISTRY_URL', path: ['schemaRegistry', 'url'], parse: text },

@@ -73,6 +73,8 @@ export const configSchema = z
     /** Serves /healthz, /readyz and /metrics for processes without the api role (0 = off). */
     opsPort: z.number().int().min(0).max(65_535).default(0),
     stateDir: z.string().min(1).default('.sluice'),
+    /** Prepended to every topic, consumer group and Redis key, so environments (or test runs) can share infrastructure. */
+    namespace: z.string().regex(/^[a-zA-Z0-9._-]*$/, 'letters, digits, ".", "_" or "-" only').default(''),
     /** `sluice start` brings up Kafka/Redis/Postgres on this machine unless their env vars are set. */
     localInfra: z.boolean().default(false),
     logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
@@ -80,8 +82,6 @@ export const configSchema = z
       .object({
         brokers: z.array(z.string().regex(/^[^\s:]+:\d{1,5}$/, 'must be host:port')).min(1).default(['127.0.0.1:9092']),
         clientId: z.string().min(1).default('sluice'),
-        /** Prepended to every topic and group name, so environments (or test runs) can share a cluster. */
-        namespace: z.string().regex(/^[a-zA-Z0-9._-]*$/).default(''),
         partitions: z
           .object({
             interactive: z.number().int().min(1).max(1000).default(6),

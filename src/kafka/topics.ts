@@ -24,8 +24,8 @@ export function groupId(namespace: string, role: 'processor' | 'status-sink' | '
   return `${namespace}sluice.${role}`;
 }
 
-export function topicSpecs(cfg: SluiceConfig['kafka']): ITopicConfig[] {
-  const names = topicNames(cfg.namespace);
+export function topicSpecs(cfg: SluiceConfig['kafka'], namespace: string): ITopicConfig[] {
+  const names = topicNames(namespace);
   const keys = Object.keys(names) as (keyof TopicNames)[];
   return keys.map((k) => ({
     topic: names[k],
@@ -40,8 +40,8 @@ export function topicSpecs(cfg: SluiceConfig['kafka']): ITopicConfig[] {
  * Creates missing topics. Existing topics are left alone (their partition count is a deliberate
  * operator decision once data flows), but a mismatch is reported so it does not go unnoticed.
  */
-export async function ensureTopics(admin: Admin, cfg: SluiceConfig['kafka']): Promise<{ created: string[]; mismatched: string[] }> {
-  const specs = topicSpecs(cfg);
+export async function ensureTopics(admin: Admin, cfg: SluiceConfig['kafka'], namespace: string): Promise<{ created: string[]; mismatched: string[] }> {
+  const specs = topicSpecs(cfg, namespace);
   const existing = new Set(await admin.listTopics());
   const missing = specs.filter((s) => !existing.has(s.topic));
   if (missing.length > 0) {

@@ -50,7 +50,7 @@ export class RunConsumer {
 
   constructor(private readonly deps: RunConsumerDeps) {
     const { kafka, config } = deps;
-    this.group = groupId(config.kafka.namespace, 'processor');
+    this.group = groupId(config.namespace, 'processor');
     this.log = deps.logger.child({ component: 'run-consumer' });
     this.consumer = kafka.consumer({
       groupId: this.group,
@@ -62,7 +62,7 @@ export class RunConsumer {
   }
 
   async start(): Promise<void> {
-    const topics = topicNames(this.deps.config.kafka.namespace);
+    const topics = topicNames(this.deps.config.namespace);
     this.consumer.on(this.consumer.events.GROUP_JOIN, (e) => this.onAssignment(e.payload.memberAssignment));
     await this.consumer.connect();
     await this.consumer.subscribe({ topics: [topics.interactive, topics.batch], fromBeginning: true });

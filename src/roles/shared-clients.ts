@@ -49,7 +49,7 @@ export class SharedClients {
       const admin = this.kafka.admin();
       await admin.connect();
       try {
-        const { created, mismatched } = await ensureTopics(admin, this.config.kafka);
+        const { created, mismatched } = await ensureTopics(admin, this.config.kafka, this.config.namespace);
         if (created.length > 0) this.logger.info({ created }, 'created topics');
         for (const m of mismatched) this.logger.warn(m);
       } finally {
@@ -60,7 +60,7 @@ export class SharedClients {
   }
 
   producer(): Promise<EventProducer> {
-    this.producerP ??= this.ensureTopics().then(() => EventProducer.connect(this.kafka, this.codec, topicNames(this.config.kafka.namespace)));
+    this.producerP ??= this.ensureTopics().then(() => EventProducer.connect(this.kafka, this.codec, topicNames(this.config.namespace)));
     return this.producerP;
   }
 

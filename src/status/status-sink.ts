@@ -31,7 +31,7 @@ export class StatusSink {
   private readonly log: Logger;
 
   constructor(private readonly deps: StatusSinkDeps) {
-    this.group = groupId(deps.config.kafka.namespace, 'status-sink');
+    this.group = groupId(deps.config.namespace, 'status-sink');
     this.log = deps.logger.child({ component: 'status-sink' });
     this.consumer = deps.kafka.consumer({
       groupId: this.group,
@@ -44,7 +44,7 @@ export class StatusSink {
 
   async start(): Promise<void> {
     await this.consumer.connect();
-    await this.consumer.subscribe({ topics: [topicNames(this.deps.config.kafka.namespace).status], fromBeginning: true });
+    await this.consumer.subscribe({ topics: [topicNames(this.deps.config.namespace).status], fromBeginning: true });
     await this.consumer.run({
       autoCommit: false,
       eachBatchAutoResolve: false,

@@ -25,7 +25,7 @@ export async function freePort(): Promise<number> {
   });
 }
 
-/** A fresh topic/group namespace per test file, so files never see each other's records. */
+/** A fresh namespace (topics, groups, Redis keys) per test file, so files never see each other's state. */
 export function testNamespace(label: string): string {
   return `t-${label}-${Date.now().toString(36)}-${randomBytes(3).toString('hex')}.`;
 }
@@ -73,7 +73,7 @@ export async function startSluice(opts: { configPath: string; roles: string; nam
       KAFKA_BROKERS: infra.kafkaBrokers.join(','),
       REDIS_URL: infra.redisUrl,
       DATABASE_URL: infra.databaseUrl,
-      SLUICE_KAFKA_NAMESPACE: opts.namespace,
+      SLUICE_NAMESPACE: opts.namespace,
       SLUICE_ROLES: opts.roles,
       SLUICE_LOG_LEVEL: 'info',
       ...opts.env,

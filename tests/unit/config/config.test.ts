@@ -153,7 +153,6 @@ describe('parseConfig defaults', () => {
     expect(cfg.kafka).toEqual({
       brokers: ['127.0.0.1:9092'],
       clientId: 'sluice',
-      namespace: '',
       partitions: { interactive: 6, batch: 6, retry: 3, status: 6, dlq: 3 },
       replicationFactor: 1,
       produceTimeoutMs: 5000,
@@ -262,7 +261,7 @@ describe('parseConfig environment overrides', () => {
       SLUICE_INSTANCE_ID: 'node-7',
       SLUICE_LOG_LEVEL: 'debug',
       SLUICE_STATE_DIR: '/var/lib/sluice',
-      SLUICE_KAFKA_NAMESPACE: 'test-1',
+      SLUICE_NAMESPACE: 'test-1',
       REDIS_URL: 'redis://cache:6379',
       DATABASE_URL: 'postgres://db/sluice',
       SCHEMA_REGISTRY_URL: 'http://registry:8081',
@@ -273,7 +272,7 @@ describe('parseConfig environment overrides', () => {
     expect(cfg.instanceId).toBe('node-7');
     expect(cfg.logLevel).toBe('debug');
     expect(cfg.stateDir).toBe('/var/lib/sluice');
-    expect(cfg.kafka.namespace).toBe('test-1');
+    expect(cfg.namespace).toBe('test-1');
     expect(cfg.redis.url).toBe('redis://cache:6379');
     expect(cfg.postgres.url).toBe('postgres://db/sluice');
     expect(cfg.schemaRegistry.url).toBe('http://registry:8081');
