@@ -60,10 +60,27 @@ const workflow = z.object({
   steps: z.array(z.discriminatedUnion('kind', [llmStep, toolStep])).min(1).max(50),
 });
 
+/** Seed 001's rollout: a new limit first runs in `observe` (decide and count, admit anyway). */
+const tenantAdmission = z
+  .object({
+    mode: z.enum(['enforce', 'observe']).default('enforce'),
+    /** Seed 000's entry bucket: capacity 60, refilled at 10 per second. */
+    bucket: z
+      .object({
+        capacity: z.number().int().min(1).max(1_000_000).default(60),
+        refillPerSec: z.number().min(0).max(1_000_000).default(10),
+      })
+      .prefault({}),
+    /** Admitted-but-unfinished runs of this tenant; more is deferred with 429 tenant_backlog_full. */
+    maxBacklog: z.number().int().min(1).max(10_000_000).default(500),
+  })
+  .prefault({});
+
 const tenant = z.object({
   apiKeySha256: sha256Hex,
   description: z.string().default(''),
   fallback: z.enum(['degrade', 'fail']).default('degrade'),
+  admission: tenantAdmission,
 });
 
 export const configSchema = z
@@ -131,6 +148,31 @@ export const configSchema = z
           .prefault({}),
         adminKeySha256: sha256Hex,
       }),
+    limits: z
+      .object({
+        /** Runs executing at once across all processors; admission estimates waits from it. */
+        global: z.number().int().min(1).max(1_000_000).default(64),
+        /** Share of the global cap batch work may use, so interactive work keeps a reserve. */
+        batchShare: z.number().min(0).max(1).default(0.8),
+      })
+      .prefault({}),
+    admission: z
+      .object({
+        /** Admitted-but-unfinished runs over all tenants; more is refused with 503 overloaded. */
+        maxBacklog: z.number().int().min(1).max(100_000_000).default(5_000),
+        /** Seed 000: while a dependency a workflow needs is open, its tenants' refill is multiplied by this. */
+        emergencyRefillFactor: z.number().min(0).max(1).default(0.5),
+        /** A backlog entry lives until the run's deadline plus this, so a lost release cannot leak capacity. */
+        leaseGraceMs: ms(0, 3_600_000).default(60_000),
+        idempotencyTtlSec: z.number().int().min(60).max(7 * 86_400).default(86_400),
+        /** How long a request holding an Idempotency-Key may take before a duplicate may try again. */
+        idempotencyPendingMs: ms(1_000, 600_000).default(30_000),
+        /** How often each API instance refreshes measured service rates and breaker states. */
+        stateRefreshMs: ms(50, 60_000).default(500),
+        /** Window over which the service rate (runs finished per second) is measured. */
+        rateWindowSec: z.number().int().min(10).max(3_600).default(60),
+      })
+      .prefault({}),
     processor: z
       .object({
         /** Runs executing at once in one instance (seed 003 capped its workers at 30). */

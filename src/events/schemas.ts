@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { packageRoot } from '../util/package-root.js';
+import { canonicalJson } from '../util/canonical-json.js';
 import avro from 'avsc';
 import type { Type } from 'avsc';
 
@@ -67,6 +68,8 @@ export interface RunStatusChanged extends RunEventBase {
   /** JSON text. */
   result: string | null;
   error: RunError | null;
+  /** Epoch milliseconds; null before the attempt started (added in schema v2: old writers omit it). */
+  attemptStartedAt: number | null;
 }
 
 export interface DeadLetterEnvelope {
@@ -133,7 +136,7 @@ export function parseSchema(schemaJson: string): Type {
  */
 export function canonicalSchemaJson(schemaJson: string): string {
   parseSchema(schemaJson);
-  return JSON.stringify(sortKeys(JSON.parse(schemaJson)));
+  return canonicalJson(JSON.parse(schemaJson));
 }
 
 /** A reader/writer schema for the codec; its subject is the record's full name. */
@@ -145,18 +148,6 @@ export function eventSchema(schemaJson: string): EventSchema {
   return { subject: type.name, type, canonical: canonicalSchemaJson(schemaJson) };
 }
 
-function sortKeys(value: unknown): unknown {
-  if (Array.isArray(value)) return value.map(sortKeys);
-  if (value !== null && typeof value === 'object') {
-    const obj = value as Record<string, unknown>;
-    return Object.fromEntries(
-      Object.keys(obj)
-        .sort()
-        .map((k) => [k, sortKeys(obj[k])]),
-    );
-  }
-  return value;
-}
 
 const SCHEMA_FILES = ['RunRequested.avsc', 'RunStatusChanged.avsc', 'DeadLetter.avsc'] as const;
 

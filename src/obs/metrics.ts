@@ -19,9 +19,18 @@ export function createMetrics() {
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
       registers: r,
     }),
+    sseStreams: new Gauge({ name: 'sluice_sse_streams_open', help: 'Run status event streams (SSE) open on this instance', registers: r }),
     runsSubmitted: new Counter({ name: 'sluice_runs_submitted_total', help: 'Runs acknowledged by Kafka and answered with 202', labelNames: ['tenant', 'workflow', 'class'], registers: r }),
     submitFailures: new Counter({ name: 'sluice_submit_failures_total', help: 'Submissions refused because Kafka did not acknowledge in time', labelNames: ['reason'], registers: r }),
     admissionRecordFailures: new Counter({ name: 'sluice_admission_record_failures_total', help: 'Admitted runs whose read-model row could not be written at once (the status sink repairs it)', registers: r }),
+    admissions: new Counter({ name: 'sluice_admission_total', help: 'Admission decisions at the submit adapter', labelNames: ['tenant', 'class', 'outcome', 'reason'], registers: r }),
+    admissionObserved: new Counter({
+      name: 'sluice_admission_observed_total',
+      help: 'Refusals computed for tenants in observe-only mode (the run was admitted anyway)',
+      labelNames: ['tenant', 'class', 'outcome', 'reason'],
+      registers: r,
+    }),
+    idempotentReplays: new Counter({ name: 'sluice_idempotent_replays_total', help: 'Requests answered from an Idempotency-Key record instead of running again', labelNames: ['tenant'], registers: r }),
     runsStarted: new Counter({ name: 'sluice_runs_started_total', help: 'Run attempts started by processors', labelNames: ['tenant', 'workflow', 'class'], registers: r }),
     runsFinished: new Counter({ name: 'sluice_runs_finished_total', help: 'Run attempts that reached an outcome', labelNames: ['tenant', 'workflow', 'class', 'status'], registers: r }),
     runDuration: new Histogram({

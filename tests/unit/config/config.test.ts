@@ -176,8 +176,12 @@ describe('parseConfig defaults', () => {
   });
 
   it('fills tenant, workflow, step and dependency defaults', () => {
-    expect(cfg.tenants.t1).toEqual({ apiKeySha256: KEY_1, description: '', fallback: 'degrade' });
-    expect(cfg.tenants.t2).toEqual({ apiKeySha256: KEY_2, description: 'second', fallback: 'fail' });
+    // Seed 000's entry bucket (60, refilled 10/s), enforced, with a bounded backlog.
+    const admission = { mode: 'enforce', bucket: { capacity: 60, refillPerSec: 10 }, maxBacklog: 500 };
+    expect(cfg.tenants.t1).toEqual({ apiKeySha256: KEY_1, description: '', fallback: 'degrade', admission });
+    expect(cfg.tenants.t2).toEqual({ apiKeySha256: KEY_2, description: 'second', fallback: 'fail', admission });
+    expect(cfg.admission).toMatchObject({ maxBacklog: 5000, emergencyRefillFactor: 0.5, idempotencyTtlSec: 86_400 });
+    expect(cfg.limits).toEqual({ global: 64, batchShare: 0.8 });
     expect(cfg.workflows.wf!.description).toBe('');
     expect(cfg.workflows.wf!.defaultClass).toBe('interactive');
     expect(cfg.workflows.wf!.steps[0]).toEqual({ id: 'think', kind: 'llm', dependency: 'anthropic', system: 'be brief' });

@@ -1,0 +1,63 @@
+import type { RunClass } from '../events/schemas.js';
+import type { RedisKeys } from '../redis/keys.js';
+import type { LuaScripts } from '../redis/scripts.js';
+import type { BacklogResult } from './admission-policy.js';
+import { SERVICE_BUCKET_SEC } from './service-state.js';
+
+/** Buckets of finish counts kept beyond the longest rate window (seconds / bucket size, plus one). */
+const SERVICE_BUCKETS_KEPT = 361;
+/** Weight of the newest run in the moving execution time. */
+const SERVICE_TIME_WEIGHT = 0.1;
+
+export interface BacklogRun {
+  runId: string;
+  tenantId: string;
+  runClass: RunClass;
+}
+
+export interface BucketTake {
+  allowed: boolean;
+  tokensLeft: number;
+  waitMs: number;
+}
+
+/** The thin Redis side of admission: each call is one EVALSHA of one script in `lua/`. */
+export class AdmissionStore {
+  constructor(
+    private readonly scripts: LuaScripts,
+    private readonly keys: RedisKeys,
+  ) {}
+
+  async takeToken(tenant: string, capacity: number, refillPerSec: number, cost = 1): Promise<BucketTake> {
+    const [allowed, tokens, waitMs] = (await this.scripts.run('tokenBucketTake', [this.keys.tenantBucket(tenant)], [capacity, refillPerSec, cost])) as [number, string, number];
+    return { allowed: allowed === 1, tokensLeft: Number(tokens), waitMs: Number(waitMs) };
+  }
+
+  async admit(run: { runId: string; tenantId: string; runClass: RunClass; leaseExpiry: number }, bounds: { tenantMax: number; globalMax: number; maxAhead: number | undefined; recordAnyway: boolean }): Promise<BacklogResult> {
+    const res = (await this.scripts.run(
+      'backlogAdmit',
+      [this.keys.backlogTenant(run.tenantId), this.keys.backlogClass(run.runClass), this.keys.backlogAll()],
+      [run.runId, run.leaseExpiry, bounds.tenantMax, bounds.globalMax, bounds.maxAhead ?? 'none', bounds.recordAnyway ? 1 : 0],
+    )) as [BacklogResult['outcome'], number, number, number];
+    return { outcome: res[0], tenantCount: Number(res[1]), classAhead: Number(res[2]), allCount: Number(res[3]) };
+  }
+
+  /** True the first time a finished run is released; it then counts towards the class's service rate. */
+  release(run: BacklogRun, executionMs: number | undefined): Promise<boolean> {
+    return this.remove(run, executionMs, true);
+  }
+
+  /** Takes back an entry for a run Kafka never accepted; it does not count as served. */
+  withdraw(run: BacklogRun): Promise<boolean> {
+    return this.remove(run, undefined, false);
+  }
+
+  private async remove(run: BacklogRun, executionMs: number | undefined, finished: boolean): Promise<boolean> {
+    const removed = await this.scripts.run(
+      'backlogRelease',
+      [this.keys.backlogTenant(run.tenantId), this.keys.backlogClass(run.runClass), this.keys.backlogAll(), this.keys.serviceStats(run.runClass)],
+      [run.runId, executionMs ?? -1, SERVICE_BUCKET_SEC, SERVICE_BUCKETS_KEPT, SERVICE_TIME_WEIGHT, finished ? 1 : 0],
+    );
+    return removed === 1;
+  }
+}

@@ -1,0 +1,74 @@
+import { createHash, randomUUID } from 'node:crypto';
+import type { RedisKeys } from '../redis/keys.js';
+import type { LuaScripts } from '../redis/scripts.js';
+import { canonicalJson } from '../util/canonical-json.js';
+
+/** A stored answer: what the first request with this key got. */
+export interface StoredAnswer {
+  status: number;
+  body: unknown;
+  headers: Record<string, string>;
+}
+
+export type IdempotencyClaim =
+  | { kind: 'claimed'; token: string }
+  | { kind: 'replay'; answer: StoredAnswer }
+  | { kind: 'conflict' }
+  | { kind: 'in_progress' };
+
+export interface IdempotencyOptions {
+  ttlSec: number;
+  /** Lease of a claim: a claimant that crashed frees the key after this. */
+  pendingMs: number;
+  /** How long a duplicate waits for the first request's answer before giving up. */
+  waitMs: number;
+  pollMs?: number;
+}
+
+/** Same body, same fingerprint: key order in the JSON does not matter. */
+export function requestFingerprint(workflow: string, body: unknown): string {
+  return createHash('sha256').update(canonicalJson({ workflow, body })).digest('hex');
+}
+
+const keyDigest = (key: string) => createHash('sha256').update(key).digest('hex');
+
+/**
+ * Idempotency-Key records in Redis (24 h by default), shared by every API instance. The first
+ * request claims the key; duplicates that arrive meanwhile wait (bounded) for its answer instead of
+ * producing a second event; the answer is stored only for accepted runs, so a refusal may be retried.
+ */
+export class IdempotencyStore {
+  constructor(
+    private readonly scripts: LuaScripts,
+    private readonly keys: RedisKeys,
+    private readonly opts: IdempotencyOptions,
+  ) {}
+
+  async claim(tenant: string, key: string, fingerprint: string): Promise<IdempotencyClaim> {
+    const redisKey = this.keys.idempotency(tenant, keyDigest(key));
+    const token = randomUUID();
+    const until = Date.now() + this.opts.waitMs;
+    for (;;) {
+      const res = (await this.scripts.run('idempotencyClaim', [redisKey], [fingerprint, token, this.opts.pendingMs])) as string[];
+      switch (res[0]) {
+        case 'claimed':
+          return { kind: 'claimed', token };
+        case 'conflict':
+          return { kind: 'conflict' };
+        case 'done':
+          return { kind: 'replay', answer: JSON.parse(res[2]!) as StoredAnswer };
+      }
+      if (Date.now() >= until) return { kind: 'in_progress' };
+      await new Promise((r) => setTimeout(r, this.opts.pollMs ?? 25));
+    }
+  }
+
+  /** False when the claim had expired and another request took the key: nothing was stored. */
+  async store(tenant: string, key: string, token: string, answer: StoredAnswer): Promise<boolean> {
+    return (await this.scripts.run('idempotencySettle', [this.keys.idempotency(tenant, keyDigest(key))], [token, 'store', answer.status, JSON.stringify(answer), this.opts.ttlSec * 1000])) === 1;
+  }
+
+  async forget(tenant: string, key: string, token: string): Promise<boolean> {
+    return (await this.scripts.run('idempotencySettle', [this.keys.idempotency(tenant, keyDigest(key))], [token, 'forget', 0, '', 0])) === 1;
+  }
+}

@@ -1,0 +1,24 @@
+import { Redis } from 'ioredis';
+import { inject } from 'vitest';
+
+/** A client to the integration Redis with bounded waits, so a broken server fails a test instead of hanging it. */
+export const connectRedis = () => new Redis(inject('infra').redisUrl, { maxRetriesPerRequest: 1, connectTimeout: 5_000, commandTimeout: 5_000 });
+
+/** Two separate connections, as two API instances would have. */
+export async function connectPair(): Promise<[Redis, Redis]> {
+  const pair: [Redis, Redis] = [connectRedis(), connectRedis()];
+  await Promise.all(pair.map((r) => r.ping()));
+  return pair;
+}
+
+/** Removes every key a test file created (its namespace), leaving other files' keys alone. */
+export async function deleteMatching(r: Redis, pattern: string): Promise<void> {
+  const found = new Set<string>();
+  let cursor = '0';
+  do {
+    const [next, batch] = await r.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+    cursor = next;
+    for (const k of batch) found.add(k);
+  } while (cursor !== '0');
+  if (found.size > 0) await r.del(...found);
+}

@@ -1,0 +1,106 @@
+import { describe, expect, it } from 'vitest';
+import { parseBreakerHash, parseServiceHash, SERVICE_BUCKET_SEC } from '../../../src/admission/service-state.js';
+
+// 1 000 000 s since epoch: current bucket 100_000 (10 s buckets), exactly on a bucket boundary.
+const NOW_MS = 1_000_000_000;
+const CURRENT = NOW_MS / 1000 / SERVICE_BUCKET_SEC;
+
+describe('parseServiceHash', () => {
+  it('uses 10-second buckets, as backlog-release.lua is called with', () => {
+    expect(SERVICE_BUCKET_SEC).toBe(10);
+  });
+
+  it('knows nothing from an empty or missing hash', () => {
+    expect(parseServiceHash({}, NOW_MS, 60)).toEqual({ ratePerSec: undefined, serviceTimeMs: undefined });
+  });
+
+  it('reads the moving service time and the finish counts per bucket', () => {
+    const est = parseServiceHash({ [`b:${CURRENT - 1}`]: '4', [`b:${CURRENT - 6}`]: '2', service_ms: '1234.5' }, NOW_MS, 60);
+    expect(est.serviceTimeMs).toBe(1234.5);
+    expect(est.ratePerSec).toBeCloseTo(6 / 60, 12);
+  });
+
+  it('reads the service time without any finish counts, and counts without a service time', () => {
+    expect(parseServiceHash({ service_ms: '250' }, NOW_MS, 60)).toEqual({ ratePerSec: undefined, serviceTimeMs: 250 });
+    const est = parseServiceHash({ [`b:${CURRENT}`]: '3' }, NOW_MS + 5_000, 60);
+    expect(est.serviceTimeMs).toBeUndefined();
+    expect(est.ratePerSec).toBeCloseTo(3 / 65, 12);
+  });
+
+  it('reads numbers the way Lua tostring() writes them', () => {
+    expect(parseServiceHash({ service_ms: '1e+15' }, NOW_MS, 60).serviceTimeMs).toBe(1e15);
+    expect(parseServiceHash({ service_ms: '0.1' }, NOW_MS, 60).serviceTimeMs).toBe(0.1);
+    expect(parseServiceHash({ service_ms: '0' }, NOW_MS, 60).serviceTimeMs).toBe(0);
+  });
+
+  it('drops a service time that is not a finite number', () => {
+    for (const v of ['abc', 'NaN', 'nan', 'inf', '-inf', 'Infinity', '-Infinity', '12ms', '1,5']) {
+      expect(parseServiceHash({ service_ms: v }, NOW_MS, 60).serviceTimeMs, v).toBeUndefined();
+    }
+  });
+
+  // Regression guard (this was a bug): Number('') and Number('  ') are 0, so a blank service_ms reads as "runs take 0 ms"
+  // (optimistic deadline estimates) instead of "unknown".
+  it('drops a blank service time instead of reading it as 0 ms', () => {
+    expect(parseServiceHash({ service_ms: '' }, NOW_MS, 60).serviceTimeMs).toBeUndefined();
+    expect(parseServiceHash({ service_ms: '  ' }, NOW_MS, 60).serviceTimeMs).toBeUndefined();
+  });
+
+  it('ignores fields that are not b:<whole bucket number>', () => {
+    const est = parseServiceHash({ 'b:abc': '100', 'b:-1': '100', 'b:1.5': '100', 'x:100000': '100', [`B:${CURRENT}`]: '100', [`b:${CURRENT}x`]: '100', other: '7' }, NOW_MS, 60);
+    expect(est).toEqual({ ratePerSec: undefined, serviceTimeMs: undefined });
+  });
+
+  it('ignores buckets outside the window', () => {
+    expect(parseServiceHash({ [`b:${CURRENT - 7}`]: '100', [`b:${CURRENT + 1}`]: '100' }, NOW_MS, 60).ratePerSec).toBeUndefined();
+  });
+
+  // Regression guard (this was a bug): one non-numeric count makes the sum NaN, and `NaN > 0` is false, so every good
+  // bucket is thrown away too: the whole rate becomes "unknown" (deadline refusals switch off).
+  it('skips a bucket with a garbage count rather than losing the whole rate', () => {
+    const est = parseServiceHash({ [`b:${CURRENT - 1}`]: '6', [`b:${CURRENT - 2}`]: 'garbage' }, NOW_MS, 60);
+    expect(est.ratePerSec).toBeCloseTo(6 / 60, 12);
+  });
+});
+
+describe('parseBreakerHash', () => {
+  it('reads a missing hash as a closed breaker with no retryAt', () => {
+    const s = parseBreakerHash('anthropic', {});
+    expect(s).toEqual({ name: 'anthropic', state: 'closed' });
+    expect('retryAt' in s).toBe(false);
+  });
+
+  it('reads open and half_open with their retryAt', () => {
+    expect(parseBreakerHash('anthropic', { state: 'open', retryAt: '1767225605000' })).toEqual({ name: 'anthropic', state: 'open', retryAt: 1_767_225_605_000 });
+    expect(parseBreakerHash('order_lookup', { state: 'half_open', retryAt: '5' })).toEqual({ name: 'order_lookup', state: 'half_open', retryAt: 5 });
+  });
+
+  it('reads an open breaker without retryAt as open, probing at an unknown time', () => {
+    expect(parseBreakerHash('anthropic', { state: 'open' })).toEqual({ name: 'anthropic', state: 'open' });
+  });
+
+  it('reads unknown, differently cased or missing states as closed (fails open)', () => {
+    for (const state of ['OPEN', 'Open', 'half-open', 'halfopen', 'tripped', '', ' open', '1']) {
+      expect(parseBreakerHash('x', { state, retryAt: '10' }).state, JSON.stringify(state)).toBe('closed');
+    }
+    expect(parseBreakerHash('x', { retryAt: '10' }).state).toBe('closed');
+    expect(parseBreakerHash('x', { state: 'closed' })).toEqual({ name: 'x', state: 'closed' });
+  });
+
+  it('drops a retryAt that is not a finite number', () => {
+    for (const retryAt of ['soon', 'NaN', 'Infinity', '-Infinity', 'inf', '10:42:05', '2026-01-01T00:00:00Z']) {
+      const s = parseBreakerHash('x', { state: 'open', retryAt });
+      expect(s, retryAt).toEqual({ name: 'x', state: 'open' });
+    }
+  });
+
+  // Regression guard (this was a bug): Number('') is 0, so a blank retryAt reads as "probe at the epoch" (1970): an
+  // interactive run is then never refused for that open dependency (0 + service time ≤ deadline).
+  it('drops a blank retryAt instead of reading it as the epoch', () => {
+    expect(parseBreakerHash('x', { state: 'open', retryAt: '' })).toEqual({ name: 'x', state: 'open' });
+  });
+
+  it('ignores other fields', () => {
+    expect(parseBreakerHash('x', { state: 'open', retryAt: '7', failures: '12', probes: '1' })).toEqual({ name: 'x', state: 'open', retryAt: 7 });
+  });
+});
