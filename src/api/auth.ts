@@ -1,5 +1,4 @@
 import { createHash } from 'node:crypto';
-import type { SluiceConfig } from '../config/schema.js';
 
 export type Principal = { kind: 'tenant'; tenantId: string } | { kind: 'admin' };
 
@@ -14,7 +13,7 @@ export function sha256Hex(text: string): string {
 export class KeyDirectory {
   private readonly byDigest = new Map<string, Principal>();
 
-  constructor(cfg: Pick<SluiceConfig, 'tenants' | 'api'>) {
+  constructor(cfg: { tenants: Readonly<Record<string, { apiKeySha256: string }>>; api: { adminKeySha256: string } }) {
     for (const [tenantId, t] of Object.entries(cfg.tenants)) this.byDigest.set(t.apiKeySha256, { kind: 'tenant', tenantId });
     this.byDigest.set(cfg.api.adminKeySha256, { kind: 'admin' });
   }

@@ -8,6 +8,8 @@ import { sendProblem, type FieldError } from './problem.js';
 import type { SluiceConfig } from '../config/schema.js';
 import { registerRunRoutes, type RunRouteDeps } from './routes/runs.js';
 import { registerHealthRoutes, type ReadinessCheck } from './routes/health.js';
+import { registerRunEventRoutes, type RunEventRouteDeps } from './routes/run-events.js';
+import { registerCancelRunRoute, type CancelRunRouteDeps } from './routes/cancel-run.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -20,6 +22,8 @@ export interface ApiDeps extends Omit<RunRouteDeps, 'config'> {
   logger: Logger;
   metrics: Metrics;
   readiness: ReadinessCheck[];
+  /** Status for callers: the progress stream and cancellation (`/v1/runs/:id/events`, `DELETE /v1/runs/:id`). */
+  runStatus: Omit<RunEventRouteDeps, 'metrics' | 'now'> & CancelRunRouteDeps;
 }
 
 const PUBLIC_PATHS = new Set(['/healthz', '/readyz', '/metrics']);
@@ -122,5 +126,7 @@ export function buildApiServer(deps: ApiDeps): FastifyInstance {
 
   registerHealthRoutes(app, { readiness: deps.readiness, metrics });
   registerRunRoutes(app, { ...deps, config });
+  registerRunEventRoutes(app, { ...deps.runStatus, metrics, now: deps.now });
+  registerCancelRunRoute(app, deps.runStatus);
   return app;
 }

@@ -13,3 +13,11 @@ export function createPool(cfg: SluiceConfig['postgres'], applicationName: strin
     application_name: applicationName,
   });
 }
+
+/**
+ * A connection of its own for LISTEN, outside the pool: the pool would recycle an idle
+ * connection and its subscription with it. TCP keep-alive detects a silently dropped connection.
+ */
+export function createListenClient(cfg: SluiceConfig['postgres'], applicationName: string): pg.Client {
+  return new pg.Client({ connectionString: cfg.url, connectionTimeoutMillis: 3_000, keepAlive: true, application_name: applicationName });
+}

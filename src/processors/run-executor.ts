@@ -6,6 +6,7 @@ import type { Logger } from '../obs/logger.js';
 import type { Metrics } from '../obs/metrics.js';
 import { clampTimeout, isExpired } from '../runs/deadline.js';
 import { stepSequence, terminalSequence } from '../runs/status-sequence.js';
+import type { CancellationCheck } from './cancellation.js';
 import { callLlm } from './steps/llm-call.js';
 import { composeUserTurn } from './steps/prompt.js';
 import { StepError } from './steps/step-error.js';
@@ -17,12 +18,13 @@ export interface RunExecutorDeps {
   /** Base URL that tool paths starting with "/" are resolved against (the provider simulator). */
   simulatorUrl: string;
   publishStatus: (event: RunStatusChanged) => Promise<void>;
+  cancellation: CancellationCheck;
   metrics: Metrics;
   logger: Logger;
   now?: () => number;
 }
 
-export type RunOutcome = Extract<RunStatus, 'completed' | 'failed' | 'expired'>;
+export type RunOutcome = Extract<RunStatus, 'completed' | 'failed' | 'expired' | 'cancelled'>;
 
 type StepOutputs = Record<string, unknown>;
 
@@ -36,6 +38,9 @@ const OUTCOME_PUBLISH_TRIES = 3;
 export class RunExecutor {
   private readonly now: () => number;
 
+  /** When each attempt in progress started; keyed by the event object, so nothing outlives the attempt. */
+  private readonly attemptStarts = new WeakMap<RunRequested, number>();
+
   constructor(private readonly deps: RunExecutorDeps) {
     this.now = deps.now ?? Date.now;
   }
@@ -43,6 +48,7 @@ export class RunExecutor {
   async execute(run: RunRequested): Promise<RunOutcome> {
     const { metrics } = this.deps;
     const started = this.now();
+    this.attemptStarts.set(run, started);
     const labels = { tenant: run.tenantId, workflow: run.workflow, class: run.class };
     metrics.runsStarted.inc(labels);
     metrics.runsInFlight.inc();
@@ -61,6 +67,8 @@ export class RunExecutor {
     if (!workflow) {
       return this.finish(run, 'failed', `failed: workflow "${run.workflow}" is no longer configured`, null, { code: 'unknown_workflow', message: `workflow "${run.workflow}" is not configured on this processor`, retryable: false });
     }
+    // Cancellation before expiry: the caller's explicit request is the more useful thing to report.
+    if (await this.deps.cancellation.isCancelRequested(run.runId)) return this.cancel(run, 'before it started');
     if (isExpired(run.deadline, this.now())) return this.expire(run, 'before it started');
 
     let input: unknown;
@@ -74,6 +82,9 @@ export class RunExecutor {
     let lastText: string | undefined;
     const steps = workflow.steps;
     for (const [i, step] of steps.entries()) {
+      if (i > 0 && (await this.deps.cancellation.isCancelRequested(run.runId))) {
+        return this.cancel(run, `at the step boundary before step ${i + 1}/${steps.length} (${step.id})`);
+      }
       if (isExpired(run.deadline, this.now())) return this.expire(run, `before step ${i + 1}/${steps.length} (${step.id})`);
       const target = step.kind === 'llm' ? step.dependency : step.tool;
       await this.publishProgress(run, stepSequence(run.attempt, i), `running: step ${i + 1}/${steps.length} (${step.id}) calling ${target}`, step.id);
@@ -138,9 +149,14 @@ export class RunExecutor {
     return this.finish(run, 'expired', `expired: the deadline ${new Date(run.deadline).toISOString()} passed ${when}`, null, { code: 'deadline_exceeded', message: `the deadline passed ${when}`, retryable: false });
   }
 
+  private cancel(run: RunRequested, when: string): Promise<RunOutcome> {
+    return this.finish(run, 'cancelled', `cancelled: stopped at the caller's request ${when}`, null, null);
+  }
+
   private statusEvent(run: RunRequested, sequence: number, status: RunStatus, message: string, step: string | null, error: RunError | null, result: string | null): RunStatusChanged {
     const { runId, tenantId, workflow, admittedAt, deadline, attempt, traceparent } = run;
-    return { runId, tenantId, workflow, class: run.class, admittedAt, deadline, attempt, traceparent, sequence, status, occurredAt: this.now(), message, step, result, error };
+    const attemptStartedAt = this.attemptStarts.get(run) ?? null;
+    return { runId, tenantId, workflow, class: run.class, admittedAt, deadline, attempt, traceparent, sequence, status, occurredAt: this.now(), message, step, result, error, attemptStartedAt };
   }
 
   /** Progress events are informative: a failure to publish one is logged and the run goes on. */

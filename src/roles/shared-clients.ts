@@ -2,6 +2,8 @@ import { join, resolve } from 'node:path';
 import type { Kafka } from 'kafkajs';
 import type pg from 'pg';
 import { Redis } from 'ioredis';
+import { LuaScripts } from '../redis/scripts.js';
+import { redisKeys, type RedisKeys } from '../redis/keys.js';
 import type { SluiceConfig } from '../config/schema.js';
 import { EventCodec } from '../events/codec.js';
 import { FileSchemaRegistry, HttpSchemaRegistry } from '../events/schema-registry.js';
@@ -22,6 +24,7 @@ export class SharedClients {
   private producerP?: Promise<EventProducer>;
   private poolP?: Promise<pg.Pool>;
   private redisClient?: Redis;
+  private scriptsInstance?: LuaScripts;
   private codecInstance?: EventCodec;
   private topicsP?: Promise<void>;
 
@@ -78,6 +81,16 @@ export class SharedClients {
   get redis(): Redis {
     this.redisClient ??= new Redis(this.config.redis.url, { lazyConnect: true, connectTimeout: 2_000, maxRetriesPerRequest: 1, commandTimeout: 2_000 });
     return this.redisClient;
+  }
+
+  /** The Lua scripts registered once on the shared client (called by SHA afterwards). */
+  get scripts(): LuaScripts {
+    this.scriptsInstance ??= new LuaScripts(this.redis);
+    return this.scriptsInstance;
+  }
+
+  get keys(): RedisKeys {
+    return redisKeys(this.config.namespace);
   }
 
   readinessChecks(): ReadinessCheck[] {

@@ -9,8 +9,15 @@ import { RunStore } from '../status/run-store.js';
 import { StatusSink } from '../status/status-sink.js';
 import { RunConsumer } from '../processors/run-consumer.js';
 import { RunExecutor } from '../processors/run-executor.js';
+import { RedisCancellations } from '../processors/cancellation.js';
+import { RunEventFeed } from '../status/run-event-feed.js';
+import { createListenClient } from '../db/pool.js';
 import { createAnthropicClient } from '../processors/steps/llm-call.js';
 import { SharedClients } from './shared-clients.js';
+import { AdmissionController } from '../admission/admission-controller.js';
+import { AdmissionStore } from '../admission/admission-store.js';
+import { IdempotencyStore } from '../admission/idempotency.js';
+import { ServiceState } from '../admission/service-state.js';
 
 export interface RunningRoles {
   roles: Role[];
@@ -21,11 +28,109 @@ export interface RunningRoles {
   stop(): Promise<void>;
 }
 
+/** What every role starter gets; `onStop` registers cleanup, run in reverse order of registration. */
+interface RoleContext {
+  config: SluiceConfig;
+  logger: Logger;
+  metrics: Metrics;
+  clients: SharedClients;
+  onStop: (stop: () => Promise<void>) => void;
+}
+
 async function listen(app: FastifyInstance, host: string, port: number): Promise<string> {
   await app.listen({ host, port });
   const addr = app.server.address();
   const actualPort = typeof addr === 'object' && addr ? addr.port : port;
   return `http://${host}:${actualPort}`;
+}
+
+async function startSimulator({ config, logger, onStop }: RoleContext): Promise<string> {
+  const sim = createProviderSim({
+    adminKeySha256: config.api.adminKeySha256,
+    logger: logger.child({ role: 'provider-sim' }),
+    tools: Object.entries(config.dependencies).filter(([, d]) => d.kind === 'tool').map(([name]) => name),
+    defaults: { anthropic: { latencyMs: config.simulator.anthropicLatencyMs, jitterMs: config.simulator.anthropicJitterMs } },
+  });
+  const url = await listen(sim, config.simulator.host, config.simulator.port);
+  onStop(() => sim.close());
+  return url;
+}
+
+async function startStatusSink({ config, logger, metrics, clients, onStop }: RoleContext): Promise<void> {
+  await clients.ensureTopics();
+  const sink = new StatusSink({
+    kafka: clients.kafka,
+    config,
+    codec: clients.codec,
+    store: new RunStore(await clients.pool()),
+    backlog: new AdmissionStore(clients.scripts, clients.keys),
+    deadLetters: await clients.producer(),
+    logger,
+    metrics,
+  });
+  await sink.start();
+  onStop(() => sink.stop());
+}
+
+async function startProcessor({ config, logger, metrics, clients, onStop }: RoleContext, simulatorUrl: string): Promise<void> {
+  const producer = await clients.producer();
+  const log = logger.child({ role: 'processor' });
+  const anthropic = createAnthropicClient({ apiKey: config.anthropic.apiKey, baseUrl: config.anthropic.baseUrl ?? (config.anthropic.apiKey ? 'https://api.anthropic.com' : simulatorUrl) });
+  const executor = new RunExecutor({
+    config,
+    anthropic,
+    simulatorUrl,
+    publishStatus: (e) => producer.publishStatus(e, config.processor.produceTimeoutMs),
+    cancellation: new RedisCancellations(clients.redis, clients.keys, log),
+    metrics,
+    logger: log,
+  });
+  const consumer = new RunConsumer({ kafka: clients.kafka, config, codec: clients.codec, deadLetters: producer, execute: (run) => executor.execute(run), logger, metrics });
+  await consumer.start();
+  onStop(() => consumer.stop(config.processor.shutdownGraceMs));
+}
+
+async function startApi({ config, logger, metrics, clients, onStop }: RoleContext): Promise<string> {
+  const log = logger.child({ role: 'api' });
+  const serviceState = new ServiceState(clients.redis, clients.keys, Object.keys(config.dependencies), {
+    refreshMs: config.admission.stateRefreshMs,
+    rateWindowSec: config.admission.rateWindowSec,
+    logger: log,
+  });
+  await serviceState.start();
+  onStop(async () => serviceState.stop());
+  const feed = new RunEventFeed({ connect: () => createListenClient(config.postgres, 'sluice-run-events'), logger: log });
+  await feed.start();
+  onStop(() => feed.close());
+
+  const runs = new RunStore(await clients.pool());
+  const api = buildApiServer({
+    config,
+    logger,
+    metrics,
+    producer: await clients.producer(),
+    runs,
+    admission: new AdmissionController(config, new AdmissionStore(clients.scripts, clients.keys), serviceState, metrics),
+    idempotency: new IdempotencyStore(clients.scripts, clients.keys, {
+      ttlSec: config.admission.idempotencyTtlSec,
+      pendingMs: config.admission.idempotencyPendingMs,
+      waitMs: config.kafka.produceTimeoutMs + 1_000,
+    }),
+    readiness: clients.readinessChecks(),
+    runStatus: { runs, feed, cancellations: new RedisCancellations(clients.redis, clients.keys, log) },
+  });
+  const url = await listen(api, config.api.host, config.api.port);
+  onStop(() => api.close());
+  return url;
+}
+
+/** Health and metrics for a process without the API role. */
+async function startOps({ config, logger, metrics, clients, onStop }: RoleContext): Promise<string> {
+  const ops = Fastify({ loggerInstance: logger.child({ role: 'ops' }) as FastifyBaseLogger, logController: new LogController({ disableRequestLogging: true }) });
+  registerHealthRoutes(ops, { readiness: clients.readinessChecks(), metrics });
+  const url = await listen(ops, config.api.host, config.opsPort);
+  onStop(() => ops.close());
+  return url;
 }
 
 /**
@@ -38,61 +143,27 @@ export async function startRoles(config: SluiceConfig, logger: Logger): Promise<
   const metrics = createMetrics();
   const clients = new SharedClients(config, logger);
   const stops: (() => Promise<void>)[] = [];
-  const running: RunningRoles = { roles: [...roles], metrics, stop: async () => undefined };
-
-  const stopAll = async () => {
-    for (const stop of stops.reverse()) {
+  const ctx: RoleContext = { config, logger, metrics, clients, onStop: (s) => stops.push(s) };
+  const stop = async () => {
+    for (const s of stops.reverse()) {
       try {
-        await stop();
+        await s();
       } catch (err) {
         logger.warn({ err }, 'error while stopping a role');
       }
     }
     await clients.close();
   };
-  running.stop = stopAll;
+  const running: RunningRoles = { roles: [...roles], metrics, stop };
 
   try {
-    if (roles.has('provider-sim')) {
-      const sim = createProviderSim({
-        adminKeySha256: config.api.adminKeySha256,
-        logger: logger.child({ role: 'provider-sim' }),
-        tools: Object.entries(config.dependencies).filter(([, d]) => d.kind === 'tool').map(([name]) => name),
-        defaults: { anthropic: { latencyMs: config.simulator.anthropicLatencyMs, jitterMs: config.simulator.anthropicJitterMs } },
-      });
-      running.simulatorUrl = await listen(sim, config.simulator.host, config.simulator.port);
-      stops.push(() => sim.close());
-    }
-    const simulatorUrl = config.simulator.url ?? running.simulatorUrl ?? `http://${config.simulator.host}:${config.simulator.port}`;
-
-    if (roles.has('status-sink')) {
-      await clients.ensureTopics();
-      const sink = new StatusSink({ kafka: clients.kafka, config, codec: clients.codec, store: new RunStore(await clients.pool()), deadLetters: await clients.producer(), logger, metrics });
-      await sink.start();
-      stops.push(() => sink.stop());
-    }
-
-    if (roles.has('processor')) {
-      const producer = await clients.producer();
-      const anthropic = createAnthropicClient({ apiKey: config.anthropic.apiKey, baseUrl: config.anthropic.baseUrl ?? (config.anthropic.apiKey ? 'https://api.anthropic.com' : simulatorUrl) });
-      const executor = new RunExecutor({ config, anthropic, simulatorUrl, publishStatus: (e) => producer.publishStatus(e, config.processor.produceTimeoutMs), metrics, logger: logger.child({ role: 'processor' }) });
-      const consumer = new RunConsumer({ kafka: clients.kafka, config, codec: clients.codec, deadLetters: producer, execute: (run) => executor.execute(run), logger, metrics });
-      await consumer.start();
-      stops.push(() => consumer.stop(config.processor.shutdownGraceMs));
-    }
-
-    if (roles.has('api')) {
-      const api = buildApiServer({ config, logger, metrics, producer: await clients.producer(), runs: new RunStore(await clients.pool()), readiness: clients.readinessChecks() });
-      running.apiUrl = await listen(api, config.api.host, config.api.port);
-      stops.push(() => api.close());
-    } else if (config.opsPort > 0) {
-      const ops = Fastify({ loggerInstance: logger.child({ role: 'ops' }) as FastifyBaseLogger, logController: new LogController({ disableRequestLogging: true }) });
-      registerHealthRoutes(ops, { readiness: clients.readinessChecks(), metrics });
-      running.opsUrl = await listen(ops, config.api.host, config.opsPort);
-      stops.push(() => ops.close());
-    }
+    if (roles.has('provider-sim')) running.simulatorUrl = await startSimulator(ctx);
+    if (roles.has('status-sink')) await startStatusSink(ctx);
+    if (roles.has('processor')) await startProcessor(ctx, config.simulator.url ?? running.simulatorUrl ?? `http://${config.simulator.host}:${config.simulator.port}`);
+    if (roles.has('api')) running.apiUrl = await startApi(ctx);
+    else if (config.opsPort > 0) running.opsUrl = await startOps(ctx);
   } catch (err) {
-    await stopAll();
+    await stop();
     throw err;
   }
   return running;

@@ -61,6 +61,51 @@ function toView(r: RunRow): RunView {
   };
 }
 
+/** One status transition as the SSE stream sends it. */
+export interface RunEventView {
+  runId: string;
+  sequence: number;
+  status: RunStatus;
+  message: string;
+  step: string | null;
+  attempt: number;
+  occurredAt: string;
+  result?: unknown;
+  error?: RunError;
+}
+
+interface RunEventRow {
+  run_id: string;
+  sequence: string;
+  status: RunStatus;
+  message: string;
+  step: string | null;
+  attempt: number;
+  occurred_at: Date;
+  result: unknown;
+  error: RunError | null;
+}
+
+function toEventView(r: RunEventRow): RunEventView {
+  return {
+    runId: r.run_id,
+    sequence: Number(r.sequence),
+    status: r.status,
+    message: r.message,
+    step: r.step,
+    attempt: r.attempt,
+    occurredAt: r.occurred_at.toISOString(),
+    ...(r.result !== null && r.result !== undefined ? { result: r.result } : {}),
+    ...(r.error ? { error: r.error } : {}),
+  };
+}
+
+/**
+ * The Postgres NOTIFY channel that announces new `run_events` rows; the payload is the run id.
+ * One channel for every namespace: run ids are unique, and listeners filter by id.
+ */
+export const RUN_EVENTS_CHANNEL = 'sluice_run_events';
+
 const ts = (ms: number | null) => (ms === null ? null : new Date(ms));
 
 /** Postgres `runs` / `run_events`: the read model behind GET /v1/runs/:id and SSE. */
@@ -96,6 +141,8 @@ export class RunStore {
       await client.query('BEGIN');
       await insertEvents(client, events);
       await upsertRuns(client, events);
+      // Delivered only when the transaction commits, so a listener that wakes finds the rows.
+      await client.query('SELECT pg_notify($1, id) FROM unnest($2::text[]) AS id', [RUN_EVENTS_CHANNEL, [...new Set(events.map((e) => e.runId))]]);
       await client.query('COMMIT');
     } catch (err) {
       await client.query('ROLLBACK').catch(() => undefined);
@@ -112,6 +159,19 @@ export class RunStore {
       [runId, tenantId],
     );
     return rows[0] ? toView(rows[0]) : undefined;
+  }
+
+  /** The tenant's run's transitions after `afterSequence`, oldest first; none for another tenant's run. */
+  async listEvents(runId: string, tenantId: string, afterSequence: number, limit: number): Promise<RunEventView[]> {
+    const { rows } = await this.pool.query<RunEventRow>(
+      `SELECT e.run_id, e.sequence, e.status, e.message, e.step, e.attempt, e.occurred_at, e.result, e.error
+         FROM run_events e JOIN runs r ON r.run_id = e.run_id
+        WHERE e.run_id = $1 AND r.tenant_id = $2 AND e.sequence > $3
+        ORDER BY e.sequence
+        LIMIT $4`,
+      [runId, tenantId, afterSequence, limit],
+    );
+    return rows.map(toEventView);
   }
 }
 

@@ -7,12 +7,15 @@ import { groupId, topicNames } from '../kafka/topics.js';
 import type { Logger } from '../obs/logger.js';
 import type { Metrics } from '../obs/metrics.js';
 import type { RunStore } from './run-store.js';
+import type { AdmissionStore } from '../admission/admission-store.js';
+import { isTerminal } from './run-history.js';
 
 export interface StatusSinkDeps {
   kafka: Kafka;
   config: SluiceConfig;
   codec: EventCodec;
   store: Pick<RunStore, 'applyStatusEvents'>;
+  backlog: Pick<AdmissionStore, 'release'>;
   deadLetters: DeadLetterSink;
   logger: Logger;
   metrics: Metrics;
@@ -75,11 +78,28 @@ export class StatusSink {
       }
       const written = await this.writeWithRetry(events, heartbeat, () => isRunning() && !isStale());
       if (!written) return;
+      await this.releaseFinished(events);
       const last = slice[slice.length - 1]!.offset;
       resolveOffset(last);
       await this.consumer.commitOffsets([{ topic, partition, offset: String(Number(last) + 1) }]);
       await heartbeat();
     }
+  }
+
+  /**
+   * A terminal status frees the run's place in the admission backlog and feeds the measured
+   * service rate. Best effort: if Redis is down the entry's lease (deadline + grace) frees it.
+   */
+  private async releaseFinished(events: readonly RunStatusChanged[]): Promise<void> {
+    const finished = events.filter((e) => isTerminal(e.status));
+    await Promise.all(
+      finished.map((e) => {
+        const executionMs = e.status === 'completed' && e.attemptStartedAt !== null ? e.occurredAt - e.attemptStartedAt : undefined;
+        return this.deps.backlog
+          .release({ runId: e.runId, tenantId: e.tenantId, runClass: e.class }, executionMs)
+          .catch((err: unknown) => this.log.warn({ err, runId: e.runId }, 'could not release a finished run from the backlog; its lease will expire'));
+      }),
+    );
   }
 
   private async writeWithRetry(events: RunStatusChanged[], heartbeat: () => Promise<void>, stillOwned: () => boolean): Promise<boolean> {

@@ -61,6 +61,9 @@ describe('problemBody', () => {
       forbidden: [403, false],
       not_found: [404, false],
       method_not_allowed: [405, false],
+      run_finished: [409, false],
+      idempotency_key_reused: [409, false],
+      idempotency_key_in_use: [409, true],
       payload_too_large: [413, false],
       unsupported_media_type: [415, false],
       rate_limited: [429, true],
@@ -181,10 +184,10 @@ describe('KeyDirectory', () => {
 
   it('refuses keys longer than 512 characters, even a configured one', () => {
     const long = 'k'.repeat(513);
-    const dir = new KeyDirectory({ ...cfg, tenants: { long: { apiKeySha256: sha256Hex(long), description: '', fallback: 'degrade' } } });
+    const dir = new KeyDirectory({ ...cfg, tenants: { long: { apiKeySha256: sha256Hex(long) } } });
     expect(dir.authenticate(`Bearer ${long}`)).toBeUndefined();
     const max = 'k'.repeat(512);
-    const dir2 = new KeyDirectory({ ...cfg, tenants: { max: { apiKeySha256: sha256Hex(max), description: '', fallback: 'degrade' } } });
+    const dir2 = new KeyDirectory({ ...cfg, tenants: { max: { apiKeySha256: sha256Hex(max) } } });
     expect(dir2.authenticate(`Bearer ${max}`)).toEqual({ kind: 'tenant', tenantId: 'max' });
   });
 

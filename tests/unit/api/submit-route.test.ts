@@ -8,6 +8,10 @@ import { createMetrics, type Metrics } from '../../../src/obs/metrics.js';
 import { ProduceQueueFullError, ProduceTimeoutError } from '../../../src/producers/produce-batcher.js';
 import { isRunId } from '../../../src/runs/run-id.js';
 import type { AdmittedRun, RunView } from '../../../src/status/run-store.js';
+import { fakeRunStatus } from '../../support/run-status-fakes.js';
+import type { AdmissionRequest } from '../../../src/admission/admission-controller.js';
+import type { AdmissionDecision } from '../../../src/admission/admission-policy.js';
+import type { IdempotencyClaim, StoredAnswer } from '../../../src/admission/idempotency.js';
 
 const config = loadConfig({ env: {} });
 const NOW = Date.UTC(2026, 0, 1, 12, 0, 0, 0);
@@ -28,7 +32,33 @@ interface Harness {
 
 let current: Harness | undefined;
 
-function harness(opts: { publish?: (run: RunRequested) => Promise<void>; recordAdmission?: () => Promise<void> } = {}): Harness {
+interface HarnessOptions {
+  publish?: (run: RunRequested) => Promise<void>;
+  recordAdmission?: () => Promise<void>;
+  decision?: AdmissionDecision;
+  claim?: IdempotencyClaim;
+}
+
+/** In-memory stand-ins for the Redis-backed admission and idempotency stores (their real behaviour is tested against Redis). */
+function admissionFakes(opts: HarnessOptions) {
+  const withdrawn: string[] = [];
+  const settled: Array<{ kind: 'store' | 'forget'; key: string; answer?: StoredAnswer }> = [];
+  const admission = {
+    decide: async (_req: AdmissionRequest): Promise<AdmissionDecision> => opts.decision ?? { outcome: 'admitted', reason: 'capacity_available' },
+    withdraw: async (run: { runId: string }) => void withdrawn.push(run.runId),
+  };
+  const idempotency = {
+    claim: async (): Promise<IdempotencyClaim> => opts.claim ?? { kind: 'claimed', token: 't-1' },
+    store: async (_t: string, key: string, _token: string, answer: StoredAnswer) => settled.push({ kind: 'store', key, answer }) > 0,
+    forget: async (_t: string, key: string) => settled.push({ kind: 'forget', key }) > 0,
+  };
+  return { admission, idempotency, withdrawn, settled };
+}
+
+let fakes: ReturnType<typeof admissionFakes>;
+
+function harness(opts: HarnessOptions = {}): Harness {
+  fakes = admissionFakes(opts);
   const published: Harness['published'] = [];
   const admissions: AdmittedRun[] = [];
   const getRunCalls: Harness['getRunCalls'] = [];
@@ -39,7 +69,10 @@ function harness(opts: { publish?: (run: RunRequested) => Promise<void>; recordA
     logger: createLogger('silent'),
     metrics,
     readiness: [],
+    runStatus: fakeRunStatus().deps,
     now: () => NOW,
+    admission: fakes.admission,
+    idempotency: fakes.idempotency,
     producer: {
       publishRunRequested: async (run: RunRequested, timeoutMs: number) => {
         if (opts.publish) await opts.publish(run);
@@ -223,7 +256,7 @@ describe('POST /v1/runs accepted', () => {
         class: 'interactive',
         admittedAt: NOW,
         deadline: run.deadline,
-        message: 'queued: accepted and waiting for a processor',
+        message: 'queued: admitted, waiting for a processor',
       }),
     ]);
   });
@@ -412,8 +445,84 @@ describe('POST /v1/runs when Kafka does not acknowledge', () => {
       const failuresMetric = await h.metrics.submitFailures.get();
       expect(failuresMetric.values).toEqual([expect.objectContaining({ value: 1, labels: { reason } })]);
       expect((await h.metrics.runsSubmitted.get()).values.every((v) => v.value === 0)).toBe(true);
+      // The backlog entry taken at admission is given back, and the key freed for a retry.
+      expect(fakes.withdrawn).toHaveLength(1);
     });
   }
+
+  it('frees the Idempotency-Key so the caller can retry the same request', async () => {
+    const h = harness({ publish: () => Promise.reject(new ProduceTimeoutError(5_000, false)) });
+    await submit(h, VALID, { 'idempotency-key': 'k-1' });
+    expect(fakes.settled).toEqual([{ kind: 'forget', key: 'k-1' }]);
+  });
+});
+
+describe('POST /v1/runs admission outcomes', () => {
+  it('queued: 202 with admission "queued" and the queue position', async () => {
+    const h = harness({ decision: { outcome: 'queued', reason: 'waiting_for_capacity', queuePosition: 7 } });
+    const res = await submit(h, VALID);
+    expect(res.statusCode).toBe(202);
+    expect(res.json()).toMatchObject({ admission: 'queued', queuePosition: 7, status: 'queued' });
+    expect(h.admissions[0]!.message).toBe('queued: waiting for capacity, position 7 in line');
+  });
+
+  it('admitted: 202 without a queue position', async () => {
+    const res = await submit(harness(), VALID);
+    expect(res.json().admission).toBe('admitted');
+    expect(res.json()).not.toHaveProperty('queuePosition');
+  });
+
+  const refusals: Array<[AdmissionDecision, number]> = [
+    [{ outcome: 'deferred', reason: 'rate_limited', retryAfterSec: 3 }, 429],
+    [{ outcome: 'deferred', reason: 'tenant_backlog_full', retryAfterSec: 2 }, 429],
+    [{ outcome: 'rejected', reason: 'overloaded', retryAfterSec: 1 }, 503],
+    [{ outcome: 'rejected', reason: 'deadline_unreachable', retryAfterSec: 40 }, 503],
+    [{ outcome: 'rejected', reason: 'dependency_unavailable', retryAfterSec: 5 }, 503],
+  ];
+  for (const [decision, status] of refusals) {
+    it(`${decision.outcome} ${decision.reason} → ${status} with Retry-After, no event, key freed`, async () => {
+      const h = harness({ decision });
+      const res = await submit(h, VALID, { 'idempotency-key': 'k-2' });
+      const body = expectProblem(res, status, decision.reason, true);
+      expect(body.retryAfterSec).toBe(decision.retryAfterSec);
+      expect(res.headers['retry-after']).toBe(String(decision.retryAfterSec));
+      expect(h.published).toHaveLength(0);
+      expect(h.admissions).toHaveLength(0);
+      expect(fakes.settled).toEqual([{ kind: 'forget', key: 'k-2' }]);
+    });
+  }
+});
+
+describe('POST /v1/runs with an Idempotency-Key', () => {
+  it('stores the 202 answer for replay', async () => {
+    const h = harness();
+    const res = await submit(h, VALID, { 'idempotency-key': 'k-3' });
+    expect(res.statusCode).toBe(202);
+    expect(fakes.settled).toEqual([{ kind: 'store', key: 'k-3', answer: { status: 202, headers: { Location: res.headers.location }, body: res.json() } }]);
+  });
+
+  it('replays a stored answer with Idempotent-Replayed and produces nothing', async () => {
+    const answer: StoredAnswer = { status: 202, headers: { Location: '/v1/runs/x' }, body: { runId: 'x', status: 'queued' } };
+    const h = harness({ claim: { kind: 'replay', answer } });
+    const res = await submit(h, VALID, { 'idempotency-key': 'k-4' });
+    expect(res.statusCode).toBe(202);
+    expect(res.headers['idempotent-replayed']).toBe('true');
+    expect(res.headers.location).toBe('/v1/runs/x');
+    expect(res.json()).toEqual(answer.body);
+    expect(h.published).toHaveLength(0);
+  });
+
+  it('same key, different body → 409 idempotency_key_reused', async () => {
+    const h = harness({ claim: { kind: 'conflict' } });
+    expectProblem(await submit(h, VALID, { 'idempotency-key': 'k-5' }), 409, 'idempotency_key_reused');
+    expect(h.published).toHaveLength(0);
+  });
+
+  it('first request still running past the wait → 409 idempotency_key_in_use, retryable', async () => {
+    const h = harness({ claim: { kind: 'in_progress' } });
+    const body = expectProblem(await submit(h, VALID, { 'idempotency-key': 'k-6' }), 409, 'idempotency_key_in_use', true);
+    expect(body.retryAfterSec).toBe(1);
+  });
 });
 
 describe('GET /v1/runs/:id', () => {

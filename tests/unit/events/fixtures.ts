@@ -48,6 +48,7 @@ export const runStatusChanged: RunStatusChanged = {
   step: 'classify',
   result: null,
   error: { code: 'dependency_overloaded', message: 'anthropic: 529 overloaded_error', retryable: true },
+  attemptStartedAt: 1_767_225_611_000,
 };
 
 export const deadLetter: DeadLetterEnvelope = {

@@ -23,6 +23,7 @@ function ev(runId: string, sequence: number, status: RunStatus, occurredAt: numb
     step: null,
     result: null,
     error: null,
+    attemptStartedAt: null,
     ...extra,
   };
 }
