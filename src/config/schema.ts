@@ -57,6 +57,8 @@ const toolStep = z.object({
 const workflow = z.object({
   description: z.string().default(''),
   defaultClass: z.enum(RUN_CLASSES).default('interactive'),
+  /** Runs of this workflow executing at once across all processors (changeable at run time). */
+  maxConcurrency: z.number().int().min(1).max(1_000_000).default(32),
   steps: z.array(z.discriminatedUnion('kind', [llmStep, toolStep])).min(1).max(50),
 });
 
@@ -80,6 +82,8 @@ const tenant = z.object({
   apiKeySha256: sha256Hex,
   description: z.string().default(''),
   fallback: z.enum(['degrade', 'fail']).default('degrade'),
+  /** Runs of this tenant executing at once across all processors (changeable at run time). */
+  maxConcurrency: z.number().int().min(1).max(1_000_000).default(16),
   admission: tenantAdmission,
 });
 
@@ -182,6 +186,8 @@ export const configSchema = z
         shutdownGraceMs: ms(0, 600_000).default(20_000),
         /** Upper bound for producing an outcome event before the run is handed back (not committed). */
         produceTimeoutMs: ms(100, 60_000).default(10_000),
+        /** Permits are leases renewed while held: a crashed holder's permits come back after this. */
+        permitLeaseMs: ms(1_000, 600_000).default(15_000),
       })
       .prefault({}),
     statusSink: z

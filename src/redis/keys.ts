@@ -7,6 +7,9 @@ export type RedisKeys = ReturnType<typeof redisKeys>;
 export function redisKeys(namespace: string) {
   const ns = `${namespace}sluice`;
   const admission = `{${ns}:admission}`;
+  // One tag for every permit key: one acquisition spans global, class, tenant and workflow scopes
+  // and reads the limits hash atomically. The slot is hot, the price of all-or-nothing caps.
+  const permits = `{${ns}:permits}`;
   return {
     /** Token bucket of one tenant (hash: tokens, ts). */
     tenantBucket: (tenant: string) => `${ns}:bucket:{${tenant}}`,
@@ -20,6 +23,12 @@ export function redisKeys(namespace: string) {
     idempotency: (tenant: string, keyDigest: string) => `${ns}:idem:{${tenant}}:${keyDigest}`,
     /** Set while a run's cancellation is requested; expires with the run's deadline. */
     cancelRequested: (runId: string) => `${ns}:cancel:{${runId}}`,
+    /** Holders of one concurrency scope (zset: lease token → lease expiry ms), e.g. `tenant:acme`. */
+    permitScope: (scope: string) => `${permits}:scope:${scope}`,
+    /** Concurrency limits changed at run time (hash: scope → limit), overriding config on every instance. */
+    permitLimits: () => `${permits}:limits`,
+    /** Pub/sub channel announcing released permits (payload: the scopes, space-separated). */
+    permitReleased: () => `${permits}:released`,
     /** Shared breaker state of a dependency (hash: state, retryAt); written by the breaker scripts. */
     breaker: (dependency: string) => `${ns}:breaker:{${dependency}}`,
   };

@@ -3,14 +3,20 @@ import { join } from 'node:path';
 import type { Redis } from 'ioredis';
 import { packageRoot } from '../util/package-root.js';
 
-/** Every Lua script in `lua/`, one atomic operation each, with how many of its arguments are keys. */
+/**
+ * Every Lua script in `lua/`, one atomic operation each, with how many of its arguments are keys
+ * ('any': the caller decides, as the permit scripts take one key per scope).
+ */
 export const SCRIPTS = {
   tokenBucketTake: { file: 'token-bucket-take.lua', keys: 1 },
   backlogAdmit: { file: 'backlog-admit.lua', keys: 3 },
   backlogRelease: { file: 'backlog-release.lua', keys: 4 },
   idempotencyClaim: { file: 'idempotency-claim.lua', keys: 1 },
   idempotencySettle: { file: 'idempotency-settle.lua', keys: 1 },
-} as const;
+  permitsAcquire: { file: 'permits-acquire.lua', keys: 'any' },
+  permitsRenew: { file: 'permits-renew.lua', keys: 'any' },
+  permitsRelease: { file: 'permits-release.lua', keys: 'any' },
+} as const satisfies Record<string, { file: string; keys: number | 'any' }>;
 
 export type ScriptName = keyof typeof SCRIPTS;
 
@@ -35,14 +41,18 @@ export class LuaScripts {
   constructor(private readonly redis: Redis) {
     for (const name of Object.keys(SCRIPTS) as ScriptName[]) {
       if (typeof (redis as unknown as Record<string, unknown>)[name] !== 'function') {
-        redis.defineCommand(name, { numberOfKeys: SCRIPTS[name].keys, lua: source(name) });
+        const keys = SCRIPTS[name].keys;
+        redis.defineCommand(name, { ...(keys === 'any' ? {} : { numberOfKeys: keys }), lua: source(name) });
       }
     }
   }
 
   run(name: ScriptName, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
-    if (keys.length !== SCRIPTS[name].keys) return Promise.reject(new Error(`${name} takes ${SCRIPTS[name].keys} keys, got ${keys.length}`));
+    const expected = SCRIPTS[name].keys;
     const command = (this.redis as unknown as Record<ScriptName, ScriptCommand>)[name];
+    // Without a fixed count ioredis expects the count as the first argument, as EVAL does.
+    if (expected === 'any') return command.call(this.redis, keys.length, ...keys, ...args);
+    if (keys.length !== expected) return Promise.reject(new Error(`${name} takes ${expected} keys, got ${keys.length}`));
     return command.call(this.redis, ...keys, ...args);
   }
 }

@@ -10,7 +10,8 @@ import type { Metrics } from '../../../src/obs/metrics.js';
 import { redisKeys, type RedisKeys } from '../../../src/redis/keys.js';
 import { LuaScripts } from '../../../src/redis/scripts.js';
 import { eventually, testNamespace } from '../harness.js';
-import { connectPair, deleteMatching } from './redis-clients.js';
+import { crc16, keySlot } from './cluster-slot.js';
+import { connectPair, deleteMatching, redisNowMs } from './redis-clients.js';
 
 /**
  * backlog-admit.lua and backlog-release.lua against a real Redis, through AdmissionStore and raw.
@@ -31,33 +32,10 @@ function fresh(): { keys: RedisKeys; A: AdmissionStore; B: AdmissionStore } {
   return { keys, A: new AdmissionStore(scriptsA, keys), B: new AdmissionStore(scriptsB, keys) };
 }
 
-async function redisNowMs(r: Redis): Promise<number> {
-  const [s, us] = await r.time();
-  return Number(s) * 1000 + Math.floor(Number(us) / 1000);
-}
-
 const later = () => Date.now() + 600_000;
 const run = (runId: string, tenantId = 'acme', runClass: RunClass = 'interactive', leaseExpiry = later()) => ({ runId, tenantId, runClass, leaseExpiry });
 const open = { tenantMax: 1_000, globalMax: 1_000, maxAhead: undefined, recordAnyway: false };
 const members = (r: Redis, key: string) => r.zrange(key, '0', '-1').then((m) => m.sort());
-
-// Redis Cluster slot of a key: CRC16 (XMODEM) of the hash tag, or of the key without one, mod 16384.
-function crc16(buf: Buffer): number {
-  let crc = 0;
-  for (const byte of buf) {
-    crc ^= byte << 8;
-    for (let i = 0; i < 8; i++) crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff;
-  }
-  return crc;
-}
-function keySlot(key: string): number {
-  const s = key.indexOf('{');
-  if (s >= 0) {
-    const e = key.indexOf('}', s + 1);
-    if (e > s + 1) key = key.slice(s + 1, e);
-  }
-  return crc16(Buffer.from(key)) % 16_384;
-}
 
 beforeAll(async () => {
   [a, b] = await connectPair();

@@ -22,3 +22,9 @@ export async function deleteMatching(r: Redis, pattern: string): Promise<void> {
   } while (cursor !== '0');
   if (found.size > 0) await r.del(...found);
 }
+
+/** The Redis server's clock in ms, the one the scripts read with TIME. */
+export async function redisNowMs(r: Redis): Promise<number> {
+  const [s, us] = await r.time();
+  return Number(s) * 1000 + Math.floor(Number(us) / 1000);
+}

@@ -91,6 +91,10 @@ describe('LuaScripts', () => {
     await scripts.run('backlogRelease', [keys.backlogTenant('t'), keys.backlogClass('batch'), keys.backlogAll(), keys.serviceStats('batch')], ['r1', 5, 10, 361, 0.1, 1]);
     await scripts.run('idempotencyClaim', [keys.idempotency('t', 'k')], ['h', 'tok', 10_000]);
     await scripts.run('idempotencySettle', [keys.idempotency('t', 'k')], ['tok', 'forget', 0, '', 0]);
+    const permitKeys = [keys.permitScope('global'), keys.permitScope('tenant:t')];
+    await scripts.run('permitsAcquire', [...permitKeys, keys.permitLimits()], ['tok', 10_000, 'global', 1, 1, 'tenant:t', 1, 1]);
+    await scripts.run('permitsRenew', permitKeys, ['tok', 10_000]);
+    await scripts.run('permitsRelease', permitKeys, ['tok', keys.permitReleased(), 'global', 'tenant:t']);
     const shas = (Object.keys(SCRIPTS) as ScriptName[]).map((name) => sha1(sourceOf(name)));
     expect(new Set(shas).size).toBe(shas.length);
     expect(await r.script('EXISTS', ...shas)).toEqual(shas.map(() => 1));
@@ -126,5 +130,7 @@ describe('LuaScripts', () => {
     expect(await again.run('tokenBucketTake', [keys.tenantBucket('twice')], [3, 1, 1])).toEqual([1, '2', 0]);
     await expect(scripts.run('tokenBucketTake', [], [3, 1, 1])).rejects.toThrow('tokenBucketTake takes 1 keys, got 0');
     await expect(scripts.run('backlogRelease', ['a', 'b', 'c'], [])).rejects.toThrow('backlogRelease takes 4 keys, got 3');
+    // a script taking any number of keys gets the count from the call
+    expect(await again.run('permitsRelease', [keys.permitScope('a'), keys.permitScope('b'), keys.permitScope('c')], ['nobody', keys.permitReleased(), 'a', 'b', 'c'])).toBe(0);
   });
 });

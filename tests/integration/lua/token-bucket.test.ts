@@ -4,7 +4,7 @@ import { AdmissionStore } from '../../../src/admission/admission-store.js';
 import { redisKeys } from '../../../src/redis/keys.js';
 import { LuaScripts } from '../../../src/redis/scripts.js';
 import { eventually, testNamespace } from '../harness.js';
-import { connectPair, deleteMatching } from './redis-clients.js';
+import { connectPair, deleteMatching, redisNowMs } from './redis-clients.js';
 
 /**
  * token-bucket-take.lua against a real Redis: two separate connections stand in for two API
@@ -20,12 +20,6 @@ let scriptsA: LuaScripts;
 let n = 0;
 const tenant = (label: string) => `${label}-${++n}`;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-
-async function redisNowMs(r: Redis): Promise<number> {
-  const [s, us] = await r.time();
-  return Number(s) * 1000 + Math.floor(Number(us) / 1000);
-}
 
 beforeAll(async () => {
   [a, b] = await connectPair();

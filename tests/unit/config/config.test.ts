@@ -169,7 +169,7 @@ describe('parseConfig defaults', () => {
       deadlineMs: { defaultInteractive: 30_000, defaultBatch: 3_600_000, min: 1_000, max: 86_400_000 },
       adminKeySha256: ADMIN,
     });
-    expect(cfg.processor).toEqual({ maxInFlight: 30, partitionBuffer: 100, shutdownGraceMs: 20_000, produceTimeoutMs: 10_000 });
+    expect(cfg.processor).toEqual({ maxInFlight: 30, partitionBuffer: 100, shutdownGraceMs: 20_000, produceTimeoutMs: 10_000, permitLeaseMs: 15_000 });
     expect(cfg.statusSink).toEqual({ batchSize: 500 });
     expect(cfg.simulator).toEqual({ host: '127.0.0.1', port: 8089, anthropicLatencyMs: 50, anthropicJitterMs: 20 });
     expect(cfg.anthropic).toEqual({});
@@ -178,12 +178,13 @@ describe('parseConfig defaults', () => {
   it('fills tenant, workflow, step and dependency defaults', () => {
     // Seed 000's entry bucket (60, refilled 10/s), enforced, with a bounded backlog.
     const admission = { mode: 'enforce', bucket: { capacity: 60, refillPerSec: 10 }, maxBacklog: 500 };
-    expect(cfg.tenants.t1).toEqual({ apiKeySha256: KEY_1, description: '', fallback: 'degrade', admission });
-    expect(cfg.tenants.t2).toEqual({ apiKeySha256: KEY_2, description: 'second', fallback: 'fail', admission });
+    expect(cfg.tenants.t1).toEqual({ apiKeySha256: KEY_1, description: '', fallback: 'degrade', maxConcurrency: 16, admission });
+    expect(cfg.tenants.t2).toEqual({ apiKeySha256: KEY_2, description: 'second', fallback: 'fail', maxConcurrency: 16, admission });
     expect(cfg.admission).toMatchObject({ maxBacklog: 5000, emergencyRefillFactor: 0.5, idempotencyTtlSec: 86_400 });
     expect(cfg.limits).toEqual({ global: 64, batchShare: 0.8 });
     expect(cfg.workflows.wf!.description).toBe('');
     expect(cfg.workflows.wf!.defaultClass).toBe('interactive');
+    expect(cfg.workflows.wf!.maxConcurrency).toBe(32);
     expect(cfg.workflows.wf!.steps[0]).toEqual({ id: 'think', kind: 'llm', dependency: 'anthropic', system: 'be brief' });
     expect(cfg.dependencies.anthropic).toMatchObject({ kind: 'llm', maxTokens: 512 });
   });

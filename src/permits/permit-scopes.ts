@@ -1,0 +1,73 @@
+import { slotsFor } from '../admission/admission-policy.js';
+import { ownEntry } from '../config/lookup.js';
+import type { SluiceConfig } from '../config/schema.js';
+import type { RunClass } from '../events/schemas.js';
+import type { RedisKeys } from '../redis/keys.js';
+
+/** The scopes whose caps an operator can change at run time (`PUT /v1/admin/limits`). */
+export const LIMIT_SCOPES = ['global', 'tenant', 'workflow', 'dependency'] as const;
+export type LimitScope = (typeof LIMIT_SCOPES)[number];
+
+/** One concurrency scope of an acquisition: where its holders are and where its limit comes from. */
+export interface PermitScope {
+  /** `global`, `class:batch`, `tenant:<id>`, `workflow:<name>` or `dependency:<name>`; announced on release. */
+  name: string;
+  /** Its zset of lease tokens. */
+  key: string;
+  /** Field of the limits hash that, when set, replaces `defaultLimit` (the batch class reads `global`). */
+  limitField: string;
+  defaultLimit: number;
+  /** Part of the limit this scope may use; below 1 only for the batch class. */
+  share: number;
+}
+
+/** Field of the limits hash holding a scope's run-time limit; also that scope's name. */
+export function limitField(scope: LimitScope, name?: string): string {
+  return scope === 'global' ? 'global' : `${scope}:${name}`;
+}
+
+/** A scope's limit in config, or undefined when it names no configured tenant, workflow or dependency. */
+export function configuredLimit(config: SluiceConfig, scope: LimitScope, name = ''): number | undefined {
+  switch (scope) {
+    case 'global':
+      return config.limits.global;
+    case 'tenant':
+      return ownEntry(config.tenants, name)?.maxConcurrency;
+    case 'workflow':
+      return ownEntry(config.workflows, name)?.maxConcurrency;
+    case 'dependency':
+      return ownEntry(config.dependencies, name)?.maxConcurrency;
+  }
+}
+
+/**
+ * Permits batch runs may hold: their share of the global limit, counted as admission counts batch
+ * slots (so its wait estimates match), and none while the global scope is closed. permits-acquire.lua
+ * applies the same rule to the effective global limit.
+ */
+export function batchLimit(globalLimit: number, batchShare: number): number {
+  return globalLimit === 0 ? 0 : slotsFor('batch', globalLimit, batchShare);
+}
+
+function configuredScope(config: SluiceConfig, keys: RedisKeys, scope: LimitScope, name?: string): PermitScope {
+  const defaultLimit = configuredLimit(config, scope, name);
+  if (defaultLimit === undefined) throw new Error(`no ${scope} "${name}" in the configuration`);
+  const field = limitField(scope, name);
+  return { name: field, key: keys.permitScope(field), limitField: field, defaultLimit, share: 1 };
+}
+
+/**
+ * The scopes a run holds for its whole execution, in the order a refusal is reported: global first
+ * (nothing can start), then the batch class's share, the tenant and the workflow.
+ */
+export function runScopes(config: SluiceConfig, keys: RedisKeys, run: { tenantId: string; workflow: string; runClass: RunClass }): PermitScope[] {
+  const global = configuredScope(config, keys, 'global');
+  const batch: PermitScope[] =
+    run.runClass === 'batch' ? [{ ...global, name: 'class:batch', key: keys.permitScope('class:batch'), share: config.limits.batchShare }] : [];
+  return [global, ...batch, configuredScope(config, keys, 'tenant', run.tenantId), configuredScope(config, keys, 'workflow', run.workflow)];
+}
+
+/** The scope held around each call to a dependency (an LLM or a tool), retries included. */
+export function dependencyScope(config: SluiceConfig, keys: RedisKeys, dependency: string): PermitScope {
+  return configuredScope(config, keys, 'dependency', dependency);
+}

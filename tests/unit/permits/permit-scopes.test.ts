@@ -1,0 +1,96 @@
+import { describe, expect, it } from 'vitest';
+import { slotsFor } from '../../../src/admission/admission-policy.js';
+import { loadConfig } from '../../../src/config/load.js';
+import { batchLimit, configuredLimit, dependencyScope, limitField, runScopes } from '../../../src/permits/permit-scopes.js';
+import { redisKeys } from '../../../src/redis/keys.js';
+
+const config = loadConfig({ env: {} });
+const keys = redisKeys('ns.');
+
+describe('runScopes', () => {
+  it('holds global, tenant and workflow for an interactive run, with their configured limits', () => {
+    expect(runScopes(config, keys, { tenantId: 'tenant-a', workflow: 'support-reply', runClass: 'interactive' })).toEqual([
+      { name: 'global', key: '{ns.sluice:permits}:scope:global', limitField: 'global', defaultLimit: 64, share: 1 },
+      { name: 'tenant:tenant-a', key: '{ns.sluice:permits}:scope:tenant:tenant-a', limitField: 'tenant:tenant-a', defaultLimit: 16, share: 1 },
+      { name: 'workflow:support-reply', key: '{ns.sluice:permits}:scope:workflow:support-reply', limitField: 'workflow:support-reply', defaultLimit: 32, share: 1 },
+    ]);
+  });
+
+  it('adds the batch class after global for a batch run: the global limit (as set at run time) times the batch share', () => {
+    const scopes = runScopes(config, keys, { tenantId: 'tenant-b', workflow: 'report-digest', runClass: 'batch' });
+    expect(scopes.map((s) => s.name)).toEqual(['global', 'class:batch', 'tenant:tenant-b', 'workflow:report-digest']);
+    expect(scopes[1]).toEqual({ name: 'class:batch', key: '{ns.sluice:permits}:scope:class:batch', limitField: 'global', defaultLimit: 64, share: 0.8 });
+  });
+
+  it('follows per-tenant and per-workflow maxConcurrency from config', () => {
+    const custom = structuredClone(config);
+    custom.tenants['tenant-c']!.maxConcurrency = 3;
+    custom.workflows['support-reply']!.maxConcurrency = 7;
+    const scopes = runScopes(custom, keys, { tenantId: 'tenant-c', workflow: 'support-reply', runClass: 'interactive' });
+    expect(scopes.map((s) => s.defaultLimit)).toEqual([64, 3, 7]);
+  });
+
+  it('refuses a tenant or workflow that is not configured, including inherited object members', () => {
+    expect(() => runScopes(config, keys, { tenantId: 'nobody', workflow: 'support-reply', runClass: 'interactive' })).toThrow('no tenant "nobody" in the configuration');
+    expect(() => runScopes(config, keys, { tenantId: 'tenant-a', workflow: 'constructor', runClass: 'batch' })).toThrow('no workflow "constructor" in the configuration');
+  });
+
+  it('keeps every key under one hash tag per namespace', () => {
+    for (const ns of ['', 'prod.']) {
+      const k = redisKeys(ns);
+      const all = [...runScopes(config, k, { tenantId: 'tenant-a', workflow: 'report-digest', runClass: 'batch' }), dependencyScope(config, k, 'anthropic')].map((s) => s.key);
+      for (const key of [...all, k.permitLimits(), k.permitReleased()]) expect(key.startsWith(`{${ns}sluice:permits}:`), key).toBe(true);
+    }
+  });
+});
+
+describe('dependencyScope', () => {
+  it('is one scope named after the dependency, limited by its maxConcurrency', () => {
+    expect(dependencyScope(config, keys, 'order-lookup')).toEqual({
+      name: 'dependency:order-lookup',
+      key: '{ns.sluice:permits}:scope:dependency:order-lookup',
+      limitField: 'dependency:order-lookup',
+      defaultLimit: 8,
+      share: 1,
+    });
+    expect(() => dependencyScope(config, keys, 'toString')).toThrow('no dependency "toString" in the configuration');
+  });
+});
+
+describe('limitField and configuredLimit', () => {
+  it('names the fields of the limits hash after the scopes', () => {
+    expect(limitField('global')).toBe('global');
+    expect(limitField('tenant', 'acme')).toBe('tenant:acme');
+    expect(limitField('workflow', 'wf')).toBe('workflow:wf');
+    expect(limitField('dependency', 'anthropic')).toBe('dependency:anthropic');
+  });
+
+  it('answers the configured limit, or undefined for a name config does not have', () => {
+    expect(configuredLimit(config, 'global')).toBe(64);
+    expect(configuredLimit(config, 'tenant', 'tenant-a')).toBe(16);
+    expect(configuredLimit(config, 'workflow', 'report-digest')).toBe(32);
+    expect(configuredLimit(config, 'dependency', 'anthropic')).toBe(16);
+    expect(configuredLimit(config, 'tenant', 'nobody')).toBeUndefined();
+    expect(configuredLimit(config, 'tenant')).toBeUndefined();
+    expect(configuredLimit(config, 'dependency', '__proto__')).toBeUndefined();
+  });
+});
+
+describe('batchLimit', () => {
+  it('is floor(global × share), never losing a permit to binary rounding', () => {
+    expect(batchLimit(64, 0.8)).toBe(51);
+    expect(batchLimit(100, 0.57)).toBe(57);
+    expect(batchLimit(10, 0.5)).toBe(5);
+    expect(batchLimit(10, 1)).toBe(10);
+  });
+
+  it('leaves batch at least one permit while global is open, and none while it is closed', () => {
+    expect(batchLimit(10, 0)).toBe(1);
+    expect(batchLimit(1, 0.5)).toBe(1);
+    expect(batchLimit(0, 0.8)).toBe(0);
+  });
+
+  it('counts as admission counts batch slots, so wait estimates match the caps', () => {
+    for (const global of [1, 2, 7, 64, 100, 999]) for (const share of [0, 0.1, 0.33, 0.57, 0.8, 1]) expect(batchLimit(global, share)).toBe(slotsFor('batch', global, share));
+  });
+});
