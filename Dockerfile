@@ -16,6 +16,7 @@ COPY package.json ./
 COPY config ./config
 COPY schemas ./schemas
 COPY migrations ./migrations
+COPY lua ./lua
 USER node
 EXPOSE 8080 8089
 ENTRYPOINT ["node", "dist/cli/main.js"]

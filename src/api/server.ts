@@ -10,6 +10,7 @@ import { registerRunRoutes, type RunRouteDeps } from './routes/runs.js';
 import { registerHealthRoutes, type ReadinessCheck } from './routes/health.js';
 import { registerRunEventRoutes, type RunEventRouteDeps } from './routes/run-events.js';
 import { registerCancelRunRoute, type CancelRunRouteDeps } from './routes/cancel-run.js';
+import { registerAdminLimitsRoutes, type AdminLimitsRouteDeps } from './routes/admin-limits.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -24,6 +25,8 @@ export interface ApiDeps extends Omit<RunRouteDeps, 'config'> {
   readiness: ReadinessCheck[];
   /** Status for callers: the progress stream and cancellation (`/v1/runs/:id/events`, `DELETE /v1/runs/:id`). */
   runStatus: Omit<RunEventRouteDeps, 'metrics' | 'now'> & CancelRunRouteDeps;
+  /** Run-time concurrency limits behind `/v1/admin/limits`. */
+  limits: AdminLimitsRouteDeps['limits'];
 }
 
 const PUBLIC_PATHS = new Set(['/healthz', '/readyz', '/metrics']);
@@ -128,5 +131,6 @@ export function buildApiServer(deps: ApiDeps): FastifyInstance {
   registerRunRoutes(app, { ...deps, config });
   registerRunEventRoutes(app, { ...deps.runStatus, metrics, now: deps.now });
   registerCancelRunRoute(app, deps.runStatus);
+  registerAdminLimitsRoutes(app, { config, limits: deps.limits });
   return app;
 }

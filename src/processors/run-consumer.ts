@@ -7,6 +7,8 @@ import { groupId, topicNames } from '../kafka/topics.js';
 import type { Logger } from '../obs/logger.js';
 import type { Metrics } from '../obs/metrics.js';
 import { PartitionProgress } from './partition-progress.js';
+import { RunDispatcher, type DispatchTask, type RunPermitSource } from './run-dispatcher.js';
+import { RUN_CLASSES } from '../events/schemas.js';
 
 export interface RunConsumerDeps {
   kafka: Kafka;
@@ -14,24 +16,25 @@ export interface RunConsumerDeps {
   codec: EventCodec;
   deadLetters: DeadLetterSink;
   execute: (run: RunRequested) => Promise<unknown>;
+  permits: RunPermitSource;
   logger: Logger;
   metrics: Metrics;
-}
-
-interface Task {
-  topic: string;
-  partition: number;
-  offset: number;
-  run: RunRequested;
 }
 
 const COMMIT_DEBOUNCE_MS = 100;
 const COMMIT_RETRY_MS = 1_000;
 
 const tpKey = (topic: string, partition: number) => `${topic}\u0000${partition}`;
+const splitKey = (key: string): [string, number] => {
+  const at = key.lastIndexOf('\u0000');
+  return [key.slice(0, at), Number(key.slice(at + 1))];
+};
+
+/** How often blocked runs are retried even without a release wake-up. */
+const FALLBACK_POLL_MS = 500;
 
 /**
- * Reads runs from Kafka and hands them to the executor without holding the consumer loop, so
+ * Reads runs from Kafka and hands them to the dispatcher without holding the consumer loop, so
  * heartbeats continue however long a run takes (kafkajs only heartbeats between batches). Each
  * partition reads ahead into a bounded buffer; a full buffer pauses the partition (Kafka-native
  * backpressure) and draining below half resumes it. Offsets are committed only up to the lowest
@@ -41,8 +44,7 @@ export class RunConsumer {
   private readonly consumer: Consumer;
   private readonly progress = new Map<string, PartitionProgress>();
   private readonly paused = new Set<string>();
-  private readonly queue: Task[] = [];
-  private readonly running = new Set<Promise<void>>();
+  private readonly dispatcher: RunDispatcher;
   private readonly group: string;
   private readonly log: Logger;
   private commitTimer: NodeJS.Timeout | undefined;
@@ -59,6 +61,30 @@ export class RunConsumer {
       allowAutoTopicCreation: false,
       maxWaitTimeInMs: 500,
     });
+    this.dispatcher = new RunDispatcher({
+      permits: deps.permits,
+      execute: deps.execute,
+      onFinished: (task, outcome) => {
+        if (outcome === 'done') this.onTaskFinished(task);
+      },
+      maxInFlight: config.processor.maxInFlight,
+      fallbackPollMs: FALLBACK_POLL_MS,
+      logger: this.log,
+      metrics: deps.metrics,
+    });
+    this.gauges = setInterval(() => this.reportQueue(), 1_000);
+    this.gauges.unref();
+  }
+
+  private readonly gauges: NodeJS.Timeout;
+
+  private reportQueue(): void {
+    const now = Date.now();
+    for (const c of RUN_CLASSES) {
+      const oldest = this.dispatcher.oldestWaiting(c);
+      this.deps.metrics.queueOldestAge.set({ class: c }, oldest === undefined ? 0 : (now - oldest) / 1000);
+      this.deps.metrics.queueDepth.set({ class: c }, this.dispatcher.waitingOf(c));
+    }
   }
 
   async start(): Promise<void> {
@@ -77,16 +103,17 @@ export class RunConsumer {
   /** Stops fetching, lets running work finish within the grace period, commits what finished. */
   async stop(graceMs: number): Promise<void> {
     this.stopping = true;
+    clearInterval(this.gauges);
     await this.consumer.stop();
-    const drained = Promise.all([...this.running]);
-    const timedOut = await Promise.race([drained.then(() => false), new Promise<boolean>((r) => setTimeout(() => r(true), graceMs).unref())]);
-    if (timedOut) this.log.warn({ running: this.running.size }, 'grace period over: unfinished runs will be redelivered');
+    const unfinished = await this.dispatcher.stop(graceMs);
+    if (unfinished > 0) this.log.warn({ running: unfinished }, 'grace period over: unfinished runs will be redelivered');
+    clearTimeout(this.commitTimer);
     await this.commitNow();
     await this.consumer.disconnect();
   }
 
   get inFlight(): number {
-    return this.running.size;
+    return this.dispatcher.inFlight;
   }
 
   private async onBatch({ batch, resolveOffset, heartbeat, isRunning, isStale }: EachBatchPayload): Promise<void> {
@@ -108,7 +135,7 @@ export class RunConsumer {
       if (progress.track(offset) === 'new') {
         try {
           const run = await this.deps.codec.decode<RunRequested>(message.value, SUBJECTS.runRequested);
-          this.queue.push({ topic, partition, offset, run });
+          this.dispatcher.submit({ run, source: key, offset });
         } catch (err) {
           if (!(err instanceof EventDecodeError)) throw err;
           this.log.warn({ topic, partition, offset: message.offset, reason: err.reason }, 'undecodable record sent to the DLQ');
@@ -121,33 +148,16 @@ export class RunConsumer {
       resolveOffset(message.offset);
     }
     this.deps.metrics.bufferedRecords.set({ topic, partition: String(partition) }, progress.inFlight);
-    this.pump();
     await heartbeat();
   }
 
-  private pump(): void {
-    const max = this.deps.config.processor.maxInFlight;
-    while (this.running.size < max && this.queue.length > 0 && !this.stopping) {
-      const task = this.queue.shift()!;
-      const done: Promise<void> = this.deps
-        .execute(task.run)
-        .then(() => this.onTaskFinished(task))
-        .catch((err) => this.log.error({ err, runId: task.run.runId, offset: task.offset }, 'run outcome not recorded; the record stays uncommitted and will be redelivered'))
-        .finally(() => {
-          this.running.delete(done);
-          this.pump();
-        });
-      this.running.add(done);
-    }
-  }
-
-  private onTaskFinished(task: Task): void {
-    const key = tpKey(task.topic, task.partition);
-    const progress = this.progress.get(key);
+  private onTaskFinished(task: DispatchTask): void {
+    const progress = this.progress.get(task.source);
     if (!progress) return; // partition was revoked meanwhile; its new owner redelivers from the committed offset
     progress.finish(task.offset);
-    this.deps.metrics.bufferedRecords.set({ topic: task.topic, partition: String(task.partition) }, progress.inFlight);
-    if (this.paused.has(key) && progress.inFlight <= this.deps.config.processor.partitionBuffer / 2) this.resume(task.topic, task.partition);
+    const [topic, partition] = splitKey(task.source);
+    this.deps.metrics.bufferedRecords.set({ topic, partition: String(partition) }, progress.inFlight);
+    if (this.paused.has(task.source) && progress.inFlight <= this.deps.config.processor.partitionBuffer / 2) this.resume(topic, partition);
     this.scheduleCommit();
   }
 
@@ -172,6 +182,8 @@ export class RunConsumer {
   private onAssignment(assignment: Record<string, number[]>): void {
     const owned = new Set(Object.entries(assignment).flatMap(([topic, parts]) => parts.map((p) => tpKey(topic, p))));
     for (const key of [...this.progress.keys()]) if (!owned.has(key)) this.progress.delete(key);
+    const dropped = this.dispatcher.forget((source) => !owned.has(source));
+    if (dropped > 0) this.log.info({ dropped }, 'dropped waiting runs of revoked partitions; their new owner redelivers them');
     for (const key of [...this.paused]) if (!owned.has(key)) this.paused.delete(key);
     this.deps.metrics.pausedPartitions.set(this.paused.size);
     this.log.info({ assignment }, 'partitions assigned');
@@ -191,8 +203,8 @@ export class RunConsumer {
     for (const [key, progress] of this.progress) {
       const position = progress.committable();
       if (position === undefined) continue;
-      const [topic, partition] = key.split('\u0000') as [string, string];
-      offsets.push({ topic, partition: Number(partition), offset: String(position) });
+      const [topic, partition] = splitKey(key);
+      offsets.push({ topic, partition, offset: String(position) });
       marks.push([progress, position]);
     }
     if (offsets.length === 0) return;

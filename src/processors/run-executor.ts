@@ -19,6 +19,8 @@ export interface RunExecutorDeps {
   simulatorUrl: string;
   publishStatus: (event: RunStatusChanged) => Promise<void>;
   cancellation: CancellationCheck;
+  /** A permit per call at the dependency's scope; resolves to its release, or throws at the deadline. */
+  dependencyPermits: { acquire(dependency: string, run: RunRequested): Promise<() => Promise<void>> };
   metrics: Metrics;
   logger: Logger;
   now?: () => number;
@@ -113,6 +115,8 @@ export class RunExecutor {
     const depName = step.kind === 'llm' ? step.dependency : step.tool;
     const dep = ownEntry(config.dependencies, depName);
     if (!dep) throw new StepError('bad_response', depName, `dependency "${depName}" is not configured`, false);
+    const releasePermit = await this.deps.dependencyPermits.acquire(depName, run);
+    // Measured from after the permit: waiting for capacity is not the dependency's time.
     const timeoutMs = clampTimeout(dep.timeouts.totalMs, run.deadline, this.now());
     const callStarted = this.now();
     const headers = { traceparent: run.traceparent, 'X-Sluice-Tenant': run.tenantId, 'X-Sluice-Run': run.runId, 'Idempotency-Key': `${run.runId}:${step.id}` };
@@ -142,6 +146,7 @@ export class RunExecutor {
     } finally {
       metrics.stepCalls.inc({ dependency: depName, outcome });
       metrics.stepDuration.observe({ dependency: depName, outcome }, (this.now() - callStarted) / 1000);
+      await releasePermit().catch((err: unknown) => this.deps.logger.warn({ err, runId: run.runId, dependency: depName }, 'could not release a dependency permit; its lease will expire'));
     }
   }
 

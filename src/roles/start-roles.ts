@@ -18,6 +18,11 @@ import { AdmissionController } from '../admission/admission-controller.js';
 import { AdmissionStore } from '../admission/admission-store.js';
 import { IdempotencyStore } from '../admission/idempotency.js';
 import { ServiceState } from '../admission/service-state.js';
+import { LeaseKeeper } from '../permits/lease-keeper.js';
+import { LimitsStore } from '../permits/limits-store.js';
+import { PermitStore } from '../permits/permit-store.js';
+import { PermitWakeups } from '../permits/permit-wakeups.js';
+import { RedisDependencyPermits, RedisRunPermits } from '../permits/run-permits.js';
 
 export interface RunningRoles {
   roles: Role[];
@@ -75,6 +80,14 @@ async function startStatusSink({ config, logger, metrics, clients, onStop }: Rol
 async function startProcessor({ config, logger, metrics, clients, onStop }: RoleContext, simulatorUrl: string): Promise<void> {
   const producer = await clients.producer();
   const log = logger.child({ role: 'processor' });
+  const wakeups = new PermitWakeups(clients.redis, { channel: clients.keys.permitReleased(), logger: log });
+  await wakeups.start();
+  onStop(() => wakeups.close());
+  const permitStore = new PermitStore(clients.scripts, clients.keys);
+  // A lease per running run plus one per call in flight: twice the runs bounds it.
+  const keeper = new LeaseKeeper(permitStore, { ttlMs: config.processor.permitLeaseMs, maxLeases: config.processor.maxInFlight * 2, logger: log });
+  onStop(async () => keeper.stop());
+  const permitDeps = { config, keys: clients.keys, store: permitStore, keeper, wakeups, metrics, logger: log };
   const anthropic = createAnthropicClient({ apiKey: config.anthropic.apiKey, baseUrl: config.anthropic.baseUrl ?? (config.anthropic.apiKey ? 'https://api.anthropic.com' : simulatorUrl) });
   const executor = new RunExecutor({
     config,
@@ -82,10 +95,11 @@ async function startProcessor({ config, logger, metrics, clients, onStop }: Role
     simulatorUrl,
     publishStatus: (e) => producer.publishStatus(e, config.processor.produceTimeoutMs),
     cancellation: new RedisCancellations(clients.redis, clients.keys, log),
+    dependencyPermits: new RedisDependencyPermits(permitDeps),
     metrics,
     logger: log,
   });
-  const consumer = new RunConsumer({ kafka: clients.kafka, config, codec: clients.codec, deadLetters: producer, execute: (run) => executor.execute(run), logger, metrics });
+  const consumer = new RunConsumer({ kafka: clients.kafka, config, codec: clients.codec, deadLetters: producer, execute: (run) => executor.execute(run), permits: new RedisRunPermits(permitDeps), logger, metrics });
   await consumer.start();
   onStop(() => consumer.stop(config.processor.shutdownGraceMs));
 }
@@ -118,6 +132,7 @@ async function startApi({ config, logger, metrics, clients, onStop }: RoleContex
     }),
     readiness: clients.readinessChecks(),
     runStatus: { runs, feed, cancellations: new RedisCancellations(clients.redis, clients.keys, log) },
+    limits: new LimitsStore(clients.redis, clients.keys),
   });
   const url = await listen(api, config.api.host, config.api.port);
   onStop(() => api.close());

@@ -5,7 +5,8 @@ export interface CallStatsSnapshot {
   errors: Record<string, number>;
   /** Calls in flight now, for every target seen since the last reset. */
   concurrent: Record<string, number>;
-  maxConcurrent: { byTarget: Record<string, number>; byTenant: Record<string, number> };
+  /** `total` is the most calls in flight at once over all targets: a bound on runs holding a global permit. */
+  maxConcurrent: { byTarget: Record<string, number>; byTenant: Record<string, number>; total: number };
 }
 
 /** One call in flight. Both methods are idempotent so every exit path may call them. */
@@ -43,6 +44,8 @@ export class CallStats {
   // reset is in them, and a reset re-seeds them with what is still in flight.
   private readonly peakByTarget = new Map<string, number>();
   private readonly peakByTenant = new Map<string, number>();
+  private inFlightTotal = 0;
+  private peakTotal = 0;
 
   constructor(private readonly maxKeys: number = DEFAULT_MAX_KEYS) {}
 
@@ -52,6 +55,7 @@ export class CallStats {
     increment(this.calls, target);
     raisePeak(this.peakByTarget, target, increment(this.inFlightByTarget, target));
     raisePeak(this.peakByTenant, tenant, increment(this.inFlightByTenant, tenant));
+    this.peakTotal = Math.max(this.peakTotal, ++this.inFlightTotal);
     let failed = false;
     let left = false;
     return {
@@ -65,6 +69,7 @@ export class CallStats {
         left = true;
         decrement(this.inFlightByTarget, target);
         decrement(this.inFlightByTenant, tenant);
+        this.inFlightTotal--;
       },
     };
   }
@@ -77,6 +82,7 @@ export class CallStats {
     this.peakByTenant.clear();
     for (const [key, level] of this.inFlightByTarget) this.peakByTarget.set(key, level);
     for (const [key, level] of this.inFlightByTenant) this.peakByTenant.set(key, level);
+    this.peakTotal = this.inFlightTotal;
   }
 
   snapshot(): CallStatsSnapshot {
@@ -84,7 +90,7 @@ export class CallStats {
       calls: Object.fromEntries(this.calls),
       errors: Object.fromEntries(this.errors),
       concurrent: Object.fromEntries([...this.peakByTarget.keys()].map((key) => [key, this.inFlightByTarget.get(key) ?? 0])),
-      maxConcurrent: { byTarget: Object.fromEntries(this.peakByTarget), byTenant: Object.fromEntries(this.peakByTenant) },
+      maxConcurrent: { byTarget: Object.fromEntries(this.peakByTarget), byTenant: Object.fromEntries(this.peakByTenant), total: this.peakTotal },
     };
   }
 

@@ -41,6 +41,7 @@ function executor(cancelAnswers: boolean[]) {
     simulatorUrl: 'http://127.0.0.1:1',
     publishStatus: async (e) => void published.push(e),
     cancellation: { isCancelRequested: async () => cancelAnswers[checks++] ?? false },
+    dependencyPermits: { acquire: async () => async () => undefined },
     metrics: createMetrics(),
     logger: createLogger('silent'),
     now: () => NOW,

@@ -3,7 +3,7 @@ import { CallStats, OTHER_KEY } from '../../../src/sim/call-stats.js';
 
 describe('CallStats', () => {
   it('starts empty', () => {
-    expect(new CallStats().snapshot()).toEqual({ calls: {}, errors: {}, concurrent: {}, maxConcurrent: { byTarget: {}, byTenant: {} } });
+    expect(new CallStats().snapshot()).toEqual({ calls: {}, errors: {}, concurrent: {}, maxConcurrent: { byTarget: {}, byTenant: {}, total: 0 } });
   });
 
   it('counts calls, in-flight calls and peaks per target', () => {
@@ -18,7 +18,7 @@ describe('CallStats', () => {
       calls: { anthropic: 3 },
       errors: {},
       concurrent: { anthropic: 0 },
-      maxConcurrent: { byTarget: { anthropic: 2 }, byTenant: { t1: 1, t2: 1 } },
+      maxConcurrent: { byTarget: { anthropic: 2 }, byTenant: { t1: 1, t2: 1 }, total: 2 },
     });
   });
 
@@ -27,7 +27,7 @@ describe('CallStats', () => {
     const tickets = [stats.enter('anthropic', 'acme'), stats.enter('report', 'acme'), stats.enter('notify', 'acme')];
     tickets.forEach((ticket) => ticket.leave());
     stats.enter('report', 'acme').leave();
-    expect(stats.snapshot().maxConcurrent).toEqual({ byTarget: { anthropic: 1, report: 1, notify: 1 }, byTenant: { acme: 3 } });
+    expect(stats.snapshot().maxConcurrent).toEqual({ byTarget: { anthropic: 1, report: 1, notify: 1 }, byTenant: { acme: 3 }, total: 3 });
   });
 
   it('makes leave and fail idempotent so every exit path may call them', () => {
@@ -54,7 +54,7 @@ describe('CallStats', () => {
       calls: {},
       errors: {},
       concurrent: { anthropic: 1 },
-      maxConcurrent: { byTarget: { anthropic: 1 }, byTenant: { 'slow-tenant': 1 } },
+      maxConcurrent: { byTarget: { anthropic: 1 }, byTenant: { 'slow-tenant': 1 }, total: 1 },
     });
     const next = stats.enter('anthropic', 'slow-tenant');
     inFlight.leave();
@@ -63,7 +63,7 @@ describe('CallStats', () => {
       calls: { anthropic: 1 },
       errors: {},
       concurrent: { anthropic: 0 },
-      maxConcurrent: { byTarget: { anthropic: 2 }, byTenant: { 'slow-tenant': 2 } },
+      maxConcurrent: { byTarget: { anthropic: 2 }, byTenant: { 'slow-tenant': 2 }, total: 2 },
     });
   });
 

@@ -328,7 +328,7 @@ describe('stats', () => {
       calls: { anthropic: 4, report: 1 },
       errors: {},
       concurrent: { anthropic: 0, report: 0 },
-      maxConcurrent: { byTarget: { anthropic: 4, report: 1 }, byTenant: { acme: 3, globex: 1, _none: 1 } },
+      maxConcurrent: { byTarget: { anthropic: 4, report: 1 }, byTenant: { acme: 3, globex: 1, _none: 1 }, total: 5 },
       sideEffects: { report: 1 },
       duplicateDeliveries: {},
     });
@@ -344,7 +344,7 @@ describe('stats', () => {
       calls: {},
       errors: {},
       concurrent: {},
-      maxConcurrent: { byTarget: {}, byTenant: {} },
+      maxConcurrent: { byTarget: {}, byTenant: {}, total: 0 },
       sideEffects: {},
       duplicateDeliveries: {},
     });
