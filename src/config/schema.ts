@@ -188,6 +188,11 @@ export const configSchema = z
         produceTimeoutMs: ms(100, 60_000).default(10_000),
         /** Permits are leases renewed while held: a crashed holder's permits come back after this. */
         permitLeaseMs: ms(1_000, 600_000).default(15_000),
+        /**
+         * Take run and dependency permits from Redis (the concurrency caps). `false` grants every
+         * permit at once with no Redis call: caps are NOT enforced. For benchmarks and emergencies only.
+         */
+        enforceCaps: z.boolean().default(true),
       })
       .prefault({}),
     statusSink: z

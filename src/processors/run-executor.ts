@@ -7,6 +7,7 @@ import type { Metrics } from '../obs/metrics.js';
 import { clampTimeout, isExpired } from '../runs/deadline.js';
 import { stepSequence, terminalSequence } from '../runs/status-sequence.js';
 import type { CancellationCheck } from './cancellation.js';
+import type { StepJournal } from './step-journal.js';
 import { callLlm } from './steps/llm-call.js';
 import { composeUserTurn } from './steps/prompt.js';
 import { StepError } from './steps/step-error.js';
@@ -19,6 +20,8 @@ export interface RunExecutorDeps {
   simulatorUrl: string;
   publishStatus: (event: RunStatusChanged) => Promise<void>;
   cancellation: CancellationCheck;
+  /** Outputs of completed steps: a redelivered run skips them instead of repeating their side effects. */
+  journal: StepJournal;
   /** A permit per call at the dependency's scope; resolves to its release, or throws at the deadline. */
   dependencyPermits: { acquire(dependency: string, run: RunRequested): Promise<() => Promise<void>> };
   metrics: Metrics;
@@ -91,7 +94,9 @@ export class RunExecutor {
       const target = step.kind === 'llm' ? step.dependency : step.tool;
       await this.publishProgress(run, stepSequence(run.attempt, i), `running: step ${i + 1}/${steps.length} (${step.id}) calling ${target}`, step.id);
       try {
-        const output = await this.callStep(run, step, input, outputs);
+        const remembered = await this.deps.journal.recall(run.runId, step.id);
+        const output = remembered ? remembered.output : await this.callStep(run, step, input, outputs);
+        if (!remembered) await this.deps.journal.record(run.runId, step.id, output, run.deadline);
         outputs[step.id] = output;
         if (step.kind === 'llm') lastText = (output as { text: string }).text;
       } catch (err) {

@@ -21,6 +21,8 @@ export function redisKeys(namespace: string) {
     serviceStats: (runClass: string) => `${admission}:service:${runClass}`,
     /** Idempotency record of one tenant's key (hash: state, requestHash, token, status, body). */
     idempotency: (tenant: string, keyDigest: string) => `${ns}:idem:{${tenant}}:${keyDigest}`,
+    /** A completed step's output, so a redelivered run does not repeat the step (expires after the deadline). */
+    stepOutput: (runId: string, stepId: string) => `${ns}:step:{${runId}}:${stepId}`,
     /** Set while a run's cancellation is requested; expires with the run's deadline. */
     cancelRequested: (runId: string) => `${ns}:cancel:{${runId}}`,
     /** Holders of one concurrency scope (zset: lease token → lease expiry ms), e.g. `tenant:acme`. */

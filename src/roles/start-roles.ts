@@ -10,6 +10,7 @@ import { StatusSink } from '../status/status-sink.js';
 import { RunConsumer } from '../processors/run-consumer.js';
 import { RunExecutor } from '../processors/run-executor.js';
 import { RedisCancellations } from '../processors/cancellation.js';
+import { RedisStepJournal } from '../processors/step-journal.js';
 import { RunEventFeed } from '../status/run-event-feed.js';
 import { createListenClient } from '../db/pool.js';
 import { createAnthropicClient } from '../processors/steps/llm-call.js';
@@ -23,6 +24,8 @@ import { LimitsStore } from '../permits/limits-store.js';
 import { PermitStore } from '../permits/permit-store.js';
 import { PermitWakeups } from '../permits/permit-wakeups.js';
 import { RedisDependencyPermits, RedisRunPermits } from '../permits/run-permits.js';
+import { UnlimitedPermits } from '../permits/unlimited-permits.js';
+import { registerPermitGauges } from '../permits/permit-metrics.js';
 
 export interface RunningRoles {
   roles: Role[];
@@ -88,6 +91,9 @@ async function startProcessor({ config, logger, metrics, clients, onStop }: Role
   const keeper = new LeaseKeeper(permitStore, { ttlMs: config.processor.permitLeaseMs, maxLeases: config.processor.maxInFlight * 2, logger: log });
   onStop(async () => keeper.stop());
   const permitDeps = { config, keys: clients.keys, store: permitStore, keeper, wakeups, metrics, logger: log };
+  // Caps off (benchmarks, kill switch): every permit is granted at once, without Redis.
+  const unlimited = config.processor.enforceCaps ? undefined : new UnlimitedPermits();
+  if (unlimited) log.warn('processor.enforceCaps is false: concurrency caps are NOT enforced by this processor');
   const anthropic = createAnthropicClient({ apiKey: config.anthropic.apiKey, baseUrl: config.anthropic.baseUrl ?? (config.anthropic.apiKey ? 'https://api.anthropic.com' : simulatorUrl) });
   const executor = new RunExecutor({
     config,
@@ -95,11 +101,12 @@ async function startProcessor({ config, logger, metrics, clients, onStop }: Role
     simulatorUrl,
     publishStatus: (e) => producer.publishStatus(e, config.processor.produceTimeoutMs),
     cancellation: new RedisCancellations(clients.redis, clients.keys, log),
-    dependencyPermits: new RedisDependencyPermits(permitDeps),
+    dependencyPermits: unlimited ?? new RedisDependencyPermits(permitDeps),
+    journal: new RedisStepJournal(clients.redis, clients.keys, log),
     metrics,
     logger: log,
   });
-  const consumer = new RunConsumer({ kafka: clients.kafka, config, codec: clients.codec, deadLetters: producer, execute: (run) => executor.execute(run), permits: new RedisRunPermits(permitDeps), logger, metrics });
+  const consumer = new RunConsumer({ kafka: clients.kafka, config, codec: clients.codec, deadLetters: producer, execute: (run) => executor.execute(run), permits: unlimited ?? new RedisRunPermits(permitDeps), logger, metrics });
   await consumer.start();
   onStop(() => consumer.stop(config.processor.shutdownGraceMs));
 }
@@ -172,6 +179,7 @@ export async function startRoles(config: SluiceConfig, logger: Logger): Promise<
   const running: RunningRoles = { roles: [...roles], metrics, stop };
 
   try {
+    if (roles.has('processor') || roles.has('api')) registerPermitGauges(metrics.registry, clients.redis, clients.keys, config);
     if (roles.has('provider-sim')) running.simulatorUrl = await startSimulator(ctx);
     if (roles.has('status-sink')) await startStatusSink(ctx);
     if (roles.has('processor')) await startProcessor(ctx, config.simulator.url ?? running.simulatorUrl ?? `http://${config.simulator.host}:${config.simulator.port}`);

@@ -96,6 +96,9 @@ describe('distributed concurrency caps across three processors', () => {
     const put = await http(`${api}/v1/admin/limits`, { method: 'PUT', key: ADMIN_KEY, json: { scope: 'tenant', name: 'tenant-a', limit: 1 } });
     expect(put.status).toBe(200);
     try {
+      const metrics = await fetch(`${api}/metrics`).then((r) => r.text());
+      expect(metrics).toContain('sluice_permit_limit{scope="tenant:tenant-a"} 1');
+      expect(metrics).toMatch(/sluice_permits_in_use\{scope="global"\} \d+/);
       await admin('/admin/stats/reset', { method: 'POST' });
       const answers = await Promise.all(Array.from({ length: 6 }, (_, i) => submit(TENANT_A_KEY, 'support-reply', { orderId: `lim${i}` })));
       await allTerminal(answers.map((a) => ({ key: TENANT_A_KEY, runId: a.body.runId })), 60_000);

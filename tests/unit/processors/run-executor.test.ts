@@ -23,7 +23,7 @@ const run: RunRequested = {
 };
 
 /** An executor whose LLM answers at once and whose tools must never be called. */
-function executor(cancelAnswers: boolean[]) {
+function executor(cancelAnswers: boolean[], journal: Map<string, unknown> = new Map()) {
   const published: RunStatusChanged[] = [];
   let llmCalls = 0;
   let checks = 0;
@@ -42,6 +42,10 @@ function executor(cancelAnswers: boolean[]) {
     publishStatus: async (e) => void published.push(e),
     cancellation: { isCancelRequested: async () => cancelAnswers[checks++] ?? false },
     dependencyPermits: { acquire: async () => async () => undefined },
+    journal: {
+      recall: async (_runId: string, stepId: string) => (journal.has(stepId) ? { output: journal.get(stepId) } : undefined),
+      record: async (_runId: string, stepId: string, output: unknown) => void journal.set(stepId, output),
+    },
     metrics: createMetrics(),
     logger: createLogger('silent'),
     now: () => NOW,
@@ -67,5 +71,28 @@ describe('RunExecutor cancellation', () => {
     expect(published.map((e) => e.status)).toEqual(['running', 'cancelled']);
     expect(published[1]!.message).toContain('at the step boundary before step 2/3 (lookup-order)');
     expect(published[1]!.error).toBeNull();
+  });
+});
+
+describe('RunExecutor on redelivery', () => {
+  it('does not repeat a step the journal says completed: a killed run resumes after its finished steps', async () => {
+    // The first delivery finished both LLM steps and the tool before dying; nothing is called again.
+    const journal = new Map<string, unknown>([
+      ['understand', { text: 'order 42' }],
+      ['lookup-order', { orderId: '42', status: 'shipped' }],
+      ['reply', { text: 'It shipped.' }],
+    ]);
+    const { exec, published, llmCalls } = executor([], journal);
+    expect(await exec.execute(run)).toBe('completed');
+    expect(llmCalls()).toBe(0);
+    expect(JSON.parse(published.at(-1)!.result!)).toMatchObject({ text: 'It shipped.' });
+  });
+
+  it('records each completed step, so the next delivery can skip it', async () => {
+    const journal = new Map<string, unknown>([['lookup-order', { orderId: '42' }]]);
+    const { exec, llmCalls } = executor([], journal);
+    expect(await exec.execute(run)).toBe('completed');
+    expect(llmCalls()).toBe(2);
+    expect([...journal.keys()].sort()).toEqual(['lookup-order', 'reply', 'understand']);
   });
 });
