@@ -11,7 +11,7 @@ import { redisKeys, type RedisKeys } from '../../../src/redis/keys.js';
 import { LuaScripts } from '../../../src/redis/scripts.js';
 import { eventually, testNamespace } from '../harness.js';
 import { crc16, keySlot } from './cluster-slot.js';
-import { connectPair, deleteMatching, redisNowMs } from './redis-clients.js';
+import { closeScriptPair, openScriptPair, redisNowMs } from './redis-clients.js';
 
 /**
  * backlog-admit.lua and backlog-release.lua against a real Redis, through AdmissionStore and raw.
@@ -37,17 +37,8 @@ const run = (runId: string, tenantId = 'acme', runClass: RunClass = 'interactive
 const open = { tenantMax: 1_000, globalMax: 1_000, maxAhead: undefined, recordAnyway: false };
 const members = (r: Redis, key: string) => r.zrange(key, '0', '-1').then((m) => m.sort());
 
-beforeAll(async () => {
-  [a, b] = await connectPair();
-  scriptsA = new LuaScripts(a);
-  scriptsB = new LuaScripts(b);
-});
-
-afterAll(async () => {
-  if (!a) return;
-  await deleteMatching(a, `*${base}*`);
-  await Promise.all([a.quit(), b.quit()]);
-});
+beforeAll(async () => ({ a, b, scriptsA, scriptsB } = await openScriptPair()));
+afterAll(() => closeScriptPair(a, b, `*${base}*`));
 
 describe('backlog-admit.lua', () => {
   it('admits and records the run in the tenant, class and all-runs sets, answering counts from before it', async () => {

@@ -5,7 +5,7 @@ import { IdempotencyStore, requestFingerprint, type IdempotencyOptions, type Sto
 import { redisKeys } from '../../../src/redis/keys.js';
 import { LuaScripts } from '../../../src/redis/scripts.js';
 import { eventually, testNamespace } from '../harness.js';
-import { connectPair, deleteMatching } from './redis-clients.js';
+import { closeScriptPair, openScriptPair } from './redis-clients.js';
 
 /**
  * idempotency-claim.lua and idempotency-settle.lua against a real Redis, raw and through
@@ -29,17 +29,8 @@ const claim = (s: LuaScripts, key: string, hash: string, token: string, leaseMs 
 const settle = (s: LuaScripts, key: string, token: string, how: 'store' | 'forget', status = 202, body = '{}', keepMs = 60_000) =>
   s.run('idempotencySettle', [key], [token, how, status, body, keepMs]);
 
-beforeAll(async () => {
-  [a, b] = await connectPair();
-  scriptsA = new LuaScripts(a);
-  scriptsB = new LuaScripts(b);
-});
-
-afterAll(async () => {
-  if (!a) return;
-  await deleteMatching(a, `*${ns}*`);
-  await Promise.all([a.quit(), b.quit()]);
-});
+beforeAll(async () => ({ a, b, scriptsA, scriptsB } = await openScriptPair()));
+afterAll(() => closeScriptPair(a, b, `*${ns}*`));
 
 describe('idempotency-claim.lua / idempotency-settle.lua', () => {
   it('claims a free key: pending, with the request hash and token, leased for pendingMs', async () => {

@@ -11,7 +11,7 @@ import { redisKeys, type RedisKeys } from '../../../src/redis/keys.js';
 import { LuaScripts } from '../../../src/redis/scripts.js';
 import { eventually, testNamespace } from '../harness.js';
 import { keySlot } from './cluster-slot.js';
-import { connectPair, deleteMatching, redisNowMs } from './redis-clients.js';
+import { closeScriptPair, openScriptPair, redisNowMs } from './redis-clients.js';
 
 /**
  * permits-acquire.lua, permits-renew.lua and permits-release.lua against a real Redis, through
@@ -63,17 +63,8 @@ async function granted(store: PermitStore, scopes: PermitScope[], ttlMs = TTL, o
   return res.lease;
 }
 
-beforeAll(async () => {
-  [a, b] = await connectPair();
-  scriptsA = new LuaScripts(a);
-  scriptsB = new LuaScripts(b);
-});
-
-afterAll(async () => {
-  if (!a) return;
-  await deleteMatching(a, `*${base}*`);
-  await Promise.all([a.quit(), b.quit()]);
-});
+beforeAll(async () => ({ a, b, scriptsA, scriptsB } = await openScriptPair()));
+afterAll(() => closeScriptPair(a, b, `*${base}*`));
 
 describe('permits-acquire.lua', () => {
   it('adds the token to every scope, scored with its expiry, and returns the expiry', async () => {

@@ -1,4 +1,5 @@
 import { Redis } from 'ioredis';
+import { LuaScripts } from '../../../src/redis/scripts.js';
 import { inject } from 'vitest';
 
 /** A client to the integration Redis with bounded waits, so a broken server fails a test instead of hanging it. */
@@ -27,4 +28,17 @@ export async function deleteMatching(r: Redis, pattern: string): Promise<void> {
 export async function redisNowMs(r: Redis): Promise<number> {
   const [s, us] = await r.time();
   return Number(s) * 1000 + Math.floor(Number(us) / 1000);
+}
+
+/** Two connections with the scripts registered on each: the usual fixture of a Lua test file. */
+export async function openScriptPair(): Promise<{ a: Redis; b: Redis; scriptsA: LuaScripts; scriptsB: LuaScripts }> {
+  const [a, b] = await connectPair();
+  return { a, b, scriptsA: new LuaScripts(a), scriptsB: new LuaScripts(b) };
+}
+
+/** Deletes the file's keys and closes both connections (a no-op if opening failed). */
+export async function closeScriptPair(a: Redis | undefined, b: Redis | undefined, pattern: string): Promise<void> {
+  if (!a || !b) return;
+  await deleteMatching(a, pattern);
+  await Promise.all([a.quit(), b.quit()]);
 }
