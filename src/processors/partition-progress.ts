@@ -9,6 +9,11 @@ export class PartitionProgress {
   private highestSeen = -1;
   private lastCommitted: number | undefined;
 
+  /** True for a record tracked before: kafkajs re-fetches from the committed offset after a rebalance. */
+  seen(offset: number): boolean {
+    return offset <= this.highestSeen;
+  }
+
   /** `duplicate` for a record seen before: kafkajs re-fetches from the committed offset after a rebalance. */
   track(offset: number): 'new' | 'duplicate' {
     if (!Number.isSafeInteger(offset) || offset < 0) throw new RangeError(`invalid offset ${offset}`);

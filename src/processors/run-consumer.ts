@@ -132,15 +132,21 @@ export class RunConsumer {
         break;
       }
       const offset = Number(message.offset);
-      if (progress.track(offset) === 'new') {
+      if (!progress.seen(offset)) {
+        // Tracked only once it is handled: a registry outage throws here, and kafkajs fetches the
+        // record again later, which must not then look like a duplicate.
+        let run: RunRequested | undefined;
         try {
-          const run = await this.deps.codec.decode<RunRequested>(message.value, SUBJECTS.runRequested);
-          this.dispatcher.submit({ run, source: key, offset });
+          run = await this.deps.codec.decode<RunRequested>(message.value, SUBJECTS.runRequested);
         } catch (err) {
           if (!(err instanceof EventDecodeError)) throw err;
           this.log.warn({ topic, partition, offset: message.offset, reason: err.reason }, 'undecodable record sent to the DLQ');
           await deadLetterPoison(this.deps.deadLetters, { topic, partition, message }, this.group, err, this.deps.config.processor.produceTimeoutMs);
           this.deps.metrics.deadLettered.inc({ topic, reason: 'decode_error' });
+        }
+        progress.track(offset);
+        if (run) this.dispatcher.submit({ run, source: key, offset });
+        else {
           progress.finish(offset);
           this.scheduleCommit();
         }

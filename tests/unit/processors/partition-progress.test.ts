@@ -30,6 +30,16 @@ describe('PartitionProgress', () => {
     expect(p.inFlight).toBe(2);
   });
 
+  it('knows which offsets it has seen, without tracking them', () => {
+    const p = new PartitionProgress();
+    expect(p.seen(0)).toBe(false);
+    p.track(4);
+    expect(p.seen(3)).toBe(true);
+    expect(p.seen(4)).toBe(true);
+    expect(p.seen(5)).toBe(false);
+    expect(p.inFlight).toBe(1);
+  });
+
   it('offers a position once, until it moves again', () => {
     const p = new PartitionProgress();
     p.track(0);
