@@ -19,7 +19,7 @@ const ACCEPT_KEY = 'local-key-a';
 const REJECT_KEY = 'local-key-c';
 const BODY = JSON.stringify({ workflow: 'support-reply', input: { message: 'Where is order 42?', orderId: '42' } });
 
-async function freePort(): Promise<number> {
+export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = createServer();
     srv.once('error', reject);
@@ -44,7 +44,7 @@ function benchConfig(apiPort: number): string {
   return path;
 }
 
-async function waitForHttp(url: string, timeoutMs: number): Promise<void> {
+export async function waitForHttp(url: string, timeoutMs: number): Promise<void> {
   const until = Date.now() + timeoutMs;
   while (Date.now() < until) {
     try {

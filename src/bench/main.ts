@@ -1,6 +1,7 @@
 import { Command } from 'commander';
 import { benchAdmission } from './admission-bench.js';
 import { startBareServer } from './bare-server.js';
+import type { BullWork } from './bullmq-worker.js';
 
 const numbers = (v: string) =>
   v.split(',').map((s) => {
@@ -18,6 +19,39 @@ program
   .option('--duration <sec>', 'seconds per measurement', Number, 5)
   .option('--warmup <sec>', 'seconds of warm-up per target', Number, 2)
   .action((o: { rates: number[]; duration: number; warmup: number }) => benchAdmission({ rates: o.rates, durationSec: o.duration, warmupSec: o.warmup }));
+
+const bounded = (min: number, max: number) => (v: string) => {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < min || n > max) throw new Error(`not an integer in [${min}, ${max}]: ${v}`);
+  return n;
+};
+
+program
+  .command('processor')
+  .description('runs/s end to end: Sluice with caps enforced and off, vs a BullMQ worker doing the same calls; Redis calls per run')
+  .option('--runs <n>', 'runs (jobs) measured per phase', bounded(10, 20_000), 2_000)
+  .option('--warmup <n>', 'runs (jobs) per phase before measuring', bounded(1, 5_000), 200)
+  .option('--concurrency <n>', 'processor.maxInFlight, every cap, and the BullMQ worker concurrency', bounded(1, 1_000), 64)
+  .option('--phase-timeout <sec>', 'upper bound on one measured phase', bounded(5, 600), 120)
+  .action(async (o: { runs: number; warmup: number; concurrency: number; phaseTimeout: number }) => {
+    // Loaded on use: the other benches run without bullmq installed.
+    const { benchProcessor } = await import('./processor-bench.js');
+    await benchProcessor({ runs: o.runs, warmup: o.warmup, concurrency: o.concurrency, phaseTimeoutSec: o.phaseTimeout });
+  });
+
+program
+  .command('bullmq-worker', { hidden: true })
+  .requiredOption('--redis <url>', 'Redis URL')
+  .requiredOption('--queue <name>', 'queue name')
+  .requiredOption('--prefix <prefix>', 'BullMQ key prefix')
+  .requiredOption('--concurrency <n>', 'worker concurrency', Number)
+  .requiredOption('--work <kind>', 'http (the three simulator calls) or noop')
+  .requiredOption('--sim <url>', 'provider simulator URL')
+  .action(async (o: { redis: string; queue: string; prefix: string; concurrency: number; work: string; sim: string }) => {
+    if (o.work !== 'http' && o.work !== 'noop') throw new Error(`--work must be http or noop, got ${o.work}`);
+    const { runBullWorker } = await import('./bullmq-worker.js');
+    return runBullWorker({ redisUrl: o.redis, queue: o.queue, prefix: o.prefix, concurrency: o.concurrency, work: o.work as BullWork, simulatorUrl: o.sim });
+  });
 
 program
   .command('bare-server', { hidden: true })
