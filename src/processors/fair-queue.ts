@@ -82,6 +82,21 @@ export class FairQueue<T> {
     else line.byTenant.delete(w.tenant);
   }
 
+  /**
+   * Puts a run taken with `take` back at the head of its tenant's line (its permits were refused),
+   * with the tenant first in the rotation again, so the refusal costs it no place.
+   */
+  putBack(w: Waiting<T>): void {
+    const line = this.line(w.runClass);
+    const q = line.byTenant.get(w.tenant);
+    if (q) q.unshift(w);
+    else line.byTenant.set(w.tenant, [w]);
+    const at = line.rotation.indexOf(w.tenant);
+    if (at >= 0) line.rotation.splice(at, 1);
+    line.rotation.unshift(w.tenant);
+    this.count++;
+  }
+
   /** Drops every waiting run matching `predicate` (e.g. of a revoked partition) and returns them. */
   removeWhere(predicate: (item: T) => boolean): Waiting<T>[] {
     const removed: Waiting<T>[] = [];

@@ -95,4 +95,26 @@ describe('FairQueue', () => {
     // Tenant a keeps its turn ahead of b; c had only revoked work and left the rotation.
     expect(drain(q)).toEqual(['p1-2', 'p1-1']);
   });
+
+  it('puts a refused run back at the head of its line, its tenant first in the rotation', () => {
+    const q = new FairQueue<string>();
+    q.push(w('a', 'a1'));
+    q.push(w('a', 'a2'));
+    q.push(w('b', 'b1'));
+    const head = q.peek(none)!;
+    q.take(head);
+    q.putBack(head);
+    expect(q.size).toBe(3);
+    expect(drain(q)).toEqual(['a1', 'b1', 'a2']);
+  });
+
+  it('restores a tenant whose only run was taken and refused', () => {
+    const q = new FairQueue<string>();
+    q.push(w('a', 'a1'));
+    q.push(w('b', 'b1'));
+    const head = q.peek(none)!;
+    q.take(head);
+    q.putBack(head);
+    expect(drain(q)).toEqual(['a1', 'b1']);
+  });
 });

@@ -104,8 +104,8 @@ describe('RunDispatcher', () => {
     for (let i = 0; i < 20; i++) d.submit({ run: run(`noisy${i}`, 'noisy'), source: 'p0', offset: i });
     d.submit({ run: run('quiet1', 'quiet'), source: 'p0', offset: 20 });
     await settle();
-    // Round-robin: the quiet tenant's run goes second, not after the noisy tenant's capped line.
-    expect(ex.started).toEqual(['noisy0', 'quiet1', 'noisy1']);
+    // The quiet tenant's run starts at once, not after the noisy tenant's capped line of 18.
+    expect([...ex.started].sort()).toEqual(['noisy0', 'noisy1', 'quiet1']);
     expect(d.waiting).toBe(18);
   });
 
