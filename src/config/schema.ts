@@ -14,6 +14,15 @@ export type Role = (typeof ROLES)[number];
 
 export const RUN_CLASSES = ['interactive', 'batch'] as const;
 
+/** Retries of one dependency's calls (seed 003: LLM once, core tools twice, full-jitter backoff from 500 ms). */
+const retryPolicy = z
+  .object({
+    maxAttempts: z.number().int().min(1).max(10).default(2),
+    baseMs: ms(1, 60_000).default(500),
+    capMs: ms(1, 600_000).default(2_000),
+  })
+  .prefault({});
+
 /** Seed 003's budget table: a call has separate connect, read (idle) and total budgets. */
 const callTimeouts = z
   .object({
@@ -29,6 +38,7 @@ const llmDependency = z.object({
   maxTokens: z.number().int().min(1).max(64_000).default(512),
   timeouts: callTimeouts,
   maxConcurrency: z.number().int().min(1).max(100_000),
+  retry: retryPolicy,
 });
 
 const toolDependency = z.object({
@@ -37,6 +47,7 @@ const toolDependency = z.object({
   url: z.string().refine((u) => u.startsWith('/') || /^https?:\/\//.test(u), 'must be an http(s) URL or a simulator path starting with "/"'),
   timeouts: callTimeouts,
   maxConcurrency: z.number().int().min(1).max(100_000),
+  retry: retryPolicy,
 });
 
 const dependency = z.discriminatedUnion('kind', [llmDependency, toolDependency]);

@@ -1,5 +1,6 @@
 import type Anthropic from '@anthropic-ai/sdk';
-import type { SluiceConfig, StepConfig } from '../config/schema.js';
+import type { DependencyConfig, SluiceConfig, StepConfig } from '../config/schema.js';
+import { nextRetryDelay } from './retry-policy.js';
 import { ownEntry } from '../config/lookup.js';
 import type { RunError, RunRequested, RunStatus, RunStatusChanged } from '../events/schemas.js';
 import type { Logger } from '../obs/logger.js';
@@ -27,7 +28,12 @@ export interface RunExecutorDeps {
   metrics: Metrics;
   logger: Logger;
   now?: () => number;
+  /** Source for retry jitter; injectable so tests are deterministic. */
+  random?: () => number;
 }
+
+/** A retry is not started unless at least this much of the deadline would be left for the call. */
+const MIN_USEFUL_CALL_MS = 100;
 
 export type RunOutcome = Extract<RunStatus, 'completed' | 'failed' | 'expired' | 'cancelled'>;
 
@@ -42,12 +48,14 @@ const OUTCOME_PUBLISH_TRIES = 3;
  */
 export class RunExecutor {
   private readonly now: () => number;
+  private readonly random: () => number;
 
   /** When each attempt in progress started; keyed by the event object, so nothing outlives the attempt. */
   private readonly attemptStarts = new WeakMap<RunRequested, number>();
 
   constructor(private readonly deps: RunExecutorDeps) {
     this.now = deps.now ?? Date.now;
+    this.random = deps.random ?? Math.random;
   }
 
   async execute(run: RunRequested): Promise<RunOutcome> {
@@ -115,11 +123,32 @@ export class RunExecutor {
     return this.finish(run, 'completed', `completed: ${steps.length} steps, ${seconds} s after admission, attempt ${run.attempt}`, null, null, result);
   }
 
+  /**
+   * Calls a step's dependency, retrying retryable failures with full-jitter backoff within the
+   * dependency's policy and the run's deadline. This is the only layer that retries: the SDK and
+   * the HTTP client never do. The dependency permit is given back while waiting to retry.
+   */
   private async callStep(run: RunRequested, step: StepConfig, input: unknown, outputs: StepOutputs): Promise<unknown> {
-    const { config, metrics } = this.deps;
     const depName = step.kind === 'llm' ? step.dependency : step.tool;
-    const dep = ownEntry(config.dependencies, depName);
+    const dep = ownEntry(this.deps.config.dependencies, depName);
     if (!dep) throw new StepError('bad_response', depName, `dependency "${depName}" is not configured`, false);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.callOnce(run, step, dep, input, outputs);
+      } catch (err) {
+        if (!(err instanceof StepError)) throw err;
+        const delay = nextRetryDelay({ error: err, attempt, policy: dep.retry, now: this.now(), deadline: run.deadline, minCallMs: MIN_USEFUL_CALL_MS, random: this.random });
+        if (delay === undefined) throw err;
+        this.deps.metrics.stepRetries.inc({ dependency: depName });
+        this.deps.logger.info({ runId: run.runId, step: step.id, attempt, delayMs: delay, err: err.message }, 'retrying a step call');
+        await new Promise((r) => setTimeout(r, delay));
+      }
+    }
+  }
+
+  private async callOnce(run: RunRequested, step: StepConfig, dep: DependencyConfig, input: unknown, outputs: StepOutputs): Promise<unknown> {
+    const { metrics } = this.deps;
+    const depName = step.kind === 'llm' ? step.dependency : step.tool;
     const releasePermit = await this.deps.dependencyPermits.acquire(depName, run);
     // Measured from after the permit: waiting for capacity is not the dependency's time.
     const timeoutMs = clampTimeout(dep.timeouts.totalMs, run.deadline, this.now());

@@ -1,4 +1,4 @@
-import type Anthropic from '@anthropic-ai/sdk';
+import Anthropic from '@anthropic-ai/sdk';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../src/config/load.js';
 import type { RunRequested, RunStatusChanged } from '../../../src/events/schemas.js';
@@ -22,8 +22,8 @@ const run: RunRequested = {
   dueAt: null,
 };
 
-/** An executor whose LLM answers at once and whose tools must never be called. */
-function executor(cancelAnswers: boolean[], journal: Map<string, unknown> = new Map()) {
+/** An executor whose LLM answers at once (or fails as `llmFailures` says) and whose tools must never be called. */
+function executor(cancelAnswers: boolean[], journal: Map<string, unknown> = new Map(), llmFailures: Error[] = []) {
   const published: RunStatusChanged[] = [];
   let llmCalls = 0;
   let checks = 0;
@@ -31,6 +31,8 @@ function executor(cancelAnswers: boolean[], journal: Map<string, unknown> = new 
     messages: {
       create: async () => {
         llmCalls++;
+        const failure = llmFailures.shift();
+        if (failure) throw failure;
         return { content: [{ type: 'text', text: 'ok' }], model: 'sim', stop_reason: 'end_turn', usage: { input_tokens: 1, output_tokens: 1 } };
       },
     },
@@ -49,6 +51,7 @@ function executor(cancelAnswers: boolean[], journal: Map<string, unknown> = new 
     metrics: createMetrics(),
     logger: createLogger('silent'),
     now: () => NOW,
+    random: () => 0,
   });
   return { exec, published, llmCalls: () => llmCalls, checks: () => checks };
 }
@@ -94,5 +97,31 @@ describe('RunExecutor on redelivery', () => {
     expect(await exec.execute(run)).toBe('completed');
     expect(llmCalls()).toBe(2);
     expect([...journal.keys()].sort()).toEqual(['lookup-order', 'reply', 'understand']);
+  });
+});
+
+describe('RunExecutor retries (the one retry layer)', () => {
+  const overloaded = () => Anthropic.APIError.generate(529, { type: 'error', error: { type: 'overloaded_error', message: 'busy' } }, 'overloaded', new Headers());
+  const badRequest = () => Anthropic.APIError.generate(400, { type: 'error', error: { type: 'invalid_request_error', message: 'no' } }, 'bad', new Headers());
+  // Only the first step is an LLM call that fails here; the journal answers the other two steps.
+  const laterSteps = () => new Map<string, unknown>([['lookup-order', { orderId: '42' }], ['reply', { text: 'done' }]]);
+
+  it('retries a 529 once (anthropic allows 2 attempts) and completes', async () => {
+    const { exec, llmCalls } = executor([], laterSteps(), [overloaded()]);
+    expect(await exec.execute(run)).toBe('completed');
+    expect(llmCalls()).toBe(2);
+  });
+
+  it('gives up after the policy\'s attempts and fails the run as retryable', async () => {
+    const { exec, llmCalls, published } = executor([], laterSteps(), [overloaded(), overloaded(), overloaded()]);
+    expect(await exec.execute(run)).toBe('failed');
+    expect(llmCalls()).toBe(2);
+    expect(published.at(-1)!.error).toMatchObject({ code: 'dependency_error', retryable: true });
+  });
+
+  it('never retries a 400', async () => {
+    const { exec, llmCalls } = executor([], laterSteps(), [badRequest()]);
+    expect(await exec.execute(run)).toBe('failed');
+    expect(llmCalls()).toBe(1);
   });
 });
