@@ -20,6 +20,11 @@ const retryPolicy = z
     maxAttempts: z.number().int().min(1).max(10).default(2),
     baseMs: ms(1, 60_000).default(500),
     capMs: ms(1, 600_000).default(2_000),
+    /** SRE retry budget: retries at most this share of the dependency's calls over the window… */
+    budgetRatio: z.number().min(0).max(1).default(0.1),
+    budgetWindowMs: ms(1_000, 3_600_000).default(60_000),
+    /** …but always this many per window, so a quiet dependency can retry an isolated failure. */
+    budgetMinRetries: z.number().int().min(0).max(100_000).default(10),
   })
   .prefault({});
 

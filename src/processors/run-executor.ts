@@ -1,6 +1,7 @@
 import type Anthropic from '@anthropic-ai/sdk';
 import type { DependencyConfig, SluiceConfig, StepConfig } from '../config/schema.js';
 import { nextRetryDelay } from './retry-policy.js';
+import { RetryBudget } from './retry-budget.js';
 import { ownEntry } from '../config/lookup.js';
 import type { RunError, RunRequested, RunStatus, RunStatusChanged } from '../events/schemas.js';
 import type { Logger } from '../obs/logger.js';
@@ -49,6 +50,8 @@ const OUTCOME_PUBLISH_TRIES = 3;
 export class RunExecutor {
   private readonly now: () => number;
   private readonly random: () => number;
+  /** One retry budget per dependency in this process (bounded: dependencies come from config). */
+  private readonly budgets = new Map<string, RetryBudget>();
 
   /** When each attempt in progress started; keyed by the event object, so nothing outlives the attempt. */
   private readonly attemptStarts = new WeakMap<RunRequested, number>();
@@ -139,6 +142,10 @@ export class RunExecutor {
         if (!(err instanceof StepError)) throw err;
         const delay = nextRetryDelay({ error: err, attempt, policy: dep.retry, now: this.now(), deadline: run.deadline, minCallMs: MIN_USEFUL_CALL_MS, random: this.random });
         if (delay === undefined) throw err;
+        if (!this.budgetFor(depName, dep).tryRetry()) {
+          this.deps.metrics.retryBudgetExhausted.inc({ dependency: depName });
+          throw err;
+        }
         this.deps.metrics.stepRetries.inc({ dependency: depName });
         this.deps.logger.info({ runId: run.runId, step: step.id, attempt, delayMs: delay, err: err.message }, 'retrying a step call');
         await new Promise((r) => setTimeout(r, delay));
@@ -146,9 +153,19 @@ export class RunExecutor {
     }
   }
 
+  private budgetFor(name: string, dep: DependencyConfig): RetryBudget {
+    let budget = this.budgets.get(name);
+    if (!budget) {
+      budget = new RetryBudget({ ratio: dep.retry.budgetRatio, windowMs: dep.retry.budgetWindowMs, minRetries: dep.retry.budgetMinRetries, now: this.now });
+      this.budgets.set(name, budget);
+    }
+    return budget;
+  }
+
   private async callOnce(run: RunRequested, step: StepConfig, dep: DependencyConfig, input: unknown, outputs: StepOutputs): Promise<unknown> {
     const { metrics } = this.deps;
     const depName = step.kind === 'llm' ? step.dependency : step.tool;
+    this.budgetFor(depName, dep).recordCall();
     const releasePermit = await this.deps.dependencyPermits.acquire(depName, run);
     // Measured from after the permit: waiting for capacity is not the dependency's time.
     const timeoutMs = clampTimeout(dep.timeouts.totalMs, run.deadline, this.now());

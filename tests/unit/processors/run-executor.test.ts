@@ -23,7 +23,7 @@ const run: RunRequested = {
 };
 
 /** An executor whose LLM answers at once (or fails as `llmFailures` says) and whose tools must never be called. */
-function executor(cancelAnswers: boolean[], journal: Map<string, unknown> = new Map(), llmFailures: Error[] = []) {
+function executor(cancelAnswers: boolean[], journal: Map<string, unknown> = new Map(), llmFailures: Error[] = [], config = loadConfig({ env: {} })) {
   const published: RunStatusChanged[] = [];
   let llmCalls = 0;
   let checks = 0;
@@ -38,7 +38,7 @@ function executor(cancelAnswers: boolean[], journal: Map<string, unknown> = new 
     },
   } as unknown as Anthropic;
   const exec = new RunExecutor({
-    config: loadConfig({ env: {} }),
+    config,
     anthropic,
     simulatorUrl: 'http://127.0.0.1:1',
     publishStatus: async (e) => void published.push(e),
@@ -123,5 +123,13 @@ describe('RunExecutor retries (the one retry layer)', () => {
     const { exec, llmCalls } = executor([], laterSteps(), [badRequest()]);
     expect(await exec.execute(run)).toBe('failed');
     expect(llmCalls()).toBe(1);
+  });
+
+  it('does not retry once the dependency\'s retry budget is spent', async () => {
+    const config = loadConfig({ env: {} });
+    config.dependencies.anthropic!.retry.budgetMinRetries = 0;
+    const { exec, llmCalls } = executor([], laterSteps(), [overloaded()], config);
+    expect(await exec.execute(run)).toBe('failed');
+    expect(llmCalls()).toBe(1); // one call in the window: 10% of it is not a whole retry
   });
 });
