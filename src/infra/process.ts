@@ -37,19 +37,25 @@ export async function withTimeout<T>(promise: Promise<T>, ms: number, what: stri
   }
 }
 
+function signalable(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
 /**
  * True if `pid` names a live process. A zombie counts as dead: it has exited and only waits for
  * its parent to reap it, which may take a moment when the parent is this very process.
  */
 export async function isAlive(pid: number): Promise<boolean> {
-  try {
-    process.kill(pid, 0);
-  } catch (err) {
-    // EPERM: it exists but belongs to another user.
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
+  // EPERM counts as alive: it exists but belongs to another user.
+  if (!signalable(pid)) return false;
   const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => undefined);
-  if (stat === undefined) return true;
+  // No stat file: either no /proc here, or the process was reaped between the two checks.
+  if (stat === undefined) return signalable(pid);
   // The state field follows the parenthesised command name, which may itself contain ") ".
   const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
   return state !== 'Z';
