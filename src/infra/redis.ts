@@ -1,4 +1,4 @@
-import { join, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import { Redis } from 'ioredis';
 import type { Logger } from '../obs/logger.js';
 import { ensureExecutable } from './apt.js';
