@@ -1,6 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse, stringify } from 'yaml';
@@ -8,6 +7,7 @@ import { infraUp } from '../infra/local-infra.js';
 import { createLogger } from '../obs/logger.js';
 import { packageRoot } from '../util/package-root.js';
 import { runOpenLoop, type OpenLoopResult } from './open-loop.js';
+import { freePort } from '../util/free-port.js';
 
 export interface AdmissionBenchOptions {
   rates: number[];
@@ -18,17 +18,6 @@ export interface AdmissionBenchOptions {
 const ACCEPT_KEY = 'local-key-a';
 const REJECT_KEY = 'local-key-c';
 const BODY = JSON.stringify({ workflow: 'support-reply', input: { message: 'Where is order 42?', orderId: '42' } });
-
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const a = srv.address();
-      srv.close(() => resolve(typeof a === 'object' && a ? a.port : 0));
-    });
-  });
-}
 
 /** tenant-a may always enter (the accept path); tenant-c never (after its one token: the reject path). */
 function benchConfig(apiPort: number): string {

@@ -21,7 +21,8 @@ import { childTraceparent } from '../runs/traceparent.js';
 import { isTerminal } from '../status/run-history.js';
 import { packageRoot } from '../util/package-root.js';
 import type { BullJobData, BullWork, WatchMessage, WorkerMessage } from './bullmq-worker.js';
-import { freePort, waitForHttp } from './admission-bench.js';
+import { waitForHttp } from './admission-bench.js';
+import { freePort } from '../util/free-port.js';
 
 export interface ProcessorBenchOptions {
   /** Runs (jobs) measured per phase. */

@@ -40,24 +40,18 @@ export function registerPermitGauges(registry: Registry, redis: Redis, keys: Red
       limits: scopes.map((s) => (s.name === 'class:batch' ? batchLimit(globalLimit, config.limits.batchShare) : (override(s.name) ?? s.defaultLimit))),
     };
   };
-  new Gauge({
-    name: 'sluice_permits_in_use',
-    help: 'Permits held now per scope, across all processors',
-    labelNames: ['scope'],
-    registers: [registry],
-    async collect() {
-      await read();
-      scopes.forEach((s, i) => this.set({ scope: s.name }, snapshot!.inUse[i]!));
-    },
-  });
-  new Gauge({
-    name: 'sluice_permit_limit',
-    help: 'Effective concurrency limit per scope (config, or the run-time override)',
-    labelNames: ['scope'],
-    registers: [registry],
-    async collect() {
-      await read();
-      scopes.forEach((s, i) => this.set({ scope: s.name }, snapshot!.limits[i]!));
-    },
-  });
+  const scopeGauge = (name: string, help: string, pick: (snap: NonNullable<typeof snapshot>) => number[]) =>
+    new Gauge({
+      name,
+      help,
+      labelNames: ['scope'],
+      registers: [registry],
+      async collect() {
+        await read();
+        const values = pick(snapshot!);
+        scopes.forEach((s, i) => this.set({ scope: s.name }, values[i]!));
+      },
+    });
+  scopeGauge('sluice_permits_in_use', 'Permits held now per scope, across all processors', (snap) => snap.inUse);
+  scopeGauge('sluice_permit_limit', 'Effective concurrency limit per scope (config, or the run-time override)', (snap) => snap.limits);
 }

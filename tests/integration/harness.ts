@@ -1,29 +1,19 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { inject } from 'vitest';
 import { parse, stringify } from 'yaml';
 import { packageRoot } from '../../src/util/package-root.js';
+import { freePort } from '../../src/util/free-port.js';
+
+export { freePort };
 
 export const TENANT_A_KEY = 'local-key-a';
 export const TENANT_B_KEY = 'local-key-b';
 export const TENANT_C_KEY = 'local-key-c';
 export const ADMIN_KEY = 'local-admin-key';
-
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      const port = typeof addr === 'object' && addr ? addr.port : 0;
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 /** A fresh namespace (topics, groups, Redis keys) per test file, so files never see each other's state. */
 export function testNamespace(label: string): string {
