@@ -1,4 +1,5 @@
 import Anthropic from '@anthropic-ai/sdk';
+import { Stream } from '@anthropic-ai/sdk/core/streaming.js';
 import type { LlmDependencyConfig } from '../../config/schema.js';
 import { StepError } from './step-error.js';
 
@@ -8,6 +9,7 @@ export interface LlmRequest {
   system: string;
   userContent: string;
   tenantId: string;
+  /** The call's total budget, already clamped to what the run's deadline leaves. */
   timeoutMs: number;
   headers: Record<string, string>;
 }
@@ -49,21 +51,117 @@ export function toStepError(dependency: string, err: unknown): StepError {
   return new StepError('bad_response', dependency, `${dependency}: ${(err as Error)?.message ?? String(err)}`, false);
 }
 
-export async function callLlm(client: Anthropic, req: LlmRequest): Promise<LlmResult> {
+/** The HTTP status Anthropic documents for each error type, for errors that arrive inside a 200 stream. */
+const STREAM_ERROR_STATUS: Partial<Record<string, number>> = {
+  invalid_request_error: 400,
+  authentication_error: 401,
+  billing_error: 402,
+  permission_error: 403,
+  not_found_error: 404,
+  request_too_large: 413,
+  rate_limit_error: 429,
+  api_error: 500,
+  timeout_error: 504,
+  overloaded_error: 529,
+};
+
+function streamError(dependency: string, data: string): StepError {
+  const error = (parseEvent(dependency, data) as { error?: { type?: unknown; message?: unknown } }).error;
+  const type = typeof error?.type === 'string' ? error.type : 'unknown_error';
+  // An unknown type arrived after the provider accepted the request, so it is the provider's fault.
+  const status = STREAM_ERROR_STATUS[type] ?? 500;
+  const message = `${dependency}: HTTP ${status} ${type} mid-stream: ${String(error?.message ?? '')}`.slice(0, 500);
+  // Unlike a 429 response, a rate_limit_error mid-stream is not a spend limit (those refuse the
+  // request before streaming), so it is retryable like the overload it is.
+  return new StepError('http_status', dependency, message, status === 429 || status >= 500, status);
+}
+
+function parseEvent(dependency: string, data: string): unknown {
   try {
-    const msg = await client.messages.create(
-      {
-        model: req.config.model,
-        max_tokens: req.config.maxTokens,
-        system: req.system,
-        messages: [{ role: 'user', content: req.userContent }],
-        metadata: { user_id: req.tenantId },
-      },
-      { timeout: req.timeoutMs, headers: req.headers, maxRetries: 0 },
-    );
-    const text = msg.content.map((b) => (b.type === 'text' ? b.text : '')).join('');
-    return { text, model: msg.model, stopReason: msg.stop_reason, usage: { inputTokens: msg.usage.input_tokens, outputTokens: msg.usage.output_tokens } };
+    return JSON.parse(data);
+  } catch {
+    throw new StepError('bad_response', dependency, `${dependency}: a stream event is not JSON: ${data.slice(0, 200)}`, false);
+  }
+}
+
+/**
+ * One streamed Messages call under seed 003's three budgets, each a timer that aborts the request:
+ * - connect (`config.timeouts.connectMs`): from the call's start until the response headers have
+ *   arrived (for an error status, until its short body has been read too). It covers DNS, TCP,
+ *   TLS, sending the request and the provider's time to answer with headers, which a streaming
+ *   provider sends before the first token.
+ * - read (`config.timeouts.readMs`): idle time on the stream, re-armed by every SSE event,
+ *   pings included: a provider that still pings is slow, not gone.
+ * - total (`req.timeoutMs`): the whole call, headers to message_stop.
+ * The SDK's events are read raw because its parsed stream drops pings and ends silently when
+ * aborted, which would hide which budget ran out.
+ */
+export async function callLlm(client: Anthropic, req: LlmRequest): Promise<LlmResult> {
+  const { dependency } = req;
+  const { connectMs, readMs } = req.config.timeouts;
+  const controller = new AbortController();
+  let expired: StepError | undefined;
+  const expire = (kind: 'connect_timeout' | 'read_timeout' | 'total_timeout', detail: string) => () => {
+    expired ??= new StepError(kind, dependency, `${dependency}: ${detail}`, true);
+    controller.abort();
+  };
+  const totalTimer = setTimeout(expire('total_timeout', `no complete answer within ${req.timeoutMs} ms`), req.timeoutMs);
+  const connectTimer = setTimeout(expire('connect_timeout', `no response headers within ${connectMs} ms`), connectMs);
+  let idleTimer: NodeJS.Timeout | undefined;
+  const armIdle = () => {
+    clearTimeout(idleTimer);
+    idleTimer = setTimeout(expire('read_timeout', `no stream event for ${readMs} ms`), readMs);
+  };
+  try {
+    const response = await client.messages
+      .create(
+        {
+          model: req.config.model,
+          max_tokens: req.config.maxTokens,
+          system: req.system,
+          messages: [{ role: 'user', content: req.userContent }],
+          metadata: { user_id: req.tenantId },
+          stream: true,
+        },
+        // The SDK's own timer stops at the headers, so it can only ever duplicate ours.
+        { signal: controller.signal, timeout: req.timeoutMs, headers: req.headers, maxRetries: 0 },
+      )
+      .asResponse();
+    clearTimeout(connectTimer);
+    armIdle();
+    let text = '';
+    let model = req.config.model;
+    let stopReason: string | null = null;
+    const usage = { inputTokens: 0, outputTokens: 0 };
+    for await (const sse of Stream.rawEvents(response, controller)) {
+      armIdle();
+      if (sse.event === 'error') throw streamError(dependency, sse.data);
+      if (sse.event === 'ping' || sse.data === '') continue;
+      const event = parseEvent(dependency, sse.data) as Anthropic.RawMessageStreamEvent;
+      switch (event.type) {
+        case 'message_start':
+          model = event.message.model;
+          usage.inputTokens = event.message.usage.input_tokens;
+          break;
+        case 'content_block_delta':
+          if (event.delta.type === 'text_delta') text += event.delta.text;
+          break;
+        case 'message_delta':
+          stopReason = event.delta.stop_reason;
+          // Cumulative, so the last one is the total.
+          usage.outputTokens = event.usage.output_tokens;
+          break;
+        case 'message_stop':
+          return { text, model, stopReason, usage };
+      }
+    }
+    throw new StepError('connection', dependency, `${dependency}: the stream ended before message_stop`, true);
   } catch (err) {
-    throw toStepError(req.dependency, err);
+    // Our own abort surfaces as an AbortError or APIUserAbortError; the budget that fired is the cause.
+    throw expired ?? (err instanceof StepError ? err : toStepError(dependency, err));
+  } finally {
+    clearTimeout(totalTimer);
+    clearTimeout(connectTimer);
+    clearTimeout(idleTimer);
   }
 }
