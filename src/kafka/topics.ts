@@ -20,7 +20,7 @@ export function topicNames(namespace: string): TopicNames {
   };
 }
 
-export function groupId(namespace: string, role: 'processor' | 'status-sink' | 'dlq-sink'): string {
+export function groupId(namespace: string, role: 'processor' | 'status-sink' | 'dlq-sink' | 'retry-forwarder'): string {
   return `${namespace}sluice.${role}`;
 }
 

@@ -1,0 +1,284 @@
+import { Partitioners, type Consumer, type EachBatchPayload, type Kafka, type KafkaMessage, type Message, type Producer } from 'kafkajs';
+import type { SluiceConfig } from '../config/schema.js';
+import { EventDecodeError, type EventCodec } from '../events/codec.js';
+import { SUBJECTS, type RunRequested } from '../events/schemas.js';
+import { deadLetterPoison, type DeadLetterSink } from '../dlq/dead-letter.js';
+import { groupId, topicNames, type TopicNames } from '../kafka/topics.js';
+import type { Logger } from '../obs/logger.js';
+import type { Metrics } from '../obs/metrics.js';
+import { ProduceTimeoutError } from '../producers/produce-batcher.js';
+import { parseRetryClass, parseRetryDueAt } from './retry-enqueue.js';
+
+export interface RetryForwarderDeps {
+  kafka: Kafka;
+  /** Uses `namespace`, the Kafka session settings, `kafka.partitions.retry` and `processor.produceTimeoutMs`. */
+  config: SluiceConfig;
+  codec: EventCodec;
+  deadLetters: DeadLetterSink;
+  logger: Logger;
+  metrics: Metrics;
+  /** Longest a partition stays paused before its head record is looked at again. Default 60 s. */
+  maxHoldMs?: number;
+  /** Exponential backoff after a failed forward, DLQ write or registry call. Default 200 ms doubling to 10 s. */
+  backoff?: { baseMs: number; capMs: number };
+}
+
+/** Records per produce request: keeps one request well under the broker's size limit. */
+const MAX_CHUNK = 100;
+/** Bounds how long a resumed partition waits for the fetch loop to pick it up again. */
+const MAX_WAIT_MS = 250;
+
+const tpKey = (topic: string, partition: number) => `${topic}\u0000${partition}`;
+
+interface Hold {
+  topic: string;
+  partition: number;
+  timer: NodeJS.Timeout;
+}
+
+type Plan = { kind: 'forward'; dueAt: number; target: string } | { kind: 'poison'; error: EventDecodeError };
+
+/**
+ * Holds run retries on `sluice.runs.retry` until they are due, then hands them back to the work
+ * topic of their class, so a waiting retry never holds a work partition or a permit.
+ *
+ * A partition whose head record is not yet due is paused and rewound to that record; one timer
+ * per paused partition resumes it when the record is due, or after `maxHoldMs` at the latest, so
+ * the wait is re-checked against a fresh read. Nothing behind the head is looked at meanwhile:
+ * retries of a tenant share a partition and are enqueued with similar backoffs, so a partition
+ * is roughly in due order, and a record due earlier than the head waits at most the difference
+ * between the two. That is the price of keeping the committed offset a plain "everything before
+ * here was forwarded" mark, with no per-record index of what is still waiting.
+ *
+ * A record is forwarded with its value, key and headers as they were, and its offset is committed
+ * only after the work topic acknowledged it (acks=all): a crash in between forwards it again
+ * (at least once). Deadlines are not looked at: an expired retry is forwarded too, so that the
+ * processor, the one place where runs end, records it as expired without using capacity.
+ */
+export class RetryForwarder {
+  private readonly consumer: Consumer;
+  private readonly producer: Producer;
+  private readonly topics: TopicNames;
+  private readonly group: string;
+  private readonly log: Logger;
+  private readonly maxHoldMs: number;
+  private readonly backoff: { baseMs: number; capMs: number };
+  private readonly holds = new Map<string, Hold>();
+  /** Consecutive failures per partition, for its backoff; cleared by any record it gets past. */
+  private readonly failures = new Map<string, number>();
+  private stopping = false;
+
+  constructor(private readonly deps: RetryForwarderDeps) {
+    const { kafka, config } = deps;
+    this.topics = topicNames(config.namespace);
+    this.group = groupId(config.namespace, 'retry-forwarder');
+    this.log = deps.logger.child({ component: 'retry-forwarder' });
+    this.maxHoldMs = deps.maxHoldMs ?? 60_000;
+    this.backoff = deps.backoff ?? { baseMs: 200, capMs: 10_000 };
+    this.consumer = kafka.consumer({
+      groupId: this.group,
+      sessionTimeout: config.kafka.sessionTimeoutMs,
+      heartbeatInterval: config.kafka.heartbeatIntervalMs,
+      allowAutoTopicCreation: false,
+      maxWaitTimeInMs: MAX_WAIT_MS,
+    });
+    // Not idempotent: a failed or timed-out forward is sent again from the retry topic anyway, so
+    // duplicates are part of the contract, and bounded retries keep a broker outage from parking
+    // a send forever. One request in flight keeps a tenant's forwards in order. The default
+    // partitioner is the one the submit path uses, so a retry lands on its tenant's partition.
+    this.producer = kafka.producer({
+      allowAutoTopicCreation: false,
+      maxInFlightRequests: 1,
+      createPartitioner: Partitioners.DefaultPartitioner,
+      retry: { retries: 5, initialRetryTime: 100, maxRetryTime: 2_000 },
+    });
+  }
+
+  async start(): Promise<void> {
+    this.consumer.on(this.consumer.events.GROUP_JOIN, (e) => this.onAssignment(e.payload.memberAssignment));
+    await this.producer.connect();
+    await this.consumer.connect();
+    await this.consumer.subscribe({ topics: [this.topics.retry], fromBeginning: true });
+    await this.consumer.run({
+      autoCommit: false,
+      eachBatchAutoResolve: false,
+      // A batch that is forwarding (awaiting acks) must not keep other partitions' batches waiting.
+      partitionsConsumedConcurrently: Math.max(2, this.deps.config.kafka.partitions.retry),
+      eachBatch: (payload) => this.onBatch(payload),
+    });
+  }
+
+  /** Prompt even with partitions paused: the fetch loop long-polls for at most MAX_WAIT_MS. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    for (const hold of this.holds.values()) clearTimeout(hold.timer);
+    this.holds.clear();
+    // Waits for the batch in hand, which every produce and commit inside bounds.
+    await this.consumer.disconnect();
+    await this.producer.disconnect();
+  }
+
+  private async onBatch({ batch, resolveOffset, heartbeat, isRunning, isStale }: EachBatchPayload): Promise<void> {
+    const { topic, partition } = batch;
+    const live = () => isRunning() && !isStale() && !this.stopping;
+    let chunk: { message: KafkaMessage; target: string }[] = [];
+
+    /** Forwards the due records gathered so far; false when they must be tried again after a backoff. */
+    const flush = async (): Promise<boolean> => {
+      if (chunk.length === 0) return true;
+      const first = chunk[0]!.message.offset;
+      const last = chunk[chunk.length - 1]!.message.offset;
+      try {
+        await this.forward(chunk);
+      } catch (err) {
+        this.backOff(topic, partition, first, err);
+        return false;
+      }
+      chunk = [];
+      await this.done(topic, partition, last, resolveOffset);
+      await heartbeat();
+      return true;
+    };
+
+    for (const message of batch.messages) {
+      // Records not resolved here are fetched again: nothing is skipped by stopping early.
+      if (!live()) return;
+      let plan: Plan;
+      try {
+        plan = await this.plan(message);
+      } catch (err) {
+        if (await flush()) this.backOff(topic, partition, message.offset, err);
+        return;
+      }
+      if (plan.kind === 'poison') {
+        if (!(await flush())) return;
+        this.log.warn({ topic, partition, offset: message.offset, reason: plan.error.reason }, 'undecodable retry without scheduling headers sent to the DLQ');
+        try {
+          await deadLetterPoison(this.deps.deadLetters, { topic, partition, message }, this.group, plan.error, this.deps.config.processor.produceTimeoutMs);
+        } catch (err) {
+          this.backOff(topic, partition, message.offset, err);
+          return;
+        }
+        this.deps.metrics.deadLettered.inc({ topic, reason: 'decode_error' });
+        await this.done(topic, partition, message.offset, resolveOffset);
+        continue;
+      }
+      if (plan.dueAt > Date.now()) {
+        if (await flush()) this.hold(topic, partition, message.offset, plan.dueAt);
+        return;
+      }
+      chunk.push({ message, target: plan.target });
+      if (chunk.length >= MAX_CHUNK && !(await flush())) return;
+    }
+    if (live()) await flush();
+  }
+
+  /** Scheduling from the headers when they are there, so most records need no registry lookup. */
+  private async plan(message: KafkaMessage): Promise<Plan> {
+    let dueAt = parseRetryDueAt(message.headers);
+    let runClass = parseRetryClass(message.headers);
+    if (dueAt === undefined || runClass === undefined) {
+      let run: RunRequested;
+      try {
+        run = await this.deps.codec.decode<RunRequested>(message.value, SUBJECTS.runRequested);
+      } catch (err) {
+        // Anything else (registry unreachable) is transient: the caller backs off and reads again.
+        if (err instanceof EventDecodeError) return { kind: 'poison', error: err };
+        throw err;
+      }
+      dueAt ??= run.dueAt ?? 0;
+      runClass ??= run.class;
+    }
+    return { kind: 'forward', dueAt, target: runClass === 'batch' ? this.topics.batch : this.topics.interactive };
+  }
+
+  private async forward(records: readonly { message: KafkaMessage; target: string }[]): Promise<void> {
+    const byTopic = new Map<string, Message[]>();
+    for (const { message, target } of records) {
+      const out: Message = { key: message.key, value: message.value, headers: message.headers };
+      const list = byTopic.get(target);
+      if (list) list.push(out);
+      else byTopic.set(target, [out]);
+    }
+    const timeoutMs = this.deps.config.processor.produceTimeoutMs;
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await Promise.race([
+        this.producer.sendBatch({ acks: -1, timeout: timeoutMs, topicMessages: [...byTopic].map(([topic, messages]) => ({ topic, messages })) }),
+        // kafkajs's own retries can outlast its request timeout; this bounds the whole call.
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(new ProduceTimeoutError(timeoutMs, true)), timeoutMs);
+        }),
+      ]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Moves past a handled record. A failed commit is only logged: a later one covers it, or the next owner forwards again. */
+  private async done(topic: string, partition: number, offset: string, resolveOffset: (offset: string) => void): Promise<void> {
+    resolveOffset(offset);
+    this.failures.delete(tpKey(topic, partition));
+    try {
+      await this.consumer.commitOffsets([{ topic, partition, offset: (BigInt(offset) + 1n).toString() }]);
+    } catch (err) {
+      this.log.warn({ err, topic, partition, offset }, 'offset commit failed; the next commit covers it');
+    }
+  }
+
+  /**
+   * Parks the partition at `offset` until `untilMs` (capped by maxHoldMs). The rewind pins where
+   * fetching restarts instead of trusting that nothing moved the position past an unresolved
+   * record; it also marks the batch in hand stale, so no later record of it is handled.
+   */
+  private hold(topic: string, partition: number, offset: string, untilMs: number): void {
+    if (this.stopping) return;
+    const key = tpKey(topic, partition);
+    clearTimeout(this.holds.get(key)?.timer);
+    this.consumer.pause([{ topic, partitions: [partition] }]);
+    this.consumer.seek({ topic, partition, offset });
+    const waitMs = Math.min(Math.max(0, untilMs - Date.now()), this.maxHoldMs);
+    this.holds.set(key, { topic, partition, timer: setTimeout(() => this.release(key), waitMs) });
+  }
+
+  private release(key: string): void {
+    const hold = this.holds.get(key);
+    if (!hold) return;
+    this.holds.delete(key);
+    this.resume(hold);
+  }
+
+  private resume({ topic, partition }: { topic: string; partition: number }): void {
+    try {
+      this.consumer.resume([{ topic, partitions: [partition] }]);
+    } catch (err) {
+      // Only while kafkajs restarts the consumer after a crash; the restarted one starts unpaused.
+      this.log.warn({ err, topic, partition }, 'could not resume a held partition');
+    }
+  }
+
+  private backOff(topic: string, partition: number, offset: string, err: unknown): void {
+    const key = tpKey(topic, partition);
+    const failures = (this.failures.get(key) ?? 0) + 1;
+    this.failures.set(key, failures);
+    const waitMs = Math.min(this.backoff.capMs, this.backoff.baseMs * 2 ** Math.min(failures - 1, 30));
+    this.log.warn({ err, topic, partition, offset, failures, waitMs }, 'could not forward a retry; trying again after a backoff');
+    this.hold(topic, partition, offset, Date.now() + waitMs);
+  }
+
+  /**
+   * Drops the timers of revoked partitions and resumes them: kafkajs keeps a partition's pause
+   * across assignments, so one that comes back later would otherwise never be fetched again.
+   */
+  private onAssignment(assignment: Record<string, number[]>): void {
+    const owned = new Set(Object.entries(assignment).flatMap(([topic, parts]) => parts.map((p) => tpKey(topic, p))));
+    for (const [key, hold] of this.holds) {
+      if (owned.has(key)) continue;
+      clearTimeout(hold.timer);
+      this.holds.delete(key);
+      this.resume(hold);
+    }
+    for (const key of [...this.failures.keys()]) if (!owned.has(key)) this.failures.delete(key);
+    this.log.info({ assignment }, 'retry partitions assigned');
+  }
+}
