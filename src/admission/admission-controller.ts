@@ -11,6 +11,7 @@ import {
   slotsFor,
   unavailable,
   type AdmissionDecision,
+  type DependencyState,
 } from './admission-policy.js';
 import type { AdmissionStore, BacklogRun } from './admission-store.js';
 import type { ServiceState } from './service-state.js';
@@ -35,6 +36,7 @@ export class AdmissionController {
     private readonly config: SluiceConfig,
     private readonly store: AdmissionStore,
     private readonly state: ServiceState,
+    private readonly breakers: { all(): ReadonlyMap<string, DependencyState> },
     private readonly metrics: Metrics,
   ) {}
 
@@ -42,7 +44,7 @@ export class AdmissionController {
     const { admission, limits } = this.config;
     const observe = req.tenant.admission.mode === 'observe';
     const service = this.state.service(req.runClass);
-    const open = unavailable(dependenciesOf(req.workflow.steps), this.state.dependencyStates());
+    const open = unavailable(dependenciesOf(req.workflow.steps), this.breakers.all());
 
     const early = dependencyRefusal(req.runClass, open, req.deadline, req.now, service.serviceTimeMs) ?? bucketRefusal(
       await this.store.takeToken(req.tenantId, req.tenant.admission.bucket.capacity, effectiveRefill(req.tenant.admission.bucket.refillPerSec, open.length > 0, admission.emergencyRefillFactor)),

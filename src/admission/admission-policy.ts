@@ -1,4 +1,5 @@
 import type { RunClass } from '../events/schemas.js';
+import type { BreakerView } from '../breakers/breaker-gate.js';
 
 /**
  * The overload contract at the door (seed 001), as plain functions of their inputs: every
@@ -25,12 +26,8 @@ export interface AdmissionDecision {
   queuePosition?: number;
 }
 
-export interface DependencyState {
-  name: string;
-  state: 'closed' | 'open' | 'half_open';
-  /** When an open breaker lets its next probe through (ms since epoch). */
-  retryAt?: number;
-}
+/** The API reads breakers as processors do. */
+export type DependencyState = BreakerView;
 
 /** What the periodic refresh measured: runs finished per second and their moving execution time. */
 export interface ServiceEstimate {

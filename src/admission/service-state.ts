@@ -3,12 +3,11 @@ import type { RunClass } from '../events/schemas.js';
 import { RUN_CLASSES } from '../events/schemas.js';
 import type { Logger } from '../obs/logger.js';
 import type { RedisKeys } from '../redis/keys.js';
-import { serviceRate, type DependencyState, type ServiceEstimate } from './admission-policy.js';
+import { serviceRate, type ServiceEstimate } from './admission-policy.js';
 
 /** Finish counts are bucketed per this many seconds by `backlog-release.lua`. */
 export const SERVICE_BUCKET_SEC = 10;
 
-/** Parses a class's service hash (`b:<bucket>` counts and `service_ms`) into an estimate. */
 /** A hash field as a number; blank or garbage is missing, not 0 (Number('') would be 0). */
 function numberField(value: string | undefined): number | undefined {
   if (value === undefined || value.trim() === '') return undefined;
@@ -16,6 +15,7 @@ function numberField(value: string | undefined): number | undefined {
   return Number.isFinite(n) ? n : undefined;
 }
 
+/** Parses a class's service hash (`b:<bucket>` counts and `service_ms`) into an estimate. */
 export function parseServiceHash(hash: Record<string, string>, nowMs: number, windowSec: number): ServiceEstimate {
   const buckets = new Map<number, number>();
   for (const [field, value] of Object.entries(hash)) {
@@ -26,34 +26,25 @@ export function parseServiceHash(hash: Record<string, string>, nowMs: number, wi
   return { ratePerSec: serviceRate(buckets, nowMs / 1000, SERVICE_BUCKET_SEC, windowSec), serviceTimeMs: numberField(hash.service_ms) };
 }
 
-/** A breaker hash as written by the breaker scripts: `state` and, while open, `retryAt` (ms). */
-export function parseBreakerHash(name: string, hash: Record<string, string>): DependencyState {
-  const state = hash.state === 'open' || hash.state === 'half_open' ? hash.state : 'closed';
-  const retryAt = numberField(hash.retryAt);
-  return { name, state, ...(retryAt !== undefined ? { retryAt } : {}) };
-}
-
 /**
  * What every API instance needs to decide without a Redis round trip per fact: measured service
- * rates per class and breaker states per dependency, refreshed on a short interval. Decisions use
+ * rates per class, refreshed on a short interval (breaker states come from the BreakerBoard). Decisions use
  * the last snapshot; the atomic bounds are still enforced in Redis on every request.
  */
 export class ServiceState {
   private services = new Map<RunClass, ServiceEstimate>();
-  private breakers = new Map<string, DependencyState>();
   private timer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly redis: Redis,
     private readonly keys: RedisKeys,
-    private readonly dependencies: readonly string[],
     private readonly opts: { refreshMs: number; rateWindowSec: number; logger: Logger },
   ) {}
 
   async start(): Promise<void> {
     await this.refresh();
     this.timer = setInterval(() => {
-      this.refresh().catch((err: unknown) => this.opts.logger.warn({ err }, 'could not refresh service rates and breaker states; using the last snapshot'));
+      this.refresh().catch((err: unknown) => this.opts.logger.warn({ err }, 'could not refresh service rates; using the last snapshot'));
     }, this.opts.refreshMs);
     this.timer.unref();
   }
@@ -66,16 +57,11 @@ export class ServiceState {
     return this.services.get(runClass) ?? { ratePerSec: undefined, serviceTimeMs: undefined };
   }
 
-  dependencyStates(): ReadonlyMap<string, DependencyState> {
-    return this.breakers;
-  }
-
   async refresh(): Promise<void> {
     // Finish counts are bucketed by the Redis server's clock, so they are read against it too:
     // an instance whose own clock is skewed still sees the right window.
     const pipeline = this.redis.pipeline().time();
     for (const c of RUN_CLASSES) pipeline.hgetall(this.keys.serviceStats(c));
-    for (const d of this.dependencies) pipeline.hgetall(this.keys.breaker(d));
     const results = (await pipeline.exec()) ?? [];
     const values = results.map(([err, value]) => {
       if (err) throw err;
@@ -85,6 +71,5 @@ export class ServiceState {
     const now = Number(sec) * 1000 + Math.floor(Number(usec) / 1000);
     const hashes = values.map((v) => (v ?? {}) as Record<string, string>);
     this.services = new Map(RUN_CLASSES.map((c, i) => [c, parseServiceHash(hashes[i]!, now, this.opts.rateWindowSec)]));
-    this.breakers = new Map(this.dependencies.map((d, i) => [d, parseBreakerHash(d, hashes[RUN_CLASSES.length + i]!)]));
   }
 }

@@ -40,6 +40,22 @@ program
   });
 
 program
+  .command('breaker')
+  .description('time from the first failing call to every instance holding back (shared vs per-instance breakers), and call amplification in a 429 storm (Sluice vs naive 1/2/4/8 s retries)')
+  .option('--trials <n>', 'propagation trials per mode', bounded(1, 1_000), 30)
+  .option('--instances <n>', 'instances sharing the breaker', bounded(1, 64), 4)
+  .option('--rate <n>', 'runs offered per second in the storm', bounded(1, 2_000), 20)
+  .option('--duration <sec>', 'seconds of arrivals in the storm', bounded(1, 600), 15)
+  .option('--fault <sec>', 'seconds of 429s from the start of the storm', bounded(1, 600), 10)
+  .option('--scale <factor>', 'multiplies every duration of the storm (0.1 - 1)', Number, 1)
+  .action(async (o: { trials: number; instances: number; rate: number; duration: number; fault: number; scale: number }) => {
+    if (!(o.scale >= 0.1 && o.scale <= 1)) throw new Error(`--scale must be in [0.1, 1], got ${o.scale}`);
+    if (o.fault > o.duration) throw new Error('--fault must not exceed --duration');
+    const { benchBreaker } = await import('./breaker-bench.js');
+    await benchBreaker({ trials: o.trials, instances: o.instances, rate: o.rate, durationSec: o.duration, faultSec: o.fault, scale: o.scale });
+  });
+
+program
   .command('bullmq-worker', { hidden: true })
   .requiredOption('--redis <url>', 'Redis URL')
   .requiredOption('--queue <name>', 'queue name')

@@ -28,6 +28,29 @@ const retryPolicy = z
   })
   .prefault({});
 
+/**
+ * A dependency's circuit breaker (state shared in Redis by every instance). It opens when, over
+ * the sliding window and with at least `minimumCalls` calls in it, failures reach
+ * `failureThreshold` (seed 000's count rule) or the failure rate or slow-call rate reaches its
+ * threshold (resilience4j's rate rules). After `openMs` it lets `halfOpenProbes` concurrent probe
+ * calls through; `halfOpenSuccesses` successful probes close it, any failed probe opens it again.
+ */
+const breakerPolicy = z
+  .object({
+    windowMs: ms(1_000, 3_600_000).default(30_000),
+    minimumCalls: z.number().int().min(1).max(100_000).default(5),
+    failureThreshold: z.number().int().min(1).max(100_000).default(5),
+    failureRateThreshold: z.number().gt(0).max(1).default(0.5),
+    slowCallMs: ms(1, 900_000).default(60_000),
+    slowCallRateThreshold: z.number().gt(0).max(1).default(1),
+    openMs: ms(100, 3_600_000).default(5_000),
+    halfOpenProbes: z.number().int().min(1).max(1_000).default(2),
+    halfOpenSuccesses: z.number().int().min(1).max(1_000).default(2),
+    /** A probe whose caller vanished frees its slot after this long. */
+    probeLeaseMs: ms(100, 900_000).default(60_000),
+  })
+  .prefault({});
+
 /** Seed 003's budget table: a call has separate connect, read (idle) and total budgets. */
 const callTimeouts = z
   .object({
@@ -44,6 +67,7 @@ const llmDependency = z.object({
   timeouts: callTimeouts,
   maxConcurrency: z.number().int().min(1).max(100_000),
   retry: retryPolicy,
+  breaker: breakerPolicy,
 });
 
 const toolDependency = z.object({
@@ -53,6 +77,7 @@ const toolDependency = z.object({
   timeouts: callTimeouts,
   maxConcurrency: z.number().int().min(1).max(100_000),
   retry: retryPolicy,
+  breaker: breakerPolicy,
 });
 
 const dependency = z.discriminatedUnion('kind', [llmDependency, toolDependency]);
@@ -76,6 +101,11 @@ const workflow = z.object({
   /** Runs of this workflow executing at once across all processors (changeable at run time). */
   maxConcurrency: z.number().int().min(1).max(1_000_000).default(32),
   steps: z.array(z.discriminatedUnion('kind', [llmStep, toolStep])).min(1).max(50),
+  /**
+   * The declared answer a `degrade` tenant gets when a dependency is unavailable, returned as
+   * `result.text` with `result.degraded: true`. Without it, unavailability fails the run.
+   */
+  fallback: z.object({ text: z.string().min(1).max(10_000) }).optional(),
 });
 
 /** Seed 001's rollout: a new limit first runs in `observe` (decide and count, admit anyway). */
@@ -209,6 +239,17 @@ export const configSchema = z
          * permit at once with no Redis call: caps are NOT enforced. For benchmarks and emergencies only.
          */
         enforceCaps: z.boolean().default(true),
+        /**
+         * Run-level retries through the retry topic, after a step's own retries failed transiently
+         * with time left: attempts in all (the first included) and the full-jitter backoff.
+         */
+        runRetry: z
+          .object({
+            maxAttempts: z.number().int().min(1).max(20).default(3),
+            baseMs: ms(1, 600_000).default(1_000),
+            capMs: ms(1, 3_600_000).default(30_000),
+          })
+          .prefault({}),
       })
       .prefault({}),
     statusSink: z

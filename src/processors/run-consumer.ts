@@ -1,4 +1,4 @@
-import type { Consumer, EachBatchPayload, Kafka } from 'kafkajs';
+import type { Consumer, EachBatchPayload, Kafka, KafkaMessage } from 'kafkajs';
 import type { SluiceConfig } from '../config/schema.js';
 import { EventDecodeError, type EventCodec } from '../events/codec.js';
 import { SUBJECTS, type RunRequested } from '../events/schemas.js';
@@ -7,16 +7,21 @@ import { groupId, topicNames } from '../kafka/topics.js';
 import type { Logger } from '../obs/logger.js';
 import type { Metrics } from '../obs/metrics.js';
 import { PartitionProgress } from './partition-progress.js';
-import { RunDispatcher, type DispatchTask, type RunPermitSource } from './run-dispatcher.js';
+import { RunDispatcher, type DispatchBreakers, type DispatchTask, type RunPermitSource } from './run-dispatcher.js';
 import { RUN_CLASSES } from '../events/schemas.js';
+import type { AttemptContext } from './run-executor.js';
+import { RETRY_HEADER, headerText, parseRetryFailures } from './retry-enqueue.js';
 
 export interface RunConsumerDeps {
   kafka: Kafka;
   config: SluiceConfig;
   codec: EventCodec;
   deadLetters: DeadLetterSink;
-  execute: (run: RunRequested) => Promise<unknown>;
+  execute: (run: RunRequested, context: AttemptContext) => Promise<unknown>;
   permits: RunPermitSource;
+  breakers?: DispatchBreakers;
+  /** Told once when a run starts waiting for an open dependency (to publish its status). */
+  onHeld?: (run: RunRequested, dependency: string, until: number) => void;
   logger: Logger;
   metrics: Metrics;
 }
@@ -29,6 +34,16 @@ const splitKey = (key: string): [string, number] => {
   const at = key.lastIndexOf('\u0000');
   return [key.slice(0, at), Number(key.slice(at + 1))];
 };
+
+/** What a record says about its run's earlier attempts (headers of a run-level retry). */
+function attemptContext(topic: string, partition: number, message: KafkaMessage): AttemptContext {
+  const first = Date.parse(headerText(message.headers, RETRY_HEADER.firstFailureAt) ?? '');
+  return {
+    priorFailures: parseRetryFailures(message.headers),
+    ...(Number.isFinite(first) ? { firstFailureAt: first } : {}),
+    record: { topic, partition, message: { offset: message.offset, key: message.key, value: message.value } },
+  };
+}
 
 /** How often blocked runs are retried even without a release wake-up. */
 const FALLBACK_POLL_MS = 500;
@@ -43,7 +58,8 @@ const FALLBACK_POLL_MS = 500;
 export class RunConsumer {
   private readonly consumer: Consumer;
   private readonly progress = new Map<string, PartitionProgress>();
-  private readonly paused = new Set<string>();
+  /** Paused partitions and why: a full read-ahead buffer, or buffered work all waiting on open breakers. */
+  private readonly paused = new Map<string, 'buffer_full' | 'breaker_open'>();
   private readonly dispatcher: RunDispatcher;
   private readonly group: string;
   private readonly log: Logger;
@@ -63,7 +79,10 @@ export class RunConsumer {
     });
     this.dispatcher = new RunDispatcher({
       permits: deps.permits,
-      execute: deps.execute,
+      execute: (run, task) => deps.execute(run, task.context),
+      ...(deps.breakers ? { breakers: deps.breakers } : {}),
+      onHeld: (task, dependency, until) => deps.onHeld?.(task.run, dependency, until),
+      onRound: () => this.reviewBreakerPauses(),
       onFinished: (task, outcome) => {
         if (outcome === 'done') this.onTaskFinished(task);
       },
@@ -128,7 +147,7 @@ export class RunConsumer {
     for (const message of batch.messages) {
       if (!isRunning() || isStale() || this.stopping) break;
       if (progress.inFlight >= limit) {
-        this.pause(topic, partition);
+        this.pause(topic, partition, 'buffer_full');
         break;
       }
       const offset = Number(message.offset);
@@ -145,7 +164,7 @@ export class RunConsumer {
           this.deps.metrics.deadLettered.inc({ topic, reason: 'decode_error' });
         }
         progress.track(offset);
-        if (run) this.dispatcher.submit({ run, source: key, offset });
+        if (run) this.dispatcher.submit({ run, source: key, offset, context: attemptContext(topic, partition, message) });
         else {
           progress.finish(offset);
           this.scheduleCommit();
@@ -163,24 +182,48 @@ export class RunConsumer {
     progress.finish(task.offset);
     const [topic, partition] = splitKey(task.source);
     this.deps.metrics.bufferedRecords.set({ topic, partition: String(partition) }, progress.inFlight);
-    if (this.paused.has(task.source) && progress.inFlight <= this.deps.config.processor.partitionBuffer / 2) this.resume(topic, partition);
+    if (this.paused.get(task.source) === 'buffer_full' && progress.inFlight <= this.deps.config.processor.partitionBuffer / 2) this.resume(topic, partition);
     this.scheduleCommit();
   }
 
-  private pause(topic: string, partition: number): void {
+  /**
+   * A partition whose buffered work all waits for open dependencies is paused: reading further
+   * would only fill memory with more work that cannot run. It resumes as soon as any of that work
+   * may go (a breaker half-opened or closed) or finishes (expired, fallback).
+   */
+  private reviewBreakerPauses(): void {
+    for (const [key, progress] of this.progress) {
+      const held = this.dispatcher.heldFrom(key);
+      const [topic, partition] = splitKey(key);
+      const reason = this.paused.get(key);
+      if (held > 0 && held === progress.inFlight) {
+        if (reason === undefined) this.pause(topic, partition, 'breaker_open');
+      } else if (reason === 'breaker_open') this.resume(topic, partition);
+    }
+    for (const [dependency, n] of this.dispatcher.heldByDependency()) this.deps.metrics.runsHeld.set({ dependency }, n);
+    for (const d of Object.keys(this.deps.config.dependencies)) if (!this.dispatcher.heldByDependency().has(d)) this.deps.metrics.runsHeld.set({ dependency: d }, 0);
+  }
+
+  private reportPaused(): void {
+    const counts = { buffer_full: 0, breaker_open: 0 };
+    for (const reason of this.paused.values()) counts[reason]++;
+    for (const [reason, n] of Object.entries(counts)) this.deps.metrics.pausedPartitions.set({ reason }, n);
+  }
+
+  private pause(topic: string, partition: number, reason: 'buffer_full' | 'breaker_open'): void {
     const key = tpKey(topic, partition);
     if (this.paused.has(key)) return;
-    this.paused.add(key);
+    this.paused.set(key, reason);
     this.consumer.pause([{ topic, partitions: [partition] }]);
-    this.deps.metrics.pausedPartitions.set(this.paused.size);
-    this.log.info({ topic, partition }, 'partition paused: read-ahead buffer full');
+    this.reportPaused();
+    this.log.info({ topic, partition, reason, pausedAt: Date.now() }, reason === 'buffer_full' ? 'partition paused: read-ahead buffer full' : 'partition paused: all its buffered work waits for an open dependency');
   }
 
   private resume(topic: string, partition: number): void {
     const key = tpKey(topic, partition);
     if (!this.paused.delete(key)) return;
     this.consumer.resume([{ topic, partitions: [partition] }]);
-    this.deps.metrics.pausedPartitions.set(this.paused.size);
+    this.reportPaused();
     this.log.info({ topic, partition }, 'partition resumed');
   }
 
@@ -190,8 +233,8 @@ export class RunConsumer {
     for (const key of [...this.progress.keys()]) if (!owned.has(key)) this.progress.delete(key);
     const dropped = this.dispatcher.forget((source) => !owned.has(source));
     if (dropped > 0) this.log.info({ dropped }, 'dropped waiting runs of revoked partitions; their new owner redelivers them');
-    for (const key of [...this.paused]) if (!owned.has(key)) this.paused.delete(key);
-    this.deps.metrics.pausedPartitions.set(this.paused.size);
+    for (const key of [...this.paused.keys()]) if (!owned.has(key)) this.paused.delete(key);
+    this.reportPaused();
     this.log.info({ assignment }, 'partitions assigned');
   }
 

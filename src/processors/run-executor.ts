@@ -1,23 +1,30 @@
-import type Anthropic from '@anthropic-ai/sdk';
-import type { DependencyConfig, SluiceConfig, StepConfig } from '../config/schema.js';
-import { nextRetryDelay } from './retry-policy.js';
+import type { KafkaMessage } from 'kafkajs';
+import type { DependencyConfig, SluiceConfig, StepConfig, TenantConfig, WorkflowConfig } from '../config/schema.js';
+import { gateRun, type BreakerView } from '../breakers/breaker-gate.js';
+import { breakerOutcomeOf } from '../breakers/breaker-outcome.js';
+import type { BreakerAdmission, BreakerOutcome, BreakerStateName } from '../breakers/breaker-store.js';
+import { buildDeadLetter, type DeadLetterSink } from '../dlq/dead-letter.js';
+import { fullJitterMs, nextRetryDelay } from './retry-policy.js';
+import { retryRecord } from './retry-enqueue.js';
 import { RetryBudget } from './retry-budget.js';
 import { ownEntry } from '../config/lookup.js';
+import { groupId } from '../kafka/topics.js';
 import type { RunError, RunRequested, RunStatus, RunStatusChanged } from '../events/schemas.js';
 import type { Logger } from '../obs/logger.js';
 import type { Metrics } from '../obs/metrics.js';
-import { clampTimeout, isExpired } from '../runs/deadline.js';
-import { stepSequence, terminalSequence } from '../runs/status-sequence.js';
+import { MIN_USEFUL_CALL_MS, clampTimeout, isExpired } from '../runs/deadline.js';
+import { heldSequence, stepSequence, terminalSequence } from '../runs/status-sequence.js';
 import type { CancellationCheck } from './cancellation.js';
 import type { StepJournal } from './step-journal.js';
-import { callLlm } from './steps/llm-call.js';
+import type { LlmRequest, LlmResult } from './steps/llm-call.js';
 import { composeUserTurn } from './steps/prompt.js';
 import { StepError } from './steps/step-error.js';
 import { callTool } from './steps/tool-call.js';
 
 export interface RunExecutorDeps {
   config: SluiceConfig;
-  anthropic: Anthropic;
+  /** One LLM call (`callLlm` with the SDK client in production); it never retries by itself. */
+  llm: (req: LlmRequest) => Promise<LlmResult>;
   /** Base URL that tool paths starting with "/" are resolved against (the provider simulator). */
   simulatorUrl: string;
   publishStatus: (event: RunStatusChanged) => Promise<void>;
@@ -26,6 +33,16 @@ export interface RunExecutorDeps {
   journal: StepJournal;
   /** A permit per call at the dependency's scope; resolves to its release, or throws at the deadline. */
   dependencyPermits: { acquire(dependency: string, run: RunRequested): Promise<() => Promise<void>> };
+  /** The shared breakers: asked before every call, told every call's outcome. */
+  breakers: {
+    admit(dependency: string, token: string): Promise<BreakerAdmission>;
+    record(dependency: string, token: string | undefined, outcome: BreakerOutcome, durationMs: number): Promise<{ state: BreakerStateName; changed: boolean }>;
+  };
+  /** This instance's view of the breakers, so an open one is not even asked. */
+  board: { view(dependency: string): BreakerView };
+  /** Puts the next attempt of a run on the retry topic; resolves once Kafka acknowledged it. */
+  enqueueRetry: (run: RunRequested, headers: Record<string, string>) => Promise<void>;
+  deadLetters: DeadLetterSink;
   metrics: Metrics;
   logger: Logger;
   now?: () => number;
@@ -33,10 +50,38 @@ export interface RunExecutorDeps {
   random?: () => number;
 }
 
-/** A retry is not started unless at least this much of the deadline would be left for the call. */
-const MIN_USEFUL_CALL_MS = 100;
+/** What the processor knows about an attempt beyond the event itself. */
+export interface AttemptContext {
+  /** Run-level transient failures before this attempt (carried by the retry topic's header). */
+  priorFailures: number;
+  firstFailureAt?: number;
+  /** The record the attempt came from: archived byte for byte if the run dies. */
+  record: { topic: string; partition: number; message: Pick<KafkaMessage, 'offset' | 'key' | 'value'> };
+}
 
-export type RunOutcome = Extract<RunStatus, 'completed' | 'failed' | 'expired' | 'cancelled'>;
+
+/** `retried`: the attempt ended and the run's next attempt waits on the retry topic. */
+export type RunOutcome = Extract<RunStatus, 'completed' | 'failed' | 'expired' | 'cancelled'> | 'retried';
+
+/** A call that was not made because the dependency's breaker is open (or its probes are taken). */
+export class DependencyUnavailable extends Error {
+  constructor(
+    readonly dependency: string,
+    /** When the dependency may next be called. */
+    readonly until: number,
+    /** Whether the run can wait for that within its deadline; if not, its tenant's fallback applies. */
+    readonly canWait: boolean,
+  ) {
+    super(`${dependency} is unavailable (breaker open) until ${new Date(until).toISOString()}`);
+    this.name = 'DependencyUnavailable';
+  }
+}
+
+/** Why a step could not be served, as told to the LLM, the caller and the DLQ. */
+interface Unavailability {
+  dependency: string;
+  reason: string;
+}
 
 type StepOutputs = Record<string, unknown>;
 
@@ -61,7 +106,7 @@ export class RunExecutor {
     this.random = deps.random ?? Math.random;
   }
 
-  async execute(run: RunRequested): Promise<RunOutcome> {
+  async execute(run: RunRequested, context: AttemptContext): Promise<RunOutcome> {
     const { metrics } = this.deps;
     const started = this.now();
     this.attemptStarts.set(run, started);
@@ -69,7 +114,7 @@ export class RunExecutor {
     metrics.runsStarted.inc(labels);
     metrics.runsInFlight.inc();
     try {
-      const outcome = await this.runSteps(run);
+      const outcome = await this.runSteps(run, context);
       metrics.runsFinished.inc({ ...labels, status: outcome });
       metrics.runDuration.observe({ workflow: run.workflow, status: outcome }, (this.now() - started) / 1000);
       return outcome;
@@ -78,10 +123,22 @@ export class RunExecutor {
     }
   }
 
-  private async runSteps(run: RunRequested): Promise<RunOutcome> {
+  /** Tells the run's reader it waits, before starting, for a dependency whose breaker is open. */
+  async publishHeld(run: RunRequested, dependency: string, until: number): Promise<void> {
+    const at = new Date(until).toISOString();
+    try {
+      await this.deps.publishStatus(this.statusEvent(run, heldSequence(run.attempt), 'waiting_dependency', `waiting for ${dependency} (breaker open); next probe at ${at}`, null, null, null));
+    } catch (err) {
+      this.deps.logger.warn({ err, runId: run.runId }, 'could not publish a waiting event');
+    }
+  }
+
+  private async runSteps(run: RunRequested, context: AttemptContext): Promise<RunOutcome> {
     const workflow = ownEntry(this.deps.config.workflows, run.workflow);
-    if (!workflow) {
-      return this.finish(run, 'failed', `failed: workflow "${run.workflow}" is no longer configured`, null, { code: 'unknown_workflow', message: `workflow "${run.workflow}" is not configured on this processor`, retryable: false });
+    const tenant = ownEntry(this.deps.config.tenants, run.tenantId);
+    if (!workflow || !tenant) {
+      const what = workflow ? `tenant "${run.tenantId}"` : `workflow "${run.workflow}"`;
+      return this.fail(run, context, 'unknown_workflow', `failed: ${what} is no longer configured`, null, { code: 'unknown_workflow', message: `${what} is not configured on this processor`, retryable: false });
     }
     // Cancellation before expiry: the caller's explicit request is the more useful thing to report.
     if (await this.deps.cancellation.isCancelRequested(run.runId)) return this.cancel(run, 'before it started');
@@ -91,10 +148,11 @@ export class RunExecutor {
     try {
       input = JSON.parse(run.input);
     } catch {
-      return this.finish(run, 'failed', 'failed: the run input is not JSON', null, { code: 'invalid_input', message: 'the run input is not valid JSON', retryable: false });
+      return this.fail(run, context, 'invalid_input', 'failed: the run input is not JSON', null, { code: 'invalid_input', message: 'the run input is not valid JSON', retryable: false });
     }
 
     const outputs: StepOutputs = {};
+    const unavailable: Unavailability[] = [];
     let lastText: string | undefined;
     const steps = workflow.steps;
     for (const [i, step] of steps.entries()) {
@@ -104,6 +162,7 @@ export class RunExecutor {
       if (isExpired(run.deadline, this.now())) return this.expire(run, `before step ${i + 1}/${steps.length} (${step.id})`);
       const target = step.kind === 'llm' ? step.dependency : step.tool;
       await this.publishProgress(run, stepSequence(run.attempt, i), `running: step ${i + 1}/${steps.length} (${step.id}) calling ${target}`, step.id);
+      const where = `step ${i + 1}/${steps.length} (${step.id})`;
       try {
         const remembered = await this.deps.journal.recall(run.runId, step.id);
         const output = remembered ? remembered.output : await this.callStep(run, step, input, outputs);
@@ -111,19 +170,108 @@ export class RunExecutor {
         outputs[step.id] = output;
         if (step.kind === 'llm') lastText = (output as { text: string }).text;
       } catch (err) {
-        if (!(err instanceof StepError)) throw err;
-        if (isExpired(run.deadline, this.now())) return this.expire(run, `during step ${i + 1}/${steps.length} (${step.id})`);
-        return this.finish(run, 'failed', `failed: step ${i + 1}/${steps.length} (${step.id}) — ${err.message}`, step.id, {
-          code: 'dependency_error',
-          message: err.message,
-          retryable: err.retryable,
-        });
+        if (isExpired(run.deadline, this.now())) return this.expire(run, `during ${where}`);
+        let gone: Unavailability;
+        if (err instanceof DependencyUnavailable) {
+          this.deps.metrics.breakerRefusals.inc({ dependency: err.dependency });
+          if (err.canWait) return this.retryRun(run, context, 'breaker_open', err.dependency, err.message, Math.min(err.until + this.spread(err.dependency), run.deadline), false);
+          gone = { dependency: err.dependency, reason: `the ${err.dependency} breaker is open until ${new Date(err.until).toISOString()}, after this run's deadline` };
+        } else if (err instanceof StepError) {
+          if (!err.retryable) {
+            return this.fail(run, context, 'non_retryable', `failed: ${where} — ${err.message}`, step.id, { code: 'dependency_error', message: err.message, retryable: false });
+          }
+          const dueAt = this.nextRunAttemptAt(context);
+          if (dueAt !== undefined && dueAt + MIN_USEFUL_CALL_MS < run.deadline) return this.retryRun(run, context, 'transient_failure', err.dependency, err.message, dueAt, true);
+          gone = { dependency: err.dependency, reason: err.message };
+        } else throw err;
+        const fallback = this.unavailableStep(run.tenantId, tenant, workflow, step, gone);
+        if (fallback.kind === 'fail') {
+          return this.fail(run, context, 'dependency_unavailable', `failed: ${where} — ${gone.dependency} is unavailable and tenant ${run.tenantId} takes no stand-in answers`, step.id, {
+            code: 'dependency_unavailable',
+            message: gone.reason,
+            retryable: true,
+          });
+        }
+        unavailable.push(gone);
+        if (fallback.kind === 'answer') return this.finishDegraded(run, steps, outputs, unavailable, fallback.text);
+        outputs[step.id] = { unavailable: true, reason: gone.reason };
       }
     }
+    if (unavailable.length > 0) return this.finishDegraded(run, steps, outputs, unavailable, lastText ?? null);
     // A list, not a map: Postgres jsonb does not keep key order, and step order is meaningful.
-    const result = JSON.stringify({ text: lastText ?? null, steps: steps.map((s) => ({ id: s.id, output: outputs[s.id] })) });
+    const result = JSON.stringify({ text: lastText ?? null, degraded: false, steps: steps.map((s) => ({ id: s.id, output: outputs[s.id] })) });
     const seconds = ((this.now() - run.admittedAt) / 1000).toFixed(1);
     return this.finish(run, 'completed', `completed: ${steps.length} steps, ${seconds} s after admission, attempt ${run.attempt}`, null, null, result);
+  }
+
+  /**
+   * The tenant's fallback policy for a step whose dependency is unavailable (seeds 000 and 002):
+   * `fail` never answers with a stand-in; `degrade` tells a later LLM step a tool is unavailable
+   * (the prompts say to report that, not to guess), and answers an LLM step with the workflow's
+   * declared fallback, or fails when none is declared, since an invented answer is worse than none.
+   */
+  private unavailableStep(tenantId: string, tenant: TenantConfig, workflow: WorkflowConfig, step: StepConfig, gone: Unavailability): { kind: 'fail' } | { kind: 'continue' } | { kind: 'answer'; text: string } {
+    const policy = tenant.fallback;
+    this.deps.metrics.fallbacks.inc({ tenant: tenantId, dependency: gone.dependency, policy });
+    if (policy === 'fail') return { kind: 'fail' };
+    if (step.kind === 'tool') return { kind: 'continue' };
+    return workflow.fallback ? { kind: 'answer', text: workflow.fallback.text } : { kind: 'fail' };
+  }
+
+  private finishDegraded(run: RunRequested, steps: readonly StepConfig[], outputs: StepOutputs, unavailable: readonly Unavailability[], text: string | null): Promise<RunOutcome> {
+    const names = [...new Set(unavailable.map((u) => u.dependency))].join(', ');
+    const result = JSON.stringify({ text, degraded: true, unavailable, steps: steps.filter((s) => s.id in outputs).map((s) => ({ id: s.id, output: outputs[s.id] })) });
+    return this.finish(run, 'completed', `completed degraded: ${names} unavailable; the answer says so (attempt ${run.attempt})`, null, null, result);
+  }
+
+  /** When the next run-level attempt may start, or undefined when the attempts are used up. */
+  private nextRunAttemptAt(context: AttemptContext): number | undefined {
+    const policy = this.deps.config.processor.runRetry;
+    const failures = context.priorFailures + 1;
+    if (failures >= policy.maxAttempts) return undefined;
+    return this.now() + Math.max(1, fullJitterMs(failures, policy, this.random));
+  }
+
+  /** Waiters for one breaker spread over part of its open time, so its reopening is not a wave. */
+  private spread(dependency: string): number {
+    const dep = ownEntry(this.deps.config.dependencies, dependency);
+    return dep ? Math.floor(this.random() * Math.min(dep.breaker.openMs, 2_000)) : 0;
+  }
+
+  /**
+   * Ends this attempt and puts the next one on the retry topic, due at `dueAt`: nothing (no
+   * partition, no permit) is held while it waits. `failure` says whether it counts against the
+   * run's attempts: waiting out an open breaker does not.
+   */
+  private async retryRun(run: RunRequested, context: AttemptContext, reason: 'breaker_open' | 'transient_failure', dependency: string, message: string, dueAt: number, failure: boolean): Promise<RunOutcome> {
+    const now = this.now();
+    const failures = context.priorFailures + (failure ? 1 : 0);
+    const next = retryRecord(run, { dueAt, failures, error: { kind: reason, message }, firstFailureAt: context.firstFailureAt ?? now, now });
+    await this.deps.enqueueRetry(next.event, next.headers);
+    this.deps.metrics.runRetries.inc({ reason });
+    const why = reason === 'breaker_open' ? `waiting for ${dependency} (breaker open)` : `${dependency} failed (${message.slice(0, 200)})`;
+    await this.finish(run, 'waiting_dependency', `${why}; attempt ${next.event.attempt} at ${new Date(dueAt).toISOString()}`, null, null);
+    return 'retried';
+  }
+
+  /** A failed run dies here: archived in the DLQ topic with its context, then reported failed. */
+  private async fail(run: RunRequested, context: AttemptContext, reason: string, message: string, step: string | null, error: RunError): Promise<RunOutcome> {
+    const now = this.now();
+    const failure = new Error(error.message);
+    failure.name = error.code;
+    const { envelope, headers } = buildDeadLetter({
+      ...context.record,
+      consumerGroup: groupId(this.deps.config.namespace, 'processor'),
+      reason,
+      error: failure,
+      attempts: run.attempt,
+      firstFailureAt: context.firstFailureAt ?? now,
+      lastFailureAt: now,
+      run,
+    });
+    await this.deps.deadLetters.publishDeadLetter(envelope, headers, this.deps.config.processor.produceTimeoutMs);
+    this.deps.metrics.deadLettered.inc({ topic: context.record.topic, reason });
+    return this.finish(run, 'failed', message, step, error);
   }
 
   /**
@@ -136,10 +284,18 @@ export class RunExecutor {
     const dep = ownEntry(this.deps.config.dependencies, depName);
     if (!dep) throw new StepError('bad_response', depName, `dependency "${depName}" is not configured`, false);
     for (let attempt = 1; ; attempt++) {
+      const probe = await this.admitCall(run, depName, `${run.runId}:${run.attempt}:${step.id}:${attempt}`);
+      const started = this.now();
       try {
-        return await this.callOnce(run, step, dep, input, outputs);
+        const output = await this.callOnce(run, step, dep, input, outputs);
+        await this.recordCall(depName, probe, 'success', this.now() - started);
+        return output;
       } catch (err) {
-        if (!(err instanceof StepError)) throw err;
+        if (!(err instanceof StepError)) {
+          await this.recordCall(depName, probe, 'released', this.now() - started);
+          throw err;
+        }
+        await this.recordCall(depName, probe, breakerOutcomeOf(err), this.now() - started);
         const delay = nextRetryDelay({ error: err, attempt, policy: dep.retry, now: this.now(), deadline: run.deadline, minCallMs: MIN_USEFUL_CALL_MS, random: this.random });
         if (delay === undefined) throw err;
         if (!this.budgetFor(depName, dep).tryRetry()) {
@@ -150,6 +306,29 @@ export class RunExecutor {
         this.deps.logger.info({ runId: run.runId, step: step.id, attempt, delayMs: delay, err: err.message }, 'retrying a step call');
         await new Promise((r) => setTimeout(r, delay));
       }
+    }
+  }
+
+  /**
+   * Asks the dependency's breaker whether this call may go out; resolves to the probe token when
+   * it goes out as a half-open probe. An open breaker this instance already knows of is not asked.
+   */
+  private async admitCall(run: RunRequested, dependency: string, token: string): Promise<string | undefined> {
+    const gate = gateRun({ runClass: run.class, deadline: run.deadline, needed: [dependency], views: new Map([[dependency, this.deps.board.view(dependency)]]), now: this.now(), minCallMs: MIN_USEFUL_CALL_MS, probeRoom: () => true });
+    if (gate.kind !== 'go') throw new DependencyUnavailable(dependency, gate.until, gate.kind === 'wait');
+    const admission = await this.deps.breakers.admit(dependency, token);
+    if (admission.allowed) return admission.probe ? token : undefined;
+    const canWait = run.class === 'batch' || admission.retryAt + MIN_USEFUL_CALL_MS <= run.deadline;
+    throw new DependencyUnavailable(dependency, admission.retryAt, canWait);
+  }
+
+  /** A breaker that cannot be told an outcome must not fail the run: the window just misses one call. */
+  private async recordCall(dependency: string, probe: string | undefined, outcome: BreakerOutcome, durationMs: number): Promise<void> {
+    try {
+      const after = await this.deps.breakers.record(dependency, probe, outcome, durationMs);
+      if (after.changed) this.deps.logger.warn({ dependency, state: after.state, outcome }, 'this call moved the breaker');
+    } catch (err) {
+      this.deps.logger.warn({ err, dependency }, 'could not record a call outcome with the breaker');
     }
   }
 
@@ -174,7 +353,7 @@ export class RunExecutor {
     let outcome = 'ok';
     try {
       if (step.kind === 'llm' && dep.kind === 'llm') {
-        const res = await callLlm(this.deps.anthropic, {
+        const res = await this.deps.llm({
           dependency: depName,
           config: dep,
           system: step.system,
@@ -224,7 +403,7 @@ export class RunExecutor {
     }
   }
 
-  private async finish(run: RunRequested, status: RunOutcome, message: string, step: string | null, error: RunError | null, result: string | null = null): Promise<RunOutcome> {
+  private async finish<S extends RunStatus>(run: RunRequested, status: S, message: string, step: string | null, error: RunError | null, result: string | null = null): Promise<S> {
     const event = this.statusEvent(run, terminalSequence(run.attempt), status, message, step, error, result);
     for (let attempt = 1; ; attempt++) {
       try {

@@ -56,6 +56,12 @@ export class EventProducer {
     await this.batcher.produce({ topic, key: run.tenantId, value, headers: { traceparent: run.traceparent } }, timeoutMs);
   }
 
+  /** The next attempt of a run, held on the retry topic until due; the headers carry the due time and failure context. */
+  async publishRetry(run: RunRequested, headers: Record<string, string>, timeoutMs: number): Promise<void> {
+    const value = await this.codec.encode(SUBJECTS.runRequested, run);
+    await this.batcher.produce({ topic: this.topics.retry, key: run.tenantId, value, headers: { traceparent: run.traceparent, ...headers } }, timeoutMs);
+  }
+
   /** Status events are keyed by run so every transition of one run stays in order. */
   async publishStatus(event: RunStatusChanged, timeoutMs: number): Promise<void> {
     const value = await this.codec.encode(SUBJECTS.runStatusChanged, event);

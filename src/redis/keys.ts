@@ -33,5 +33,11 @@ export function redisKeys(namespace: string) {
     permitReleased: () => `${permits}:released`,
     /** Shared breaker state of a dependency (hash: state, retryAt); written by the breaker scripts. */
     breaker: (dependency: string) => `${ns}:breaker:{${dependency}}`,
+    /** A dependency's sliding window of outcomes (hash: `<bucket>:c|f|s` → calls, failures, slow calls). */
+    breakerWindow: (dependency: string) => `${ns}:breaker:{${dependency}}:window`,
+    /** A half-open dependency's probe calls in flight (zset: caller token → lease expiry ms). */
+    breakerProbes: (dependency: string) => `${ns}:breaker:{${dependency}}:probes`,
+    /** Pub/sub channel announcing breaker transitions (payload: JSON, see BreakerTransition). */
+    breakerChanged: () => `${ns}:breaker-changed`,
   };
 }

@@ -16,6 +16,8 @@ export const SCRIPTS = {
   permitsAcquire: { file: 'permits-acquire.lua', keys: 'any' },
   permitsRenew: { file: 'permits-renew.lua', keys: 'any' },
   permitsRelease: { file: 'permits-release.lua', keys: 'any' },
+  breakerAdmit: { file: 'breaker-admit.lua', keys: 2 },
+  breakerRecord: { file: 'breaker-record.lua', keys: 3 },
 } as const satisfies Record<string, { file: string; keys: number | 'any' }>;
 
 export type ScriptName = keyof typeof SCRIPTS;

@@ -13,7 +13,7 @@ import { RedisCancellations } from '../processors/cancellation.js';
 import { RedisStepJournal } from '../processors/step-journal.js';
 import { RunEventFeed } from '../status/run-event-feed.js';
 import { createListenClient } from '../db/pool.js';
-import { createAnthropicClient } from '../processors/steps/llm-call.js';
+import { callLlm, createAnthropicClient } from '../processors/steps/llm-call.js';
 import { SharedClients } from './shared-clients.js';
 import { AdmissionController } from '../admission/admission-controller.js';
 import { AdmissionStore } from '../admission/admission-store.js';
@@ -26,6 +26,11 @@ import { PermitWakeups } from '../permits/permit-wakeups.js';
 import { RedisDependencyPermits, RedisRunPermits } from '../permits/run-permits.js';
 import { UnlimitedPermits } from '../permits/unlimited-permits.js';
 import { registerPermitGauges } from '../permits/permit-metrics.js';
+import { BreakerBoard } from '../breakers/breaker-board.js';
+import { BreakerStore } from '../breakers/breaker-store.js';
+import { RunBreakerGate } from '../breakers/run-breaker-gate.js';
+import { ownEntry } from '../config/lookup.js';
+import { RetryForwarder } from '../processors/retry-forwarder.js';
 
 export interface RunningRoles {
   roles: Role[];
@@ -43,6 +48,8 @@ interface RoleContext {
   metrics: Metrics;
   clients: SharedClients;
   onStop: (stop: () => Promise<void>) => void;
+  /** The process's one view of the shared breakers, started on first use. */
+  breakerBoard: () => Promise<BreakerBoard>;
 }
 
 async function listen(app: FastifyInstance, host: string, port: number): Promise<string> {
@@ -80,7 +87,8 @@ async function startStatusSink({ config, logger, metrics, clients, onStop }: Rol
   onStop(() => sink.stop());
 }
 
-async function startProcessor({ config, logger, metrics, clients, onStop }: RoleContext, simulatorUrl: string): Promise<void> {
+async function startProcessor(ctx: RoleContext, simulatorUrl: string): Promise<void> {
+  const { config, logger, metrics, clients, onStop } = ctx;
   const producer = await clients.producer();
   const log = logger.child({ role: 'processor' });
   const wakeups = new PermitWakeups(clients.redis, { channel: clients.keys.permitReleased(), logger: log });
@@ -94,26 +102,48 @@ async function startProcessor({ config, logger, metrics, clients, onStop }: Role
   // Caps off (benchmarks, kill switch): every permit is granted at once, without Redis.
   const unlimited = config.processor.enforceCaps ? undefined : new UnlimitedPermits();
   if (unlimited) log.warn('processor.enforceCaps is false: concurrency caps are NOT enforced by this processor');
+  const board = await ctx.breakerBoard();
   const anthropic = createAnthropicClient({ apiKey: config.anthropic.apiKey, baseUrl: config.anthropic.baseUrl ?? (config.anthropic.apiKey ? 'https://api.anthropic.com' : simulatorUrl) });
   const executor = new RunExecutor({
     config,
-    anthropic,
+    llm: (req) => callLlm(anthropic, req),
     simulatorUrl,
     publishStatus: (e) => producer.publishStatus(e, config.processor.produceTimeoutMs),
     cancellation: new RedisCancellations(clients.redis, clients.keys, log),
     dependencyPermits: unlimited ?? new RedisDependencyPermits(permitDeps),
     journal: new RedisStepJournal(clients.redis, clients.keys, log),
+    breakers: new BreakerStore(clients.scripts, clients.keys, (d) => ownEntry(config.dependencies, d)?.breaker),
+    board,
+    enqueueRetry: (run, headers) => producer.publishRetry(run, headers, config.processor.produceTimeoutMs),
+    deadLetters: producer,
     metrics,
     logger: log,
   });
-  const consumer = new RunConsumer({ kafka: clients.kafka, config, codec: clients.codec, deadLetters: producer, execute: (run) => executor.execute(run), permits: unlimited ?? new RedisRunPermits(permitDeps), logger, metrics });
+  const consumer = new RunConsumer({
+    kafka: clients.kafka,
+    config,
+    codec: clients.codec,
+    deadLetters: producer,
+    execute: (run, context) => executor.execute(run, context),
+    permits: unlimited ?? new RedisRunPermits(permitDeps),
+    breakers: new RunBreakerGate(config, board),
+    onHeld: (run, dependency, until) => void executor.publishHeld(run, dependency, until),
+    logger,
+    metrics,
+  });
   await consumer.start();
   onStop(() => consumer.stop(config.processor.shutdownGraceMs));
+  // Each processor also forwards due retries back to the work topics (their own consumer group).
+  const forwarder = new RetryForwarder({ kafka: clients.kafka, config, codec: clients.codec, deadLetters: producer, logger: log, metrics });
+  await forwarder.start();
+  onStop(() => forwarder.stop());
 }
 
-async function startApi({ config, logger, metrics, clients, onStop }: RoleContext): Promise<string> {
+async function startApi(ctx: RoleContext): Promise<string> {
+  const { config, logger, metrics, clients, onStop } = ctx;
   const log = logger.child({ role: 'api' });
-  const serviceState = new ServiceState(clients.redis, clients.keys, Object.keys(config.dependencies), {
+  const board = await ctx.breakerBoard();
+  const serviceState = new ServiceState(clients.redis, clients.keys, {
     refreshMs: config.admission.stateRefreshMs,
     rateWindowSec: config.admission.rateWindowSec,
     logger: log,
@@ -131,7 +161,7 @@ async function startApi({ config, logger, metrics, clients, onStop }: RoleContex
     metrics,
     producer: await clients.producer(),
     runs,
-    admission: new AdmissionController(config, new AdmissionStore(clients.scripts, clients.keys), serviceState, metrics),
+    admission: new AdmissionController(config, new AdmissionStore(clients.scripts, clients.keys), serviceState, board, metrics),
     idempotency: new IdempotencyStore(clients.scripts, clients.keys, {
       ttlSec: config.admission.idempotencyTtlSec,
       pendingMs: config.admission.idempotencyPendingMs,
@@ -165,7 +195,22 @@ export async function startRoles(config: SluiceConfig, logger: Logger): Promise<
   const metrics = createMetrics();
   const clients = new SharedClients(config, logger);
   const stops: (() => Promise<void>)[] = [];
-  const ctx: RoleContext = { config, logger, metrics, clients, onStop: (s) => stops.push(s) };
+  let board: Promise<BreakerBoard> | undefined;
+  const ctx: RoleContext = {
+    config,
+    logger,
+    metrics,
+    clients,
+    onStop: (s) => stops.push(s),
+    // Announcements by pub/sub, the state also read every refresh (seen by the API and processors alike).
+    breakerBoard: () =>
+      (board ??= (async () => {
+        const b = new BreakerBoard(clients.redis, clients.keys, { dependencies: Object.keys(config.dependencies), pollMs: config.admission.stateRefreshMs, logger, metrics });
+        await b.start();
+        stops.push(() => b.close());
+        return b;
+      })()),
+  };
   const stop = async () => {
     for (const s of stops.reverse()) {
       try {

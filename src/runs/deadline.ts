@@ -33,3 +33,6 @@ export function isExpired(deadline: number, now: number): boolean {
 export function clampTimeout(callTimeoutMs: number, deadline: number, now: number): number {
   return Math.min(callTimeoutMs, remainingMs(deadline, now));
 }
+
+/** A call (or a retry, or a wait for one) is not started unless at least this much of the deadline would be left for it. */
+export const MIN_USEFUL_CALL_MS = 100;

@@ -18,3 +18,8 @@ export function terminalSequence(attempt: number): number {
   if (!Number.isInteger(attempt) || attempt < 1) throw new RangeError(`attempt must be a positive integer, got ${attempt}`);
   return attempt * SLOTS_PER_ATTEMPT + SLOTS_PER_ATTEMPT - 1;
 }
+
+/** Slot 0 of an attempt: the run waits, before its first step, for a dependency whose breaker is open. */
+export function heldSequence(attempt: number): number {
+  return terminalSequence(attempt) - SLOTS_PER_ATTEMPT + 1;
+}

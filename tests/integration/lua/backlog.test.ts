@@ -138,11 +138,11 @@ describe('backlog-admit.lua', () => {
   it('the same bug end to end: AdmissionController admits an interactive run whose deadline is shorter than the service time', async () => {
     const { A } = fresh();
     const config = { admission: { emergencyRefillFactor: 0.5, leaseGraceMs: 60_000, maxBacklog: 1_000 }, limits: { global: 4, batchShare: 0.5 } } as unknown as SluiceConfig;
-    const state = { service: () => ({ ratePerSec: 10, serviceTimeMs: 5_000 }), dependencyStates: () => new Map() } as unknown as ServiceState;
+    const state = { service: () => ({ ratePerSec: 10, serviceTimeMs: 5_000 }) } as unknown as ServiceState;
     const metrics = { admissions: { inc: () => {} }, admissionObserved: { inc: () => {} } } as unknown as Metrics;
     const tenant = { admission: { mode: 'enforce', bucket: { capacity: 100, refillPerSec: 100 }, maxBacklog: 100 } } as unknown as TenantConfig;
     const workflow = { steps: [{ kind: 'llm', dependency: 'anthropic' }] } as unknown as WorkflowConfig;
-    const controller = new AdmissionController(config, A, state, metrics);
+    const controller = new AdmissionController(config, A, state, { all: () => new Map() }, metrics);
     const now = Date.now();
     const decision = await controller.decide({ runId: 'hopeless', tenantId: 'acme', tenant, workflow, runClass: 'interactive', deadline: now + 1_000, now });
     expect(decision).toMatchObject({ outcome: 'rejected', reason: 'deadline_unreachable' });

@@ -95,6 +95,8 @@ describe('LuaScripts', () => {
     await scripts.run('permitsAcquire', [...permitKeys, keys.permitLimits()], ['tok', 10_000, 'global', 1, 1, 'tenant:t', 1, 1]);
     await scripts.run('permitsRenew', permitKeys, ['tok', 10_000]);
     await scripts.run('permitsRelease', permitKeys, ['tok', keys.permitReleased(), 'global', 'tenant:t']);
+    await scripts.run('breakerAdmit', [keys.breaker('d'), keys.breakerProbes('d')], ['tok', 1, 1_000, 2_000, keys.breakerChanged(), 'd']);
+    await scripts.run('breakerRecord', [keys.breaker('d'), keys.breakerWindow('d'), keys.breakerProbes('d')], ['', 'success', 1, 1_000, 5, 5, 0.5, 1_000, 1, 1_000, 1, 2_000, keys.breakerChanged(), 'd']);
     const shas = (Object.keys(SCRIPTS) as ScriptName[]).map((name) => sha1(sourceOf(name)));
     expect(new Set(shas).size).toBe(shas.length);
     expect(await r.script('EXISTS', ...shas)).toEqual(shas.map(() => 1));

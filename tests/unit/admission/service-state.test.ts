@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseBreakerHash, parseServiceHash, SERVICE_BUCKET_SEC } from '../../../src/admission/service-state.js';
+import { parseServiceHash, SERVICE_BUCKET_SEC } from '../../../src/admission/service-state.js';
 
 // 1 000 000 s since epoch: current bucket 100_000 (10 s buckets), exactly on a bucket boundary.
 const NOW_MS = 1_000_000_000;
@@ -60,47 +60,5 @@ describe('parseServiceHash', () => {
   it('skips a bucket with a garbage count rather than losing the whole rate', () => {
     const est = parseServiceHash({ [`b:${CURRENT - 1}`]: '6', [`b:${CURRENT - 2}`]: 'garbage' }, NOW_MS, 60);
     expect(est.ratePerSec).toBeCloseTo(6 / 60, 12);
-  });
-});
-
-describe('parseBreakerHash', () => {
-  it('reads a missing hash as a closed breaker with no retryAt', () => {
-    const s = parseBreakerHash('anthropic', {});
-    expect(s).toEqual({ name: 'anthropic', state: 'closed' });
-    expect('retryAt' in s).toBe(false);
-  });
-
-  it('reads open and half_open with their retryAt', () => {
-    expect(parseBreakerHash('anthropic', { state: 'open', retryAt: '1767225605000' })).toEqual({ name: 'anthropic', state: 'open', retryAt: 1_767_225_605_000 });
-    expect(parseBreakerHash('order_lookup', { state: 'half_open', retryAt: '5' })).toEqual({ name: 'order_lookup', state: 'half_open', retryAt: 5 });
-  });
-
-  it('reads an open breaker without retryAt as open, probing at an unknown time', () => {
-    expect(parseBreakerHash('anthropic', { state: 'open' })).toEqual({ name: 'anthropic', state: 'open' });
-  });
-
-  it('reads unknown, differently cased or missing states as closed (fails open)', () => {
-    for (const state of ['OPEN', 'Open', 'half-open', 'halfopen', 'tripped', '', ' open', '1']) {
-      expect(parseBreakerHash('x', { state, retryAt: '10' }).state, JSON.stringify(state)).toBe('closed');
-    }
-    expect(parseBreakerHash('x', { retryAt: '10' }).state).toBe('closed');
-    expect(parseBreakerHash('x', { state: 'closed' })).toEqual({ name: 'x', state: 'closed' });
-  });
-
-  it('drops a retryAt that is not a finite number', () => {
-    for (const retryAt of ['soon', 'NaN', 'Infinity', '-Infinity', 'inf', '10:42:05', '2026-01-01T00:00:00Z']) {
-      const s = parseBreakerHash('x', { state: 'open', retryAt });
-      expect(s, retryAt).toEqual({ name: 'x', state: 'open' });
-    }
-  });
-
-  // Regression guard (this was a bug): Number('') is 0, so a blank retryAt reads as "probe at the epoch" (1970): an
-  // interactive run is then never refused for that open dependency (0 + service time ≤ deadline).
-  it('drops a blank retryAt instead of reading it as the epoch', () => {
-    expect(parseBreakerHash('x', { state: 'open', retryAt: '' })).toEqual({ name: 'x', state: 'open' });
-  });
-
-  it('ignores other fields', () => {
-    expect(parseBreakerHash('x', { state: 'open', retryAt: '7', failures: '12', probes: '1' })).toEqual({ name: 'x', state: 'open', retryAt: 7 });
   });
 });

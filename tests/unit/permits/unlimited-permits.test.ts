@@ -5,6 +5,7 @@ import { createMetrics } from '../../../src/obs/metrics.js';
 import { UnlimitedPermits } from '../../../src/permits/unlimited-permits.js';
 import { RunDispatcher } from '../../../src/processors/run-dispatcher.js';
 import type { RunExecutorDeps } from '../../../src/processors/run-executor.js';
+import { ATTEMPT } from '../processors/fixtures.js';
 
 const NOW = 1_800_000_000_000;
 
@@ -48,7 +49,7 @@ describe('UnlimitedPermits', () => {
       metrics: createMetrics(),
       now: () => NOW,
     });
-    for (let i = 0; i < 10; i++) dispatcher.submit({ run: run(`r${i}`, `t${i % 3}`), source: 'p0', offset: i });
+    for (let i = 0; i < 10; i++) dispatcher.submit({ run: run(`r${i}`, `t${i % 3}`), source: 'p0', offset: i, context: ATTEMPT });
     await new Promise((r) => setTimeout(r, 10));
     expect(dispatcher.inFlight).toBe(4);
     expect(dispatcher.waiting).toBe(6);

@@ -3,6 +3,7 @@ import type { RunClass, RunRequested } from '../../../src/events/schemas.js';
 import { createLogger } from '../../../src/obs/logger.js';
 import { createMetrics } from '../../../src/obs/metrics.js';
 import { RunDispatcher, type RunPermitAnswer, type RunPermitSource } from '../../../src/processors/run-dispatcher.js';
+import { ATTEMPT } from './fixtures.js';
 
 const NOW = 1_800_000_000_000;
 
@@ -88,7 +89,7 @@ describe('RunDispatcher', () => {
     const p = permitSource({ global: 10, perTenant: 2 });
     const ex = controllableExecutor();
     const d = make(p.source, ex.execute);
-    for (const i of [1, 2, 3, 4]) d.submit({ run: run(`a${i}`, 'a'), source: 'p0', offset: i });
+    for (const i of [1, 2, 3, 4]) d.submit({ run: run(`a${i}`, 'a'), source: 'p0', offset: i, context: ATTEMPT });
     await settle();
     expect(ex.started).toEqual(['a1', 'a2']);
     expect(d.waiting).toBe(2);
@@ -101,8 +102,8 @@ describe('RunDispatcher', () => {
     const p = permitSource({ global: 10, perTenant: 2 });
     const ex = controllableExecutor();
     const d = make(p.source, ex.execute);
-    for (let i = 0; i < 20; i++) d.submit({ run: run(`noisy${i}`, 'noisy'), source: 'p0', offset: i });
-    d.submit({ run: run('quiet1', 'quiet'), source: 'p0', offset: 20 });
+    for (let i = 0; i < 20; i++) d.submit({ run: run(`noisy${i}`, 'noisy'), source: 'p0', offset: i, context: ATTEMPT });
+    d.submit({ run: run('quiet1', 'quiet'), source: 'p0', offset: 20, context: ATTEMPT });
     await settle();
     // The quiet tenant's run starts at once, not after the noisy tenant's capped line of 18.
     expect([...ex.started].sort()).toEqual(['noisy0', 'noisy1', 'quiet1']);
@@ -113,7 +114,7 @@ describe('RunDispatcher', () => {
     const p = permitSource({ global: 2, perTenant: 10 });
     const ex = controllableExecutor();
     const d = make(p.source, ex.execute);
-    for (const t of ['a', 'b', 'c']) d.submit({ run: run(t, t), source: 'p0', offset: 0 });
+    for (const t of ['a', 'b', 'c']) d.submit({ run: run(t, t), source: 'p0', offset: 0, context: ATTEMPT });
     await settle();
     expect(ex.started).toEqual(['a', 'b']);
     const triedBefore = p.attempts.length;
@@ -128,7 +129,7 @@ describe('RunDispatcher', () => {
     const p = permitSource({ global: 100, perTenant: 100 });
     const ex = controllableExecutor();
     const d = make(p.source, ex.execute, 3);
-    for (let i = 0; i < 10; i++) d.submit({ run: run(`r${i}`, `t${i}`), source: 'p0', offset: i });
+    for (let i = 0; i < 10; i++) d.submit({ run: run(`r${i}`, `t${i}`), source: 'p0', offset: i, context: ATTEMPT });
     await settle();
     expect(ex.running.size).toBe(3);
     expect(d.inFlight).toBe(3);
@@ -138,7 +139,7 @@ describe('RunDispatcher', () => {
     const p = permitSource({ global: 0, perTenant: 0 });
     const ex = controllableExecutor();
     const d = make(p.source, ex.execute);
-    d.submit({ run: run('late', 'a', 'interactive', NOW - 1), source: 'p0', offset: 0 });
+    d.submit({ run: run('late', 'a', 'interactive', NOW - 1), source: 'p0', offset: 0, context: ATTEMPT });
     await settle();
     expect(ex.started).toEqual(['late']);
     expect(p.attempts).toEqual([]);
@@ -150,8 +151,8 @@ describe('RunDispatcher', () => {
     const d = make(p.source, async (r) => {
       if (r.runId === 'bad') throw new Error('outcome not recorded');
     }, 10, finished);
-    d.submit({ run: run('good', 'a'), source: 'p0', offset: 0 });
-    d.submit({ run: run('bad', 'b'), source: 'p0', offset: 1 });
+    d.submit({ run: run('good', 'a'), source: 'p0', offset: 0, context: ATTEMPT });
+    d.submit({ run: run('bad', 'b'), source: 'p0', offset: 1, context: ATTEMPT });
     await settle();
     expect(finished.sort()).toEqual(['bad:failed', 'good:done']);
     expect(p.held().total).toBe(0);
@@ -160,8 +161,8 @@ describe('RunDispatcher', () => {
   it('forgets waiting runs of revoked partitions and keeps the others', async () => {
     const p = permitSource({ global: 0, perTenant: 0 });
     const d = make(p.source, async () => undefined);
-    d.submit({ run: run('x', 'a'), source: 'p0', offset: 0 });
-    d.submit({ run: run('y', 'b'), source: 'p1', offset: 0 });
+    d.submit({ run: run('x', 'a'), source: 'p0', offset: 0, context: ATTEMPT });
+    d.submit({ run: run('y', 'b'), source: 'p1', offset: 0, context: ATTEMPT });
     await settle();
     expect(d.forget((s) => s === 'p0')).toBe(1);
     expect(d.waiting).toBe(1);
@@ -171,7 +172,7 @@ describe('RunDispatcher', () => {
     const p = permitSource({ global: 10, perTenant: 10 });
     const ex = controllableExecutor();
     const d = make(p.source, ex.execute);
-    d.submit({ run: run('slow', 'a'), source: 'p0', offset: 0 });
+    d.submit({ run: run('slow', 'a'), source: 'p0', offset: 0, context: ATTEMPT });
     await settle();
     expect(await d.stop(20)).toBe(1);
     dispatcher = undefined;

@@ -2,9 +2,15 @@ import Anthropic from '@anthropic-ai/sdk';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../src/config/load.js';
 import type { RunRequested, RunStatusChanged } from '../../../src/events/schemas.js';
+import { heldSequence } from '../../../src/runs/status-sequence.js';
 import { createLogger } from '../../../src/obs/logger.js';
 import { createMetrics } from '../../../src/obs/metrics.js';
 import { RunExecutor } from '../../../src/processors/run-executor.js';
+import { toStepError } from '../../../src/processors/steps/llm-call.js';
+import type { BreakerView } from '../../../src/breakers/breaker-gate.js';
+import type { BreakerAdmission } from '../../../src/breakers/breaker-store.js';
+import type { DeadLetterEnvelope } from '../../../src/events/schemas.js';
+import { ATTEMPT } from './fixtures.js';
 import { terminalSequence } from '../../../src/runs/status-sequence.js';
 
 const NOW = Date.UTC(2026, 0, 1, 12, 0, 0);
@@ -23,23 +29,21 @@ const run: RunRequested = {
 };
 
 /** An executor whose LLM answers at once (or fails as `llmFailures` says) and whose tools must never be called. */
-function executor(cancelAnswers: boolean[], journal: Map<string, unknown> = new Map(), llmFailures: Error[] = [], config = loadConfig({ env: {} })) {
+function executor(cancelAnswers: boolean[], journal: Map<string, unknown> = new Map(), llmFailures: Error[] = [], config = loadConfig({ env: {} }), opts: { breaker?: BreakerView; admit?: BreakerAdmission[]; tool?: () => Promise<unknown> } = {}) {
   const published: RunStatusChanged[] = [];
+  const retries: { run: RunRequested; headers: Record<string, string> }[] = [];
+  const deadLetters: { envelope: DeadLetterEnvelope; headers: Record<string, string> }[] = [];
+  const recorded: { dependency: string; token: string | undefined; outcome: string }[] = [];
   let llmCalls = 0;
   let checks = 0;
-  const anthropic = {
-    messages: {
-      create: async () => {
-        llmCalls++;
-        const failure = llmFailures.shift();
-        if (failure) throw failure;
-        return { content: [{ type: 'text', text: 'ok' }], model: 'sim', stop_reason: 'end_turn', usage: { input_tokens: 1, output_tokens: 1 } };
-      },
-    },
-  } as unknown as Anthropic;
   const exec = new RunExecutor({
     config,
-    anthropic,
+    llm: async () => {
+      llmCalls++;
+      const failure = llmFailures.shift();
+      if (failure) throw toStepError('anthropic', failure);
+      return { text: 'ok', model: 'sim', stopReason: 'end_turn', usage: { inputTokens: 1, outputTokens: 1 } };
+    },
     simulatorUrl: 'http://127.0.0.1:1',
     publishStatus: async (e) => void published.push(e),
     cancellation: { isCancelRequested: async () => cancelAnswers[checks++] ?? false },
@@ -48,18 +52,28 @@ function executor(cancelAnswers: boolean[], journal: Map<string, unknown> = new 
       recall: async (_runId: string, stepId: string) => (journal.has(stepId) ? { output: journal.get(stepId) } : undefined),
       record: async (_runId: string, stepId: string, output: unknown) => void journal.set(stepId, output),
     },
+    breakers: {
+      admit: async () => opts.admit?.shift() ?? { allowed: true, probe: false },
+      record: async (dependency, token, outcome) => {
+        recorded.push({ dependency, token, outcome });
+        return { state: 'closed', changed: false };
+      },
+    },
+    board: { view: (d) => (opts.breaker?.name === d ? opts.breaker : { name: d, state: 'closed' }) },
+    enqueueRetry: async (r, headers) => void retries.push({ run: r, headers }),
+    deadLetters: { publishDeadLetter: async (envelope, headers) => void deadLetters.push({ envelope, headers }) },
     metrics: createMetrics(),
     logger: createLogger('silent'),
     now: () => NOW,
     random: () => 0,
   });
-  return { exec, published, llmCalls: () => llmCalls, checks: () => checks };
+  return { exec, published, retries, deadLetters, recorded, llmCalls: () => llmCalls, checks: () => checks };
 }
 
 describe('RunExecutor cancellation', () => {
   it('never starts a run cancelled while queued', async () => {
     const { exec, published, llmCalls } = executor([true]);
-    expect(await exec.execute(run)).toBe('cancelled');
+    expect(await exec.execute(run, ATTEMPT)).toBe('cancelled');
     expect(llmCalls()).toBe(0);
     expect(published).toHaveLength(1);
     expect(published[0]).toMatchObject({ status: 'cancelled', sequence: terminalSequence(1), error: null, result: null, step: null });
@@ -68,7 +82,7 @@ describe('RunExecutor cancellation', () => {
 
   it('stops at the next step boundary, before the tool call', async () => {
     const { exec, published, llmCalls, checks } = executor([false, true]);
-    expect(await exec.execute(run)).toBe('cancelled');
+    expect(await exec.execute(run, ATTEMPT)).toBe('cancelled');
     expect(llmCalls()).toBe(1);
     expect(checks()).toBe(2);
     expect(published.map((e) => e.status)).toEqual(['running', 'cancelled']);
@@ -86,7 +100,7 @@ describe('RunExecutor on redelivery', () => {
       ['reply', { text: 'It shipped.' }],
     ]);
     const { exec, published, llmCalls } = executor([], journal);
-    expect(await exec.execute(run)).toBe('completed');
+    expect(await exec.execute(run, ATTEMPT)).toBe('completed');
     expect(llmCalls()).toBe(0);
     expect(JSON.parse(published.at(-1)!.result!)).toMatchObject({ text: 'It shipped.' });
   });
@@ -94,7 +108,7 @@ describe('RunExecutor on redelivery', () => {
   it('records each completed step, so the next delivery can skip it', async () => {
     const journal = new Map<string, unknown>([['lookup-order', { orderId: '42' }]]);
     const { exec, llmCalls } = executor([], journal);
-    expect(await exec.execute(run)).toBe('completed');
+    expect(await exec.execute(run, ATTEMPT)).toBe('completed');
     expect(llmCalls()).toBe(2);
     expect([...journal.keys()].sort()).toEqual(['lookup-order', 'reply', 'understand']);
   });
@@ -108,28 +122,158 @@ describe('RunExecutor retries (the one retry layer)', () => {
 
   it('retries a 529 once (anthropic allows 2 attempts) and completes', async () => {
     const { exec, llmCalls } = executor([], laterSteps(), [overloaded()]);
-    expect(await exec.execute(run)).toBe('completed');
+    expect(await exec.execute(run, ATTEMPT)).toBe('completed');
     expect(llmCalls()).toBe(2);
   });
 
-  it('gives up after the policy\'s attempts and fails the run as retryable', async () => {
-    const { exec, llmCalls, published } = executor([], laterSteps(), [overloaded(), overloaded(), overloaded()]);
-    expect(await exec.execute(run)).toBe('failed');
+  it('after the step\'s attempts, re-enqueues the run on the retry topic (attempt 2) instead of failing it', async () => {
+    const { exec, llmCalls, published, retries, deadLetters } = executor([], laterSteps(), [overloaded(), overloaded(), overloaded()]);
+    expect(await exec.execute(run, ATTEMPT)).toBe('retried');
     expect(llmCalls()).toBe(2);
-    expect(published.at(-1)!.error).toMatchObject({ code: 'dependency_error', retryable: true });
+    expect(retries).toHaveLength(1);
+    expect(retries[0]!.run).toMatchObject({ runId: run.runId, attempt: 2 });
+    expect(retries[0]!.run.dueAt).toBeGreaterThan(NOW);
+    expect(retries[0]!.headers).toMatchObject({ 'sluice-retry-failures': '1', 'sluice-retry-class': 'interactive' });
+    expect(published.at(-1)).toMatchObject({ status: 'waiting_dependency', sequence: terminalSequence(1), error: null });
+    expect(published.at(-1)!.message).toMatch(/^anthropic failed .*; attempt 2 at /);
+    expect(deadLetters).toHaveLength(0);
   });
 
-  it('never retries a 400', async () => {
-    const { exec, llmCalls } = executor([], laterSteps(), [badRequest()]);
-    expect(await exec.execute(run)).toBe('failed');
+  it('does not re-enqueue when the backoff would end after the deadline', async () => {
+    const { exec, retries, published } = executor([], laterSteps(), [overloaded(), overloaded()]);
+    const tight = { ...run, deadline: NOW + 50 };
+    expect(await exec.execute(tight, ATTEMPT)).toBe('completed');
+    expect(retries).toHaveLength(0);
+    expect(JSON.parse(published.at(-1)!.result!)).toMatchObject({ degraded: true });
+  });
+
+  it('never retries a 400: the run fails and dies in the DLQ with its original bytes', async () => {
+    const { exec, llmCalls, published, deadLetters, retries } = executor([], laterSteps(), [badRequest()]);
+    expect(await exec.execute(run, ATTEMPT)).toBe('failed');
     expect(llmCalls()).toBe(1);
+    expect(retries).toHaveLength(0);
+    expect(published.at(-1)!.error).toMatchObject({ code: 'dependency_error', retryable: false });
+    expect(deadLetters).toHaveLength(1);
+    expect(deadLetters[0]!.envelope).toMatchObject({ runId: run.runId, tenantId: 'tenant-a', originalTopic: 'sluice.runs.interactive', originalOffset: '7', errorClass: 'dependency_error' });
+    expect(deadLetters[0]!.envelope.payload.toString()).toBe('original bytes');
+    expect(deadLetters[0]!.headers['sluice-dlt-reason']).toBe('non_retryable');
   });
 
-  it('does not retry once the dependency\'s retry budget is spent', async () => {
+  it('does not retry a step once the dependency\'s retry budget is spent', async () => {
     const config = loadConfig({ env: {} });
     config.dependencies.anthropic!.retry.budgetMinRetries = 0;
-    const { exec, llmCalls } = executor([], laterSteps(), [overloaded()], config);
-    expect(await exec.execute(run)).toBe('failed');
+    const { exec, llmCalls, retries } = executor([], laterSteps(), [overloaded()], config);
+    expect(await exec.execute(run, ATTEMPT)).toBe('retried');
     expect(llmCalls()).toBe(1); // one call in the window: 10% of it is not a whole retry
+    expect(retries).toHaveLength(1);
+  });
+});
+
+const lastAttempt = { ...ATTEMPT, priorFailures: 2 };
+const tenantC: RunRequested = { ...run, tenantId: 'tenant-c' };
+
+describe('RunExecutor fallback policy once a dependency is unavailable', () => {
+  const overloaded = () => Anthropic.APIError.generate(529, { type: 'error', error: { type: 'overloaded_error', message: 'busy' } }, 'overloaded', new Headers());
+
+  it('degrade: the run attempts used up, tenant-a gets the workflow\'s declared fallback, marked degraded', async () => {
+    const config = loadConfig({ env: {} });
+    const { exec, published, deadLetters } = executor([], new Map(), [overloaded(), overloaded()], config);
+    expect(await exec.execute(run, lastAttempt)).toBe('completed');
+    const result = JSON.parse(published.at(-1)!.result!);
+    expect(result).toMatchObject({ degraded: true, text: config.workflows['support-reply']!.fallback!.text, unavailable: [{ dependency: 'anthropic' }] });
+    expect(published.at(-1)!.message).toMatch(/^completed degraded: anthropic unavailable/);
+    expect(deadLetters).toHaveLength(0);
+  });
+
+  it('degrade without a declared fallback fails rather than invent an answer', async () => {
+    const config = loadConfig({ env: {} });
+    delete config.workflows['support-reply']!.fallback;
+    const { exec, published } = executor([], new Map(), [overloaded(), overloaded()], config);
+    expect(await exec.execute(run, lastAttempt)).toBe('failed');
+    expect(published.at(-1)!.error).toMatchObject({ code: 'dependency_unavailable' });
+  });
+
+  it('fail: tenant-c\'s run fails with dependency_unavailable and goes to the DLQ', async () => {
+    const { exec, published, deadLetters } = executor([], new Map(), [overloaded(), overloaded()]);
+    expect(await exec.execute(tenantC, lastAttempt)).toBe('failed');
+    expect(published.at(-1)).toMatchObject({ status: 'failed', step: 'understand', result: null, error: { code: 'dependency_unavailable', retryable: true } });
+    expect(deadLetters[0]!.headers['sluice-dlt-reason']).toBe('dependency_unavailable');
+  });
+});
+
+describe('RunExecutor and the shared breakers', () => {
+  const openUntil = (name: string, retryAt: number): BreakerView => ({ name, state: 'open', retryAt });
+
+  it('an interactive run that cannot wait for the next probe gets its fallback at once, with no call made', async () => {
+    const { exec, llmCalls, published, retries } = executor([], new Map(), [], undefined, { breaker: openUntil('anthropic', run.deadline + 1_000) });
+    expect(await exec.execute(run, ATTEMPT)).toBe('completed');
+    expect(llmCalls()).toBe(0);
+    expect(retries).toHaveLength(0);
+    expect(JSON.parse(published.at(-1)!.result!)).toMatchObject({ degraded: true });
+  });
+
+  it('tenant-c in the same spot fails explicitly', async () => {
+    const { exec, llmCalls, published } = executor([], new Map(), [], undefined, { breaker: openUntil('anthropic', run.deadline + 1_000) });
+    expect(await exec.execute(tenantC, ATTEMPT)).toBe('failed');
+    expect(llmCalls()).toBe(0);
+    expect(published.at(-1)!.error).toMatchObject({ code: 'dependency_unavailable' });
+  });
+
+  it('a run that can wait is re-enqueued for the next probe, and waiting does not count as a failure', async () => {
+    const { exec, llmCalls, published, retries } = executor([], new Map(), [], undefined, { breaker: openUntil('anthropic', NOW + 5_000) });
+    expect(await exec.execute(run, ATTEMPT)).toBe('retried');
+    expect(llmCalls()).toBe(0);
+    expect(retries[0]!.run).toMatchObject({ attempt: 2, dueAt: NOW + 5_000 });
+    expect(retries[0]!.headers['sluice-retry-failures']).toBe('0');
+    expect(published.at(-1)!.message).toMatch(/^waiting for anthropic \(breaker open\); attempt 2 at /);
+  });
+
+  it('a batch run waits even past its deadline: it is due at the deadline and then expires', async () => {
+    const batch: RunRequested = { ...run, class: 'batch' };
+    const { exec, retries } = executor([], new Map(), [], undefined, { breaker: openUntil('anthropic', run.deadline + 60_000) });
+    expect(await exec.execute(batch, ATTEMPT)).toBe('retried');
+    expect(retries[0]!.run.dueAt).toBe(run.deadline);
+  });
+
+  it('a refusal from Redis (another instance saw it open first) is treated like an open breaker', async () => {
+    const { exec, llmCalls, retries } = executor([], new Map(), [], undefined, { admit: [{ allowed: false, state: 'half_open', retryAt: NOW + 2_000 }] });
+    expect(await exec.execute(run, ATTEMPT)).toBe('retried');
+    expect(llmCalls()).toBe(0);
+    expect(retries[0]!.run.dueAt).toBe(NOW + 2_000);
+  });
+
+  it('an unavailable tool is passed on to the LLM as {unavailable, reason}, and the answer is marked degraded', async () => {
+    const prompts: string[] = [];
+    const { exec, published } = executor([], new Map([['understand', { text: 'order 42' }]]), [], undefined, { breaker: openUntil('order-lookup', run.deadline + 1) });
+    const original = (exec as unknown as { deps: { llm: (r: { userContent: string }) => Promise<unknown> } }).deps.llm;
+    (exec as unknown as { deps: { llm: (r: { userContent: string }) => Promise<unknown> } }).deps.llm = (r) => {
+      prompts.push(r.userContent);
+      return original(r);
+    };
+    expect(await exec.execute(run, ATTEMPT)).toBe('completed');
+    expect(prompts).toHaveLength(1);
+    expect(prompts[0]).toContain('"unavailable":true');
+    const result = JSON.parse(published.at(-1)!.result!);
+    expect(result).toMatchObject({ degraded: true, text: 'ok', unavailable: [{ dependency: 'order-lookup' }] });
+    expect(result.steps[1]).toMatchObject({ id: 'lookup-order', output: { unavailable: true } });
+  });
+
+  it('tells the breaker each call\'s outcome, under the probe token when the call was a probe', async () => {
+    const badRequest = () => Anthropic.APIError.generate(400, { type: 'error', error: { type: 'invalid_request_error', message: 'no' } }, 'bad', new Headers());
+    const { exec, recorded } = executor([], new Map([['lookup-order', {}], ['reply', { text: 'x' }]]), [Anthropic.APIError.generate(529, {}, 'busy', new Headers()), badRequest()], undefined, {
+      admit: [{ allowed: true, probe: true }, { allowed: true, probe: false }],
+    });
+    expect(await exec.execute(run, ATTEMPT)).toBe('failed');
+    expect(recorded).toEqual([
+      { dependency: 'anthropic', token: `${run.runId}:1:understand:1`, outcome: 'failure' },
+      { dependency: 'anthropic', token: undefined, outcome: 'success' },
+    ]);
+  });
+
+  it('publishes one waiting event in the attempt\'s slot 0 for a run held before it starts', async () => {
+    const { exec, published } = executor([]);
+    await exec.publishHeld(run, 'anthropic', NOW + 5_000);
+    expect(published[0]).toMatchObject({ status: 'waiting_dependency', sequence: heldSequence(1) });
+    expect(published[0]!.message).toBe(`waiting for anthropic (breaker open); next probe at ${new Date(NOW + 5_000).toISOString()}`);
   });
 });

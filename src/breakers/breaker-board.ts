@@ -1,0 +1,150 @@
+import type { Redis } from 'ioredis';
+import type { Logger } from '../obs/logger.js';
+import type { Metrics } from '../obs/metrics.js';
+import type { RedisKeys } from '../redis/keys.js';
+import { BREAKER_STATE_VALUE, type BreakerView } from './breaker-gate.js';
+import { parseBreakerTransition } from './breaker-store.js';
+
+export type BreakerListener = (next: BreakerView, previous: BreakerView) => void;
+
+export interface BreakerBoardOptions {
+  dependencies: readonly string[];
+  /** How often the shared state is read even without announcements (a missed message heals by then). */
+  pollMs: number;
+  logger: Logger;
+  metrics?: Metrics;
+  now?: () => number;
+}
+
+/**
+ * A breaker hash as the breaker scripts write it: `state` and, while open, `retryAt` (ms). A missing
+ * hash is a closed breaker; `retryAt` means something only while open, so it is kept only then.
+ */
+export function parseBreakerHash(name: string, hash: Record<string, string>): BreakerView {
+  const state = hash.state === 'open' || hash.state === 'half_open' ? hash.state : 'closed';
+  const raw = hash.retryAt;
+  const retryAt = state === 'open' && raw !== undefined && raw.trim() !== '' && Number.isFinite(Number(raw)) ? Number(raw) : undefined;
+  return { name, state, ...(retryAt !== undefined ? { retryAt } : {}) };
+}
+
+const sameView = (a: BreakerView, b: BreakerView) => a.state === b.state && a.retryAt === b.retryAt;
+
+/**
+ * Every instance's view of the shared breakers. Transitions arrive by Redis pub/sub within
+ * milliseconds; the state hashes are also read every `pollMs`, so an instance that missed a
+ * message (it was reconnecting) converges anyway. A read that started before the last announcement
+ * of a dependency is older than what it would overwrite, so it is dropped for that dependency.
+ */
+export class BreakerBoard {
+  private readonly views = new Map<string, BreakerView>();
+  private readonly announcedAt = new Map<string, number>();
+  private readonly listeners = new Set<BreakerListener>();
+  private readonly subscriber: Redis;
+  private readonly log: Logger;
+  private readonly now: () => number;
+  private readonly known: Set<string>;
+  private timer: NodeJS.Timeout | undefined;
+  /** One read at a time: two overlapping reads could land out of order and restore an older state. */
+  private reading: Promise<void> | undefined;
+  private closed = false;
+
+  constructor(
+    private readonly redis: Redis,
+    private readonly keys: RedisKeys,
+    private readonly opts: BreakerBoardOptions,
+  ) {
+    this.log = opts.logger.child({ component: 'breaker-board' });
+    this.now = opts.now ?? Date.now;
+    this.known = new Set(opts.dependencies);
+    for (const d of opts.dependencies) {
+      this.views.set(d, { name: d, state: 'closed' });
+      opts.metrics?.breakerState.set({ dependency: d }, BREAKER_STATE_VALUE.closed);
+    }
+    // A connection in subscriber mode can run no other command: it must be its own.
+    this.subscriber = redis.duplicate();
+    this.subscriber.on('message', (channel: string, payload: string) => {
+      if (channel === keys.breakerChanged()) this.onAnnouncement(payload);
+    });
+    this.subscriber.on('ready', () => void this.refreshQuietly());
+    this.subscriber.on('error', (err: Error) => this.log.warn({ err }, 'breaker subscriber error; falling back to reading the state every poll'));
+  }
+
+  /** Resolves once subscribed and the current states are read; rejects if Redis cannot be reached. */
+  async start(): Promise<void> {
+    await this.subscriber.subscribe(this.keys.breakerChanged());
+    await this.refresh();
+    this.timer = setInterval(() => void this.refreshQuietly(), this.opts.pollMs);
+    this.timer.unref();
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearInterval(this.timer);
+    this.listeners.clear();
+    await this.reading?.catch(() => undefined);
+    await this.subscriber.quit().catch(() => this.subscriber.disconnect());
+  }
+
+  all(): ReadonlyMap<string, BreakerView> {
+    return this.views;
+  }
+
+  view(dependency: string): BreakerView {
+    return this.views.get(dependency) ?? { name: dependency, state: 'closed' };
+  }
+
+  /** Calls `listener` on every change of any breaker until the returned function is called. */
+  onChange(listener: BreakerListener): () => void {
+    const entry: BreakerListener = (n, p) => listener(n, p);
+    this.listeners.add(entry);
+    return () => void this.listeners.delete(entry);
+  }
+
+  /** Reads every breaker's state; a call while a read is in flight waits for that read instead. */
+  refresh(): Promise<void> {
+    this.reading ??= this.read().finally(() => (this.reading = undefined));
+    return this.reading;
+  }
+
+  private async read(): Promise<void> {
+    const names = [...this.known];
+    const startedAt = this.now();
+    const pipeline = this.redis.pipeline();
+    for (const d of names) pipeline.hgetall(this.keys.breaker(d));
+    const results = (await pipeline.exec()) ?? [];
+    names.forEach((d, i) => {
+      const [err, hash] = results[i] ?? [new Error('no reply')];
+      if (err) throw err;
+      if ((this.announcedAt.get(d) ?? -1) >= startedAt) return;
+      this.apply(parseBreakerHash(d, (hash ?? {}) as Record<string, string>), 'read');
+    });
+  }
+
+  private refreshQuietly(): Promise<void> {
+    return this.refresh().catch((err: unknown) => this.log.warn({ err }, 'could not read breaker states; keeping the last view'));
+  }
+
+  private onAnnouncement(payload: string): void {
+    const t = parseBreakerTransition(payload);
+    if (!t || !this.known.has(t.dependency)) return;
+    this.announcedAt.set(t.dependency, this.now());
+    this.opts.metrics?.breakerTransitions.inc({ dependency: t.dependency, from: t.from, to: t.to });
+    this.apply({ name: t.dependency, state: t.to, ...(t.retryAt !== null && t.to === 'open' ? { retryAt: t.retryAt } : {}) }, 'announcement');
+  }
+
+  private apply(next: BreakerView, source: 'announcement' | 'read'): void {
+    const previous = this.view(next.name);
+    if (this.closed || sameView(previous, next)) return;
+    this.views.set(next.name, next);
+    this.opts.metrics?.breakerState.set({ dependency: next.name }, BREAKER_STATE_VALUE[next.state]);
+    // `seenAt` lets tests and operators compare when each instance learned of a transition.
+    this.log.info({ dependency: next.name, from: previous.state, to: next.state, retryAt: next.retryAt ?? null, source, seenAt: this.now() }, 'breaker state seen');
+    for (const listener of [...this.listeners]) {
+      try {
+        listener(next, previous);
+      } catch (err) {
+        this.log.error({ err }, 'a breaker listener threw');
+      }
+    }
+  }
+}

@@ -1,0 +1,58 @@
+import type { RunClass } from '../events/schemas.js';
+
+/** One dependency's breaker as an instance last saw it (pub/sub or the periodic read). */
+export interface BreakerView {
+  name: string;
+  state: 'closed' | 'open' | 'half_open';
+  /** While open: when the next probe may go out (ms since epoch). */
+  retryAt?: number;
+}
+
+/**
+ * What a processor does with a run (or one step of it) given the breakers it needs:
+ * - `go`: every needed dependency is closed, or may be probed now;
+ * - `wait`: a needed dependency is open and the run can wait for its next probe within its deadline
+ *   (batch always waits: it expires if the deadline passes first);
+ * - `unavailable`: an interactive run that cannot wait for the next probe gets its tenant's
+ *   fallback at once (seed 002: a quick honest answer beats a spinner).
+ */
+export type BreakerGate = { kind: 'go' } | { kind: 'wait'; dependency: string; until: number } | { kind: 'unavailable'; dependency: string; until: number };
+
+/**
+ * Where the half-open probes of a dependency are in this instance: `probeRoom` says whether another
+ * run needing it may start now. Probing runs are bounded locally as well as in Redis so a backlog
+ * does not stampede into a half-open breaker only to be refused there.
+ */
+export interface GateInput {
+  runClass: RunClass;
+  deadline: number;
+  needed: readonly string[];
+  views: ReadonlyMap<string, BreakerView>;
+  now: number;
+  /** The least time a call needs to be worth starting; waiting that would leave less is pointless. */
+  minCallMs: number;
+  probeRoom: (dependency: string) => boolean;
+}
+
+/** The moment a needed dependency may next be called, or undefined when it may be called now. */
+function blockedUntil(view: BreakerView | undefined, now: number, probeRoom: (d: string) => boolean): number | undefined {
+  if (!view || view.state === 'closed') return undefined;
+  if (view.state === 'open' && view.retryAt !== undefined && view.retryAt > now) return view.retryAt;
+  // Due for probing (half-open, or open past its retryAt): only as many runs as there are probes.
+  return probeRoom(view.name) ? undefined : now;
+}
+
+export function gateRun(input: GateInput): BreakerGate {
+  const { now } = input;
+  let worst: { dependency: string; until: number } | undefined;
+  for (const name of input.needed) {
+    const until = blockedUntil(input.views.get(name), now, input.probeRoom);
+    if (until !== undefined && (!worst || until > worst.until)) worst = { dependency: name, until };
+  }
+  if (!worst) return { kind: 'go' };
+  const canWait = input.runClass === 'batch' || worst.until + input.minCallMs <= input.deadline;
+  return canWait ? { kind: 'wait', ...worst } : { kind: 'unavailable', ...worst };
+}
+
+/** `sluice_breaker_state` encodes the state as a number so it can be graphed and alerted on. */
+export const BREAKER_STATE_VALUE = { closed: 0, half_open: 1, open: 2 } as const;

@@ -1,0 +1,7 @@
+import type { AttemptContext } from '../../../src/processors/run-executor.js';
+
+/** A first attempt read from a work topic, as the consumer hands it over. */
+export const ATTEMPT: AttemptContext = {
+  priorFailures: 0,
+  record: { topic: 'sluice.runs.interactive', partition: 0, message: { offset: '7', key: Buffer.from('tenant-a'), value: Buffer.from('original bytes') } },
+};
