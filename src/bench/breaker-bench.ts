@@ -9,6 +9,9 @@ import { createLogger } from '../obs/logger.js';
 import { createMetrics } from '../obs/metrics.js';
 import { parseRetryFailures } from '../processors/retry-enqueue.js';
 import { RunExecutor, type AttemptContext } from '../processors/run-executor.js';
+import { RunDispatcher } from '../processors/run-dispatcher.js';
+import { UnlimitedPermits } from '../permits/unlimited-permits.js';
+import { RunBreakerGate } from '../breakers/run-breaker-gate.js';
 import { callLlm, createAnthropicClient, type LlmRequest } from '../processors/steps/llm-call.js';
 import { StepError } from '../processors/steps/step-error.js';
 import { redisKeys } from '../redis/keys.js';
@@ -214,36 +217,30 @@ async function naiveRun(client: ReturnType<typeof createAnthropicClient>, req: L
 }
 
 /**
- * Sluice's policy, by the real RunExecutor against a real shared breaker: step retries with full
- * jitter inside the retry budget, run-level retries and breaker waits re-enqueued (the retry topic
- * is modelled by a timer here: the bench measures the policy, not Kafka), fallback when a run
- * cannot wait. No concurrency caps: the figures are the retry policy's alone.
+ * Sluice's policy, by the real dispatcher and executor against a real shared breaker: runs that
+ * need an open dependency are held, only probes start while half-open, step retries use full
+ * jitter inside the retry budget, run-level retries and breaker waits are re-enqueued (the retry
+ * topic is modelled by a timer here: the bench measures the policy, not Kafka), and a run that
+ * cannot wait gets its fallback. At most `processor.maxInFlight` runs at once, as in one processor;
+ * no other caps, so the figures are the retry policy's.
  */
 async function sluiceMode(config: SluiceConfig, redisUrl: string, simUrl: string, runs: () => AsyncGenerator<RunRequested>, calls: number[]): Promise<ModeResult> {
   const redis = new Redis(redisUrl, { maxRetriesPerRequest: 1, commandTimeout: 5_000 });
   const keys = redisKeys(config.namespace);
   const logger = createLogger('silent');
+  const metrics = createMetrics();
   const board = new BreakerBoard(redis, keys, { dependencies: [DEP], pollMs: 500, logger });
   await board.start();
   const outcomes = new Map<string, number>();
-  const pending = new Set<Promise<void>>();
   const client = createAnthropicClient({ apiKey: undefined, baseUrl: simUrl });
-  const track = (p: Promise<void>) => {
-    pending.add(p);
-    void p.finally(() => pending.delete(p));
-  };
   const record = { topic: 'bench', partition: 0, message: { offset: '0', key: null, value: null } };
   const journal = new Map<string, unknown>();
-  // Assigned below; the retry path calls it again for the next attempt.
-  let executor: RunExecutor | undefined;
   const degraded = new Set<string>();
-  const attempt = (run: RunRequested, context: AttemptContext) =>
-    track(
-      executor!.execute(run, context).then((outcome) => {
-        if (outcome !== 'retried') bump(outcomes, outcome === 'completed' && degraded.has(run.runId) ? 'completed degraded (fallback)' : outcome);
-      }),
-    );
-  executor = new RunExecutor({
+  const timers = new Set<NodeJS.Timeout>();
+  let unfinished = 0;
+  let dispatcher: RunDispatcher | undefined;
+  const submit = (run: RunRequested, context: AttemptContext) => dispatcher!.submit({ run, source: 'bench', offset: 0, context });
+  const executor = new RunExecutor({
     config,
     llm: (req) => {
       calls.push(Date.now());
@@ -259,17 +256,40 @@ async function sluiceMode(config: SluiceConfig, redisUrl: string, simUrl: string
     breakers: new BreakerStore(new LuaScripts(redis), keys, (d) => config.dependencies[d]?.breaker),
     board,
     enqueueRetry: async (run, headers) => {
-      const ctx: AttemptContext = { priorFailures: parseRetryFailures(Object.fromEntries(Object.entries(headers).map(([k, v]) => [k, Buffer.from(v)]))), record };
-      setTimeout(() => attempt(run, ctx), Math.max(0, (run.dueAt ?? 0) - Date.now()));
-      track(sleep(Math.max(0, (run.dueAt ?? 0) - Date.now()) + 50));
+      const context: AttemptContext = { priorFailures: parseRetryFailures(Object.fromEntries(Object.entries(headers).map(([k, v]) => [k, Buffer.from(v)]))), record };
+      const timer = setTimeout(() => {
+        timers.delete(timer);
+        submit(run, context);
+      }, Math.max(0, (run.dueAt ?? 0) - Date.now()));
+      timers.add(timer);
     },
     deadLetters: { publishDeadLetter: async () => undefined },
-    metrics: createMetrics(),
+    metrics,
     logger,
   });
-  for await (const run of runs()) attempt(run, { priorFailures: 0, record });
+  dispatcher = new RunDispatcher({
+    permits: new UnlimitedPermits(),
+    execute: async (run, task) => {
+      const outcome = await executor.execute(run, task.context);
+      if (outcome === 'retried') return;
+      unfinished--;
+      bump(outcomes, outcome === 'completed' && degraded.has(run.runId) ? 'completed degraded (fallback)' : outcome);
+    },
+    onFinished: () => undefined,
+    maxInFlight: config.processor.maxInFlight,
+    breakers: new RunBreakerGate(config, board),
+    fallbackPollMs: 500,
+    logger,
+    metrics,
+  });
+  for await (const run of runs()) {
+    unfinished++;
+    submit(run, { priorFailures: 0, record });
+  }
   const until = Date.now() + DRAIN_TIMEOUT_MS;
-  while (pending.size > 0 && Date.now() < until) await Promise.race([...pending, sleep(1_000)]);
+  while (unfinished > 0 && Date.now() < until) await sleep(100);
+  for (const t of timers) clearTimeout(t);
+  await dispatcher.stop(5_000);
   await board.close();
   await deleteKeys(redis, `${config.namespace}*`);
   await redis.quit();
@@ -310,20 +330,22 @@ async function benchAmplification(opts: BreakerBenchOptions, redisUrl: string): 
   const faultMs = opts.faultSec * 1_000 * opts.scale;
   const describe = (label: string, r: ModeResult, base?: ModeResult) => {
     const during = r.calls.filter((t) => t < faultEnds).length;
-    // The second wave: calls in the first (scaled) second after the fault, against the runs offered in it.
-    const waveMs = 1_000 * opts.scale;
-    const wave = r.calls.filter((t) => t >= faultEnds && t < faultEnds + waveMs).length / opts.rate;
+    const after = r.calls.length - during;
+    // The busiest (scaled) second after the fault, against the runs offered in one: a wave shows as > 1.
+    const windowMs = 1_000 * opts.scale;
+    let peak = 0;
+    for (const t of r.calls) if (t >= faultEnds) peak = Math.max(peak, r.calls.filter((u) => u >= t && u < t + windowMs).length);
     const amp = r.calls.length / total;
     const ratio = base ? `${(amp / (base.calls.length / total)).toFixed(2)}x` : '    -';
     const outcomes = [...r.outcomes].map(([k, n]) => `${k}: ${n}`).join(', ');
-    return `  ${label.padEnd(36)} ${String(r.calls.length).padStart(6)} ${amp.toFixed(2).padStart(7)} ${String(during).padStart(7)} ${wave.toFixed(2).padStart(9)}x  ${ratio}   ${outcomes}`;
+    return `  ${label.padEnd(36)} ${String(r.calls.length).padStart(6)} ${amp.toFixed(2).padStart(7)} ${String(during).padStart(8)} ${String(after).padStart(7)} ${(peak / opts.rate).toFixed(2).padStart(9)}x  ${ratio.padStart(7)}   ${outcomes}`;
   };
   process.stdout.write(
     `\ncall amplification: ${total} runs offered at ${opts.rate}/s (time x${opts.scale}), every LLM call answered 429 for the first ${(faultMs / 1000).toFixed(1)} s, one LLM call per run when healthy\n` +
-      `  ${'policy'.padEnd(36)}  calls per-run  in-fault  after-fault  vs baseline   outcomes\n` +
-      `${describe("naive 1/2/4/8 s retries (baseline)", naive)}\n` +
-      `${describe("Sluice (breaker + budget + jitter)", sluice, naive)}\n` +
-      `  (after-fault: calls in the first ${opts.scale} s after the fault ends, as a multiple of the offered rate; a retry wave shows as > 1)\n`,
+      `  ${'policy'.padEnd(36)}  calls per-run in-fault   after  peak-after  vs base   outcomes\n` +
+      `${describe('naive 1/2/4/8 s retries (baseline)', naive)}\n` +
+      `${describe('Sluice (breaker + budget + jitter)', sluice, naive)}\n` +
+      `  (peak-after: the most calls in one ${opts.scale} s window after the fault, as a multiple of the runs offered per window)\n`,
   );
 }
 

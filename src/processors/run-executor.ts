@@ -318,8 +318,12 @@ export class RunExecutor {
     if (gate.kind !== 'go') throw new DependencyUnavailable(dependency, gate.until, gate.kind === 'wait');
     const admission = await this.deps.breakers.admit(dependency, token);
     if (admission.allowed) return admission.probe ? token : undefined;
-    const canWait = run.class === 'batch' || admission.retryAt + MIN_USEFUL_CALL_MS <= run.deadline;
-    throw new DependencyUnavailable(dependency, admission.retryAt, canWait);
+    // Half-open with its probes taken: the verdict comes with their answers, and a failed probe
+    // reopens it for openMs, so look again by then rather than at the probes' lease expiry.
+    const openMs = ownEntry(this.deps.config.dependencies, dependency)?.breaker.openMs ?? 0;
+    const until = admission.state === 'half_open' ? Math.min(admission.retryAt, this.now() + openMs) : admission.retryAt;
+    const canWait = run.class === 'batch' || until + MIN_USEFUL_CALL_MS <= run.deadline;
+    throw new DependencyUnavailable(dependency, until, canWait);
   }
 
   /** A breaker that cannot be told an outcome must not fail the run: the window just misses one call. */

@@ -236,10 +236,16 @@ describe('RunExecutor and the shared breakers', () => {
   });
 
   it('a refusal from Redis (another instance saw it open first) is treated like an open breaker', async () => {
-    const { exec, llmCalls, retries } = executor([], new Map(), [], undefined, { admit: [{ allowed: false, state: 'half_open', retryAt: NOW + 2_000 }] });
+    const { exec, llmCalls, retries } = executor([], new Map(), [], undefined, { admit: [{ allowed: false, state: 'open', retryAt: NOW + 2_000 }] });
     expect(await exec.execute(run, ATTEMPT)).toBe('retried');
     expect(llmCalls()).toBe(0);
     expect(retries[0]!.run.dueAt).toBe(NOW + 2_000);
+  });
+
+  it('refused while half-open (probes taken), it looks again within openMs, not at the probes\' lease expiry', async () => {
+    const { exec, retries } = executor([], new Map(), [], undefined, { admit: [{ allowed: false, state: 'half_open', retryAt: NOW + 60_000 }] });
+    expect(await exec.execute(run, ATTEMPT)).toBe('retried');
+    expect(retries[0]!.run.dueAt).toBe(NOW + 5_000);
   });
 
   it('an unavailable tool is passed on to the LLM as {unavailable, reason}, and the answer is marked degraded', async () => {
