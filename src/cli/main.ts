@@ -6,9 +6,14 @@ import { createLogger, type Logger } from '../obs/logger.js';
 import { infraDown, infraStatus, infraUp } from '../infra/local-infra.js';
 import { startRoles } from '../roles/start-roles.js';
 import { startBanner } from './banner.js';
+import { dlqCommand } from './dlq-command.js';
 
-/** Exit codes scripts can rely on. */
-export const EXIT = { ok: 0, failure: 1, badConfig: 2 } as const;
+/**
+ * Exit codes scripts can rely on: 0 done; 1 a runtime failure (a service unreachable, some
+ * replays failed); 2 a bad config or command line; 3 (`sluice dlq`) some given rows were not
+ * found or not pending, the others were handled.
+ */
+export const EXIT = { ok: 0, failure: 1, badConfig: 2, usage: 2, partial: 3 } as const;
 
 function configOrExit(path: string | undefined): SluiceConfig {
   try {
@@ -102,6 +107,7 @@ program
   });
 
 program.addCommand(infraCommand());
+program.addCommand(dlqCommand({ loadConfig: configOrExit, exit: EXIT }));
 
 program.parseAsync(process.argv).catch((err: unknown) => {
   process.stderr.write(`sluice: ${(err as Error).stack ?? String(err)}\n`);

@@ -9,7 +9,7 @@ const ms = (min: number, max: number) => z.number().int().min(min).max(max);
 const sha256Hex = z.string().regex(/^[0-9a-f]{64}$/, 'must be a lowercase hex SHA-256 of the key');
 const name = z.string().regex(/^[a-z0-9][a-z0-9._-]{0,62}$/, 'must be lowercase letters, digits, ".", "_" or "-"');
 
-export const ROLES = ['api', 'processor', 'status-sink', 'provider-sim'] as const;
+export const ROLES = ['api', 'processor', 'status-sink', 'dlq-sink', 'provider-sim'] as const;
 export type Role = (typeof ROLES)[number];
 
 export const RUN_CLASSES = ['interactive', 'batch'] as const;
@@ -255,6 +255,15 @@ export const configSchema = z
     statusSink: z
       .object({
         batchSize: z.number().int().min(1).max(10_000).default(500),
+      })
+      .prefault({}),
+    dlqSink: z
+      .object({
+        /** DLQ records archived per Postgres statement. */
+        batchSize: z.number().int().min(1).max(5_000).default(200),
+        /** Replayed and discarded archive rows are deleted this long after they were handled. */
+        retentionDays: z.number().int().min(1).max(3_650).default(30),
+        purgeIntervalMs: ms(60_000, 86_400_000).default(3_600_000),
       })
       .prefault({}),
     simulator: z

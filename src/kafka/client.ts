@@ -1,4 +1,4 @@
-import { Kafka, logLevel, type LogEntry } from 'kafkajs';
+import { Kafka, Partitioners, logLevel, type Consumer, type LogEntry, type Producer } from 'kafkajs';
 import type { Logger } from '../obs/logger.js';
 import type { SluiceConfig } from '../config/schema.js';
 
@@ -26,4 +26,24 @@ export function createKafka(cfg: SluiceConfig['kafka'], logger: Logger, clientSu
         log[levels[level] ?? 'info']({ namespace: entry.namespace, ...rest }, message);
       },
   });
+}
+
+/**
+ * The producer every writer of Sluice's events uses: idempotent, so a retried send is not a
+ * duplicate. Idempotence needs unbounded retries to keep its guarantee; callers bound each send by
+ * their own timeout instead. Tenant keys map to partitions as the Java client maps them.
+ */
+export function createIdempotentProducer(kafka: Kafka): Producer {
+  return kafka.producer({
+    idempotent: true,
+    maxInFlightRequests: 1,
+    allowAutoTopicCreation: false,
+    createPartitioner: Partitioners.DefaultPartitioner,
+    retry: { retries: Number.MAX_SAFE_INTEGER, initialRetryTime: 100, maxRetryTime: 2_000 },
+  });
+}
+
+/** A consumer of a sink (status, DLQ): manual commits after each write, short fetch waits. */
+export function createSinkConsumer(kafka: Kafka, cfg: SluiceConfig['kafka'], groupId: string): Consumer {
+  return kafka.consumer({ groupId, sessionTimeout: cfg.sessionTimeoutMs, heartbeatInterval: cfg.heartbeatIntervalMs, allowAutoTopicCreation: false, maxWaitTimeInMs: 250 });
 }

@@ -70,6 +70,15 @@ export function createMetrics() {
     fallbacks: new Counter({ name: 'sluice_fallbacks_total', help: 'Runs or steps answered by the tenant\'s fallback policy because a dependency was unavailable', labelNames: ['tenant', 'dependency', 'policy'], registers: r }),
     runRetries: new Counter({ name: 'sluice_run_retries_total', help: 'Runs re-enqueued on the retry topic', labelNames: ['reason'], registers: r }),
     deadLettered: new Counter({ name: 'sluice_dead_letters_total', help: 'Records sent to the DLQ topic', labelNames: ['topic', 'reason'], registers: r }),
+    dlqArchived: new Counter({ name: 'sluice_dlq_archived_total', help: 'Dead letters archived in Postgres by the DLQ sink', labelNames: ['tenant', 'reason'], registers: r }),
+    dlqArchiveLag: new Histogram({
+      name: 'sluice_dlq_archive_lag_seconds',
+      help: 'Time from a record\'s last failure to its archive row',
+      buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600],
+      registers: r,
+    }),
+    dlqArchiveFailures: new Counter({ name: 'sluice_dlq_archive_failures_total', help: 'Archive batches that failed and were retried (Postgres unavailable)', registers: r }),
+    dlqRows: new Gauge({ name: 'sluice_dlq_rows', help: 'DLQ archive rows by status (pending, replayed, discarded), as the DLQ sink last counted', labelNames: ['status'], registers: r }),
     statusEventsApplied: new Counter({ name: 'sluice_status_events_applied_total', help: 'Status events written to Postgres by the status sink', registers: r }),
     statusSinkBatchSeconds: new Histogram({
       name: 'sluice_status_sink_batch_seconds',

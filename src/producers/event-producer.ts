@@ -1,4 +1,5 @@
-import { Partitioners, type Kafka, type Producer } from 'kafkajs';
+import type { Kafka, Producer } from 'kafkajs';
+import { createIdempotentProducer } from '../kafka/client.js';
 import type { EventCodec } from '../events/codec.js';
 import { SUBJECTS, type DeadLetterEnvelope, type RunRequested, type RunStatusChanged } from '../events/schemas.js';
 import type { TopicNames } from '../kafka/topics.js';
@@ -33,15 +34,8 @@ export class EventProducer {
   }
 
   static async connect(kafka: Kafka, codec: EventCodec, topics: TopicNames, opts: EventProducerOptions = {}): Promise<EventProducer> {
-    // Idempotence needs unbounded retries to keep its guarantee; callers are bounded by their own
-    // timeouts instead, and a message still queued when its timeout fires is withdrawn unsent.
-    const producer = kafka.producer({
-      idempotent: true,
-      maxInFlightRequests: 1,
-      allowAutoTopicCreation: false,
-      createPartitioner: Partitioners.DefaultPartitioner,
-      retry: { retries: Number.MAX_SAFE_INTEGER, initialRetryTime: 100, maxRetryTime: 2_000 },
-    });
+    // A message still queued when its caller's timeout fires is withdrawn unsent.
+    const producer = createIdempotentProducer(kafka);
     await producer.connect();
     return new EventProducer(producer, codec, topics, opts);
   }

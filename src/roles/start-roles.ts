@@ -27,6 +27,8 @@ import { RedisDependencyPermits, RedisRunPermits } from '../permits/run-permits.
 import { UnlimitedPermits } from '../permits/unlimited-permits.js';
 import { registerPermitGauges } from '../permits/permit-metrics.js';
 import { BreakerBoard } from '../breakers/breaker-board.js';
+import { DeadLetterStore } from '../dlq/dead-letter-store.js';
+import { DlqSink } from '../dlq/dlq-sink.js';
 import { BreakerStore } from '../breakers/breaker-store.js';
 import { RunBreakerGate } from '../breakers/run-breaker-gate.js';
 import { ownEntry } from '../config/lookup.js';
@@ -80,6 +82,22 @@ async function startStatusSink({ config, logger, metrics, clients, onStop }: Rol
     store: new RunStore(await clients.pool()),
     backlog: new AdmissionStore(clients.scripts, clients.keys),
     deadLetters: await clients.producer(),
+    logger,
+    metrics,
+  });
+  await sink.start();
+  onStop(() => sink.stop());
+}
+
+async function startDlqSink({ config, logger, metrics, clients, onStop }: RoleContext): Promise<void> {
+  await clients.ensureTopics();
+  const producer = await clients.producer();
+  const sink = new DlqSink({
+    kafka: clients.kafka,
+    config,
+    codec: clients.codec,
+    store: new DeadLetterStore(await clients.pool()),
+    publishStatus: (e) => producer.publishStatus(e, config.processor.produceTimeoutMs),
     logger,
     metrics,
   });
@@ -227,6 +245,7 @@ export async function startRoles(config: SluiceConfig, logger: Logger): Promise<
     if (roles.has('processor') || roles.has('api')) registerPermitGauges(metrics.registry, clients.redis, clients.keys, config);
     if (roles.has('provider-sim')) running.simulatorUrl = await startSimulator(ctx);
     if (roles.has('status-sink')) await startStatusSink(ctx);
+    if (roles.has('dlq-sink')) await startDlqSink(ctx);
     if (roles.has('processor')) await startProcessor(ctx, config.simulator.url ?? running.simulatorUrl ?? `http://${config.simulator.host}:${config.simulator.port}`);
     if (roles.has('api')) running.apiUrl = await startApi(ctx);
     else if (config.opsPort > 0) running.opsUrl = await startOps(ctx);

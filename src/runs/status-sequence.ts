@@ -23,3 +23,13 @@ export function terminalSequence(attempt: number): number {
 export function heldSequence(attempt: number): number {
   return terminalSequence(attempt) - SLOTS_PER_ATTEMPT + 1;
 }
+
+/**
+ * After an attempt's outcome: the DLQ sink marks a failed run `dead_lettered` once archived. It
+ * shares the next attempt's slot 0 (`heldSequence`): a replay is that next attempt, and should it
+ * be held before starting, only that hold notice is lost as a duplicate; its step events are
+ * numbered higher and still move the run on.
+ */
+export function deadLetteredSequence(attempt: number): number {
+  return terminalSequence(attempt) + 1;
+}

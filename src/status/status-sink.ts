@@ -3,6 +3,7 @@ import type { SluiceConfig } from '../config/schema.js';
 import { EventDecodeError, type EventCodec } from '../events/codec.js';
 import { SUBJECTS, type RunStatusChanged } from '../events/schemas.js';
 import { deadLetterPoison, type DeadLetterSink } from '../dlq/dead-letter.js';
+import { createSinkConsumer } from '../kafka/client.js';
 import { groupId, topicNames } from '../kafka/topics.js';
 import type { Logger } from '../obs/logger.js';
 import type { Metrics } from '../obs/metrics.js';
@@ -36,13 +37,7 @@ export class StatusSink {
   constructor(private readonly deps: StatusSinkDeps) {
     this.group = groupId(deps.config.namespace, 'status-sink');
     this.log = deps.logger.child({ component: 'status-sink' });
-    this.consumer = deps.kafka.consumer({
-      groupId: this.group,
-      sessionTimeout: deps.config.kafka.sessionTimeoutMs,
-      heartbeatInterval: deps.config.kafka.heartbeatIntervalMs,
-      allowAutoTopicCreation: false,
-      maxWaitTimeInMs: 250,
-    });
+    this.consumer = createSinkConsumer(deps.kafka, deps.config.kafka, this.group);
   }
 
   async start(): Promise<void> {

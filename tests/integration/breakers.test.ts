@@ -106,4 +106,41 @@ describe('shared breakers under a 10 s provider 429 storm, two processors', () =
     expect(afterFault.calls.anthropic).toBeLessThanOrEqual(batchCalls + 2);
     expect(afterFault.calls.anthropic).toBeGreaterThanOrEqual(batchCalls - 2);
   });
+
+  it('holds batch work while the breaker is open, pauses its partition, and resumes and completes it once probes succeed', async () => {
+    const logsBefore = processors.map((p) => p.logs.length);
+    const seenSince = (i: number, predicate: (l: Record<string, unknown>) => boolean) => processors[i]!.logs.slice(logsBefore[i]).some(predicate);
+    await admin('/admin/faults', { method: 'PUT', json: { target: 'anthropic', errorStatus: 429, errorRate: 1, retryAfterSec: 1 } });
+    // A few interactive runs trip the breaker (each fails, the fifth failure opens it).
+    const trips = await Promise.all(Array.from({ length: 6 }, (_, i) => submit(TENANT_A_KEY, 'support-reply', { orderId: `trip${i}` }, 3_000)));
+    expect(trips.map((t) => t.status)).toEqual(Array(6).fill(202));
+    await eventually(async () => (processors.every((_, i) => seenSince(i, (l) => l.msg === 'breaker state seen' && l.to === 'open')) ? true : undefined), 15_000, 'both processors to see the breaker open');
+
+    const batch = await Promise.all(Array.from({ length: 8 }, (_, i) => submit(TENANT_B_KEY, 'report-digest', { day: `held${i}` }, 120_000)));
+    expect(batch.map((b) => b.status)).toEqual(Array(8).fill(202));
+    const ids = batch.map((b) => b.body.runId as string);
+    await eventually(
+      async () => (processors.some((_, i) => seenSince(i, (l) => l.msg === 'partition paused: all its buffered work waits for an open dependency')) ? true : undefined),
+      15_000,
+      'the batch partition to be paused for the open breaker',
+    );
+    const waiting = await eventually(async () => {
+      const v = await runView(TENANT_B_KEY, ids[0]!);
+      return v.status === 'waiting_dependency' ? v : undefined;
+    }, 10_000, 'the held run to read waiting_dependency');
+    expect(waiting.statusMessage).toMatch(/waiting for anthropic \(breaker open\)/);
+
+    await admin('/admin/faults', { method: 'DELETE' });
+    const done = await eventually(
+      async () => {
+        const all = await Promise.all(ids.map((id) => runView(TENANT_B_KEY, id)));
+        return all.every((v) => TERMINAL.includes(v?.status)) ? all : undefined;
+      },
+      60_000,
+      'the held batch runs to finish after the fault',
+      500,
+    );
+    expect(done.map((v) => v.status)).toEqual(Array(8).fill('completed'));
+    expect(processors.some((_, i) => seenSince(i, (l) => l.msg === 'partition resumed'))).toBe(true);
+  }, 120_000);
 });

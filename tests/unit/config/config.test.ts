@@ -144,7 +144,7 @@ describe('parseConfig defaults', () => {
   const cfg = parseConfig(baseDoc());
 
   it('fills top-level and nested defaults', () => {
-    expect(cfg.roles).toEqual(['api', 'processor', 'status-sink', 'provider-sim']);
+    expect(cfg.roles).toEqual(['api', 'processor', 'status-sink', 'dlq-sink', 'provider-sim']);
     expect(cfg.opsPort).toBe(0);
     expect(cfg.stateDir).toBe('.sluice');
     expect(cfg.localInfra).toBe(false);

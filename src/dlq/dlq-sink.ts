@@ -1,0 +1,243 @@
+import type { Consumer, EachBatchPayload, IHeaders, Kafka, KafkaMessage } from 'kafkajs';
+import { ownEntry } from '../config/lookup.js';
+import type { SluiceConfig } from '../config/schema.js';
+import type { EventCodec } from '../events/codec.js';
+import { SUBJECTS, type DeadLetterEnvelope, type RunRequested, type RunStatusChanged } from '../events/schemas.js';
+import { createSinkConsumer } from '../kafka/client.js';
+import { groupId, topicNames } from '../kafka/topics.js';
+import type { Logger } from '../obs/logger.js';
+import type { Metrics } from '../obs/metrics.js';
+import { deadLetteredSequence } from '../runs/status-sequence.js';
+import { DLQ_HEADER } from './dead-letter.js';
+import type { ArchivedDeadLetter, DeadLetterStore } from './dead-letter-store.js';
+
+export interface DlqSinkDeps {
+  kafka: Kafka;
+  config: SluiceConfig;
+  codec: EventCodec;
+  store: {
+    archive: DeadLetterStore['archive'];
+    purge(olderThan: Date): Promise<number>;
+    countByStatus(): Promise<Partial<Record<'pending' | 'replayed' | 'discarded', number>>>;
+  };
+  publishStatus: (event: RunStatusChanged) => Promise<void>;
+  logger: Logger;
+  metrics: Metrics;
+  now?: () => number;
+}
+
+const MAX_BACKOFF_MS = 5_000;
+const STATUS_PUBLISH_TRIES = 3;
+const GAUGE_REFRESH_MS = 15_000;
+
+function headerStrings(headers: IHeaders | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, raw] of Object.entries(headers ?? {})) {
+    const value = Array.isArray(raw) ? raw[raw.length - 1] : raw;
+    if (value !== undefined) out[name] = value.toString();
+  }
+  return out;
+}
+
+/**
+ * A DLQ record the sink cannot even decode is still archived, as itself: the DLQ topic's own
+ * coordinates, its raw bytes, so nothing that failed is ever skipped.
+ */
+export function undecodableRow(topic: string, partition: number, message: KafkaMessage, consumerGroup: string, error: Error, now: number): ArchivedDeadLetter {
+  const at = Number(message.timestamp);
+  return {
+    originalTopic: topic,
+    originalPartition: partition,
+    originalOffset: message.offset,
+    originalKey: message.key ?? null,
+    consumerGroup,
+    tenantId: null,
+    workflow: null,
+    runId: null,
+    reason: 'undecodable_dead_letter',
+    payload: message.value ?? Buffer.alloc(0),
+    payloadJson: null,
+    headers: headerStrings(message.headers),
+    errorClass: error.name,
+    errorMessage: error.message.slice(0, 1_000),
+    errorStack: null,
+    attempts: 0,
+    firstFailedAt: Number.isFinite(at) ? at : now,
+    failedAt: Number.isFinite(at) ? at : now,
+  };
+}
+
+/** An envelope as an archive row; the original record is decoded when it is a run (poison is not). */
+export function archiveRow(envelope: DeadLetterEnvelope, headers: Record<string, string>, run: RunRequested | null): ArchivedDeadLetter {
+  return {
+    originalTopic: envelope.originalTopic,
+    originalPartition: envelope.originalPartition,
+    originalOffset: envelope.originalOffset,
+    originalKey: envelope.originalKey,
+    consumerGroup: envelope.consumerGroup,
+    tenantId: envelope.tenantId,
+    workflow: envelope.workflow,
+    runId: envelope.runId,
+    reason: headers[DLQ_HEADER.reason] ?? 'unknown',
+    payload: envelope.payload,
+    payloadJson: run,
+    headers,
+    errorClass: envelope.errorClass,
+    errorMessage: envelope.errorMessage,
+    errorStack: envelope.errorStack,
+    attempts: envelope.attempts,
+    firstFailedAt: envelope.firstFailureAt,
+    failedAt: envelope.lastFailureAt,
+  };
+}
+
+/**
+ * Where dead letters come to rest: consumes `sluice.runs.dlq` into Postgres `dead_letter_events`,
+ * a batch per statement, idempotent on the original record's coordinates. Offsets are committed
+ * only after the insert commits; while Postgres is down the batch is retried with backoff
+ * (heartbeating meanwhile), so nothing is skipped. Each newly archived run is then reported
+ * `dead_lettered`.
+ */
+export class DlqSink {
+  private readonly consumer: Consumer;
+  private readonly group: string;
+  private readonly log: Logger;
+  private readonly now: () => number;
+  private readonly timers: NodeJS.Timeout[] = [];
+
+  constructor(private readonly deps: DlqSinkDeps) {
+    this.group = groupId(deps.config.namespace, 'dlq-sink');
+    this.log = deps.logger.child({ component: 'dlq-sink' });
+    this.now = deps.now ?? Date.now;
+    this.consumer = createSinkConsumer(deps.kafka, deps.config.kafka, this.group);
+  }
+
+  async start(): Promise<void> {
+    await this.consumer.connect();
+    await this.consumer.subscribe({ topics: [topicNames(this.deps.config.namespace).dlq], fromBeginning: true });
+    await this.consumer.run({ autoCommit: false, eachBatchAutoResolve: false, partitionsConsumedConcurrently: 2, eachBatch: (p) => this.onBatch(p) });
+    const { purgeIntervalMs } = this.deps.config.dlqSink;
+    this.timers.push(setInterval(() => void this.purge(), purgeIntervalMs), setInterval(() => void this.refreshGauge(), GAUGE_REFRESH_MS));
+    for (const t of this.timers) t.unref();
+    void this.refreshGauge();
+  }
+
+  async stop(): Promise<void> {
+    for (const t of this.timers) clearInterval(t);
+    await this.consumer.disconnect();
+  }
+
+  private async onBatch({ batch, resolveOffset, heartbeat, isRunning, isStale }: EachBatchPayload): Promise<void> {
+    const { topic, partition } = batch;
+    const max = this.deps.config.dlqSink.batchSize;
+    for (let start = 0; start < batch.messages.length; start += max) {
+      if (!isRunning() || isStale()) return;
+      const slice = batch.messages.slice(start, start + max);
+      const rows = await Promise.all(slice.map((m) => this.toRow(topic, partition, m)));
+      const fresh = await this.archiveWithRetry(rows, heartbeat, () => isRunning() && !isStale());
+      if (!fresh) return;
+      this.count(fresh);
+      await this.reportDeadLettered(fresh);
+      const last = slice[slice.length - 1]!.offset;
+      resolveOffset(last);
+      await this.consumer.commitOffsets([{ topic, partition, offset: String(Number(last) + 1) }]);
+      await heartbeat();
+    }
+  }
+
+  private async toRow(topic: string, partition: number, message: KafkaMessage): Promise<ArchivedDeadLetter> {
+    let envelope: DeadLetterEnvelope;
+    try {
+      envelope = await this.deps.codec.decode<DeadLetterEnvelope>(message.value, SUBJECTS.deadLetter);
+    } catch (err) {
+      this.log.error({ err, topic, partition, offset: message.offset }, 'undecodable DLQ record: archived as raw bytes');
+      return undecodableRow(topic, partition, message, this.group, err as Error, this.now());
+    }
+    let run: RunRequested | null = null;
+    try {
+      run = await this.deps.codec.decode<RunRequested>(envelope.payload, SUBJECTS.runRequested);
+    } catch {
+      // Poison: the original bytes never decoded, which is why they are here.
+    }
+    return archiveRow(envelope, headerStrings(message.headers), run);
+  }
+
+  private async archiveWithRetry(rows: ArchivedDeadLetter[], heartbeat: () => Promise<void>, stillOwned: () => boolean): Promise<ArchivedDeadLetter[] | undefined> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.deps.store.archive(rows);
+      } catch (err) {
+        const waitMs = Math.min(MAX_BACKOFF_MS, 100 * 2 ** attempt);
+        this.deps.metrics.dlqArchiveFailures.inc();
+        this.log.error({ err, attempt, waitMs, rows: rows.length }, 'could not archive dead letters in Postgres; retrying');
+        await new Promise((r) => setTimeout(r, waitMs));
+        await heartbeat();
+        if (!stillOwned()) return undefined;
+      }
+    }
+  }
+
+  private count(rows: readonly ArchivedDeadLetter[]): void {
+    const now = this.now();
+    for (const r of rows) {
+      // Label values come from config, never from record data: an unknown tenant is "unknown".
+      const tenant = r.tenantId !== null && ownEntry(this.deps.config.tenants, r.tenantId) ? r.tenantId : 'unknown';
+      this.deps.metrics.dlqArchived.inc({ tenant, reason: r.reason });
+      this.deps.metrics.dlqArchiveLag.observe(Math.max(0, now - r.failedAt) / 1000);
+    }
+  }
+
+  /** Informative: a run whose `dead_lettered` status is lost still reads `failed`, which is true. */
+  private async reportDeadLettered(rows: readonly ArchivedDeadLetter[]): Promise<void> {
+    for (const r of rows) {
+      const run = r.payloadJson as RunRequested | null;
+      if (!run) continue;
+      const event: RunStatusChanged = {
+        runId: run.runId,
+        tenantId: run.tenantId,
+        workflow: run.workflow,
+        class: run.class,
+        admittedAt: run.admittedAt,
+        deadline: run.deadline,
+        attempt: run.attempt,
+        traceparent: run.traceparent,
+        sequence: deadLetteredSequence(run.attempt),
+        status: 'dead_lettered',
+        occurredAt: this.now(),
+        message: `dead_lettered: archived for inspection and replay (reason ${r.reason}, after ${r.attempts} attempt(s))`,
+        step: null,
+        result: null,
+        // The failure stays readable after archiving: the run row takes the newest event's error.
+        error: { code: r.errorClass, message: r.errorMessage, retryable: r.reason !== 'non_retryable' },
+        attemptStartedAt: null,
+      };
+      for (let attempt = 1; attempt <= STATUS_PUBLISH_TRIES; attempt++) {
+        try {
+          await this.deps.publishStatus(event);
+          break;
+        } catch (err) {
+          this.log.warn({ err, runId: run.runId, attempt }, 'could not publish a dead_lettered status');
+        }
+      }
+    }
+  }
+
+  private async purge(): Promise<void> {
+    const olderThan = new Date(this.now() - this.deps.config.dlqSink.retentionDays * 86_400_000);
+    try {
+      const purged = await this.deps.store.purge(olderThan);
+      if (purged > 0) this.log.info({ purged, olderThan }, 'purged replayed and discarded dead letters past retention');
+    } catch (err) {
+      this.log.warn({ err }, 'could not purge the DLQ archive; will try at the next interval');
+    }
+  }
+
+  private async refreshGauge(): Promise<void> {
+    try {
+      const counts = await this.deps.store.countByStatus();
+      for (const status of ['pending', 'replayed', 'discarded'] as const) this.deps.metrics.dlqRows.set({ status }, counts[status] ?? 0);
+    } catch (err) {
+      this.log.warn({ err }, 'could not count DLQ archive rows');
+    }
+  }
+}

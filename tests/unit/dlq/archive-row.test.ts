@@ -1,0 +1,57 @@
+import { describe, expect, it } from 'vitest';
+import { buildDeadLetter, DLQ_HEADER } from '../../../src/dlq/dead-letter.js';
+import { archiveRow, undecodableRow } from '../../../src/dlq/dlq-sink.js';
+import type { RunRequested } from '../../../src/events/schemas.js';
+
+const AT = Date.UTC(2026, 10, 30, 1, 0, 0);
+
+describe('archive rows', () => {
+  it('keeps every envelope field, the headers, the reason header and the decoded run', () => {
+    const run = { runId: '0190f5a2-7c00-7abc-8def-0123456789ab', tenantId: 'tenant-c', workflow: 'support-reply', attempt: 2 } as RunRequested;
+    const err = new Error('HTTP 500');
+    err.name = 'dependency_unavailable';
+    const { envelope, headers } = buildDeadLetter({
+      topic: 'sluice.runs.interactive',
+      partition: 3,
+      message: { offset: '41', key: Buffer.from('tenant-c'), value: Buffer.from('bytes') },
+      consumerGroup: 'sluice.processor',
+      reason: 'dependency_unavailable',
+      error: err,
+      attempts: 2,
+      firstFailureAt: AT - 5_000,
+      lastFailureAt: AT,
+      run,
+    });
+    const row = archiveRow(envelope, headers, run);
+    expect(row).toMatchObject({
+      originalTopic: 'sluice.runs.interactive',
+      originalPartition: 3,
+      originalOffset: '41',
+      consumerGroup: 'sluice.processor',
+      tenantId: 'tenant-c',
+      workflow: 'support-reply',
+      runId: run.runId,
+      reason: 'dependency_unavailable',
+      payloadJson: run,
+      errorClass: 'dependency_unavailable',
+      errorMessage: 'HTTP 500',
+      attempts: 2,
+      firstFailedAt: AT - 5_000,
+      failedAt: AT,
+    });
+    expect(row.payload.toString()).toBe('bytes');
+    expect(row.originalKey!.toString()).toBe('tenant-c');
+    expect(row.headers[DLQ_HEADER.runId]).toBe(run.runId);
+  });
+
+  it('calls a DLQ record without a reason header "unknown" rather than dropping it', () => {
+    const { envelope } = buildDeadLetter({ topic: 't', partition: 0, message: { offset: '0', key: null, value: null }, consumerGroup: 'g', reason: 'x', error: new Error('e'), attempts: 1, firstFailureAt: AT, lastFailureAt: AT });
+    expect(archiveRow(envelope, {}, null)).toMatchObject({ reason: 'unknown', payloadJson: null, tenantId: null });
+  });
+
+  it('archives an undecodable DLQ record as itself: its own coordinates and raw bytes', () => {
+    const row = undecodableRow('sluice.runs.dlq', 1, { offset: '9', key: null, value: Buffer.from([0, 1, 2]), timestamp: String(AT), headers: { a: Buffer.from('b') }, attributes: 0 } as never, 'sluice.dlq-sink', new Error('unknown schema id'), AT + 1);
+    expect(row).toMatchObject({ originalTopic: 'sluice.runs.dlq', originalPartition: 1, originalOffset: '9', reason: 'undecodable_dead_letter', headers: { a: 'b' }, failedAt: AT, attempts: 0, errorMessage: 'unknown schema id' });
+    expect([...row.payload]).toEqual([0, 1, 2]);
+  });
+});
