@@ -412,7 +412,7 @@ class Session {
   /** Connects and applies pending migrations, like every role does. */
   async store(): Promise<DeadLetterStore> {
     try {
-      return new DeadLetterStore(await this.clients.pool(), { statementTimeoutMs: this.config.postgres.statementTimeoutMs });
+      return new DeadLetterStore(await this.clients.pool(), { statementTimeoutMs: this.config.postgres.statementTimeoutMs, namespace: this.config.namespace });
     } catch (err) {
       throw new Error(`Postgres: ${(err as Error).message}`, { cause: err });
     }

@@ -25,6 +25,7 @@ export interface ArchivedDeadLetter {
 }
 
 const COLUMNS = [
+  'namespace',
   'original_topic',
   'original_partition',
   'original_offset',
@@ -45,8 +46,9 @@ const COLUMNS = [
   'failed_at',
 ] as const;
 
-function values(r: ArchivedDeadLetter): unknown[] {
+function values(namespace: string, r: ArchivedDeadLetter): unknown[] {
   return [
+    namespace,
     r.originalTopic,
     r.originalPartition,
     r.originalOffset,
@@ -157,6 +159,8 @@ export interface DeadLetterStats {
 export interface DeadLetterStoreOptions {
   /** Statement timeout inside a replay's row transaction, whatever the pool's default. */
   statementTimeoutMs?: number;
+  /** The config's namespace: rows are written under it, and only its rows are read or changed. */
+  namespace?: string;
 }
 
 const PURGE_CHUNK = 5_000;
@@ -243,13 +247,14 @@ function listLimit(f: DeadLetterFilter): number {
   return limit;
 }
 
-/** The WHERE clause of a filter, its values appended to `params`. */
-function whereClause(f: Omit<DeadLetterFilter, 'limit'>, params: unknown[]): string {
+/** The WHERE clause of a filter within a namespace, its values appended to `params`. */
+function whereClause(namespace: string, f: Omit<DeadLetterFilter, 'limit'>, params: unknown[]): string {
   const conditions: string[] = [];
   const add = (column: string, op: string, value: unknown) => {
     params.push(value);
     conditions.push(`${column} ${op} $${params.length}`);
   };
+  add('namespace', '=', namespace);
   if (f.tenant !== undefined) add('tenant_id', '=', f.tenant);
   if (f.workflow !== undefined) add('workflow', '=', f.workflow);
   if (f.reason !== undefined) add('reason', '=', f.reason);
@@ -260,7 +265,7 @@ function whereClause(f: Omit<DeadLetterFilter, 'limit'>, params: unknown[]): str
     params.push(f.ids);
     conditions.push(`id = ANY($${params.length}::bigint[])`);
   }
-  return conditions.length > 0 ? `WHERE ${conditions.join(' AND ')}` : '';
+  return `WHERE ${conditions.join(' AND ')}`;
 }
 
 const coordinates = (topic: string, partition: number, offset: string) => `${topic}\u0000${partition}\u0000${offset}`;
@@ -268,12 +273,14 @@ const coordinates = (topic: string, partition: number, offset: string) => `${top
 /** Postgres `dead_letter_events`: the DLQ archive behind the DLQ sink and `sluice dlq`. */
 export class DeadLetterStore {
   private readonly statementTimeoutMs: number;
+  private readonly namespace: string;
 
   constructor(
     private readonly pool: Pool,
     opts: DeadLetterStoreOptions = {},
   ) {
     this.statementTimeoutMs = opts.statementTimeoutMs ?? 5_000;
+    this.namespace = opts.namespace ?? '';
   }
 
   /**
@@ -293,7 +300,7 @@ export class DeadLetterStore {
     const params: unknown[] = [];
     const tuples = batch.map((r) => {
       const start = params.length;
-      params.push(...values(r));
+      params.push(...values(this.namespace, r));
       return `(${COLUMNS.map((_, i) => `$${start + i + 1}`).join(', ')})`;
     });
     const { rows: inserted } = await this.pool.query<{ original_topic: string; original_partition: number; original_offset: string }>(
@@ -309,7 +316,7 @@ export class DeadLetterStore {
   /** Newest first, at most `limit` rows. */
   async list(filter: DeadLetterFilter = {}): Promise<DeadLetterSummary[]> {
     const params: unknown[] = [];
-    const where = whereClause(filter, params);
+    const where = whereClause(this.namespace, filter, params);
     params.push(listLimit(filter));
     const { rows } = await this.pool.query<SummaryRecord>(
       `SELECT ${SUMMARY_SELECT} FROM dead_letter_events ${where} ORDER BY failed_at DESC, id DESC LIMIT $${params.length}`,
@@ -319,7 +326,7 @@ export class DeadLetterStore {
   }
 
   async get(id: string): Promise<DeadLetterRow | undefined> {
-    const { rows } = await this.pool.query<RowRecord>(`SELECT ${ROW_SELECT} FROM dead_letter_events WHERE id = $1`, [id]);
+    const { rows } = await this.pool.query<RowRecord>(`SELECT ${ROW_SELECT} FROM dead_letter_events WHERE id = $1 AND namespace = $2`, [id, this.namespace]);
     return rows[0] && toRow(rows[0]);
   }
 
@@ -344,10 +351,10 @@ export class DeadLetterStore {
     try {
       await client.query('BEGIN');
       await client.query(`SELECT set_config('statement_timeout', $1, true)`, [String(this.statementTimeoutMs)]);
-      const { rows } = await client.query<RowRecord>(`SELECT ${ROW_SELECT} FROM dead_letter_events WHERE id = $1 AND status = 'pending' FOR UPDATE SKIP LOCKED`, [id]);
+      const { rows } = await client.query<RowRecord>(`SELECT ${ROW_SELECT} FROM dead_letter_events WHERE id = $1 AND namespace = $2 AND status = 'pending' FOR UPDATE SKIP LOCKED`, [id, this.namespace]);
       if (!rows[0]) {
         await client.query('ROLLBACK');
-        return { id, result: 'skipped', why: await skipReason(client, id) };
+        return { id, result: 'skipped', why: await skipReason(client, id, this.namespace) };
       }
       const value = await produce(toRow(rows[0]));
       try {
@@ -377,12 +384,12 @@ export class DeadLetterStore {
     const { rows } = await this.pool.query<{ id: string; discarded: boolean; status: DeadLetterStatus | null }>(
       `WITH done AS (
          UPDATE dead_letter_events SET status = 'discarded', discarded_at = now(), discarded_by = $2, discard_reason = $3
-         WHERE id = ANY($1::bigint[]) AND status = 'pending'
+         WHERE id = ANY($1::bigint[]) AND namespace = $4 AND status = 'pending'
          RETURNING id
        )
        SELECT t.id::text AS id, done.id IS NOT NULL AS discarded, d.status
-       FROM unnest($1::bigint[]) AS t(id) LEFT JOIN done ON done.id = t.id LEFT JOIN dead_letter_events d ON d.id = t.id`,
-      [unique, who, reason],
+       FROM unnest($1::bigint[]) AS t(id) LEFT JOIN done ON done.id = t.id LEFT JOIN dead_letter_events d ON d.id = t.id AND d.namespace = $4`,
+      [unique, who, reason, this.namespace],
     );
     const byId = new Map(rows.map((r) => [r.id, r]));
     const result: DiscardResult = { discarded: [], notFound: [], notPending: [] };
@@ -398,7 +405,7 @@ export class DeadLetterStore {
   async countByStatus(since?: Date): Promise<Record<DeadLetterStatus, number>> {
     const params: unknown[] = [];
     const { rows } = await this.pool.query<{ status: DeadLetterStatus; total: string }>(
-      `SELECT status, count(*) AS total FROM dead_letter_events ${whereClause({ since }, params)} GROUP BY status`,
+      `SELECT status, count(*) AS total FROM dead_letter_events ${whereClause(this.namespace, { since }, params)} GROUP BY status`,
       params,
     );
     const counts: Record<DeadLetterStatus, number> = { pending: 0, replayed: 0, discarded: 0 };
@@ -409,7 +416,7 @@ export class DeadLetterStore {
   /** Counts of rows that failed since `since` (all rows without it), in UTC buckets over time. */
   async stats(opts: { since?: Date; bucket: StatsBucket }): Promise<DeadLetterStats> {
     const params: unknown[] = [];
-    const where = whereClause({ since: opts.since }, params);
+    const where = whereClause(this.namespace, { since: opts.since }, params);
     const [byStatus, groups, series] = await Promise.all([
       this.countByStatus(opts.since),
       this.pool.query<{ tenant_id: string | null; reason: string; total: string; pending: string }>(
@@ -445,9 +452,9 @@ export class DeadLetterStore {
       const { rowCount } = await this.pool.query(
         `DELETE FROM dead_letter_events WHERE id IN (
            SELECT id FROM dead_letter_events
-           WHERE (status = 'replayed' AND replayed_at < $1) OR (status = 'discarded' AND discarded_at < $1)
+           WHERE namespace = $3 AND ((status = 'replayed' AND replayed_at < $1) OR (status = 'discarded' AND discarded_at < $1))
            LIMIT $2)`,
-        [olderThan, PURGE_CHUNK],
+        [olderThan, PURGE_CHUNK, this.namespace],
       );
       purged += rowCount ?? 0;
       if ((rowCount ?? 0) < PURGE_CHUNK) return purged;
@@ -456,8 +463,8 @@ export class DeadLetterStore {
 }
 
 /** Why the row a replay wanted was not there for it; read after the transaction, from committed state. */
-async function skipReason(client: PoolClient, id: string): Promise<ReplaySkip> {
-  const { rows } = await client.query<{ status: DeadLetterStatus }>('SELECT status FROM dead_letter_events WHERE id = $1', [id]);
+async function skipReason(client: PoolClient, id: string, namespace: string): Promise<ReplaySkip> {
+  const { rows } = await client.query<{ status: DeadLetterStatus }>('SELECT status FROM dead_letter_events WHERE id = $1 AND namespace = $2', [id, namespace]);
   const status = rows[0]?.status;
   if (status === undefined) return 'not_found';
   return status === 'pending' ? 'locked' : status;

@@ -96,7 +96,7 @@ async function startDlqSink({ config, logger, metrics, clients, onStop }: RoleCo
     kafka: clients.kafka,
     config,
     codec: clients.codec,
-    store: new DeadLetterStore(await clients.pool()),
+    store: new DeadLetterStore(await clients.pool(), { namespace: config.namespace }),
     publishStatus: (e) => producer.publishStatus(e, config.processor.produceTimeoutMs),
     logger,
     metrics,

@@ -123,7 +123,7 @@ beforeAll(async () => {
   await admin.query(`CREATE SCHEMA ${schema}`);
   pool = new pg.Pool({ connectionString: url.toString(), max: 4 });
   await migrate(pool);
-  store = new DeadLetterStore(pool);
+  store = new DeadLetterStore(pool, { namespace });
 
   // The app creates its topics at start-up; a replay never does.
   const kafka = new Kafka({ clientId: 'dlq-cli-test', brokers: infra.kafkaBrokers, logLevel: logLevel.NOTHING });

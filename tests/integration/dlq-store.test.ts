@@ -273,3 +273,22 @@ describe('DeadLetterStore.stats', () => {
     expect(everything.since).toBeNull();
   });
 });
+
+describe('DeadLetterStore namespaces', () => {
+  it('sees, replays, discards, counts and purges only the rows of its own namespace', async () => {
+    const ours = new DeadLetterStore(pool, { namespace: 'env-a.' });
+    const theirs = new DeadLetterStore(pool, { namespace: 'env-b.' });
+    const tenant = `ns-${randomBytes(3).toString('hex')}`;
+    await ours.archive([letter({ tenantId: tenant })]);
+    await theirs.archive([letter({ tenantId: tenant })]);
+    const [mine] = await ours.list({ tenant });
+    const [other] = await theirs.list({ tenant });
+    expect(mine && other && mine.id !== other.id).toBe(true);
+    expect(await ours.list({ tenant })).toHaveLength(1);
+    expect(await ours.get(other!.id)).toBeUndefined();
+    expect(await ours.replayOne(other!.id, 'op', async () => 'sent')).toMatchObject({ result: 'skipped', why: 'not_found' });
+    expect(await ours.discard([other!.id], 'op', 'not ours')).toMatchObject({ discarded: [], notFound: [other!.id] });
+    expect((await theirs.get(other!.id))!.status).toBe('pending');
+    expect((await ours.countByStatus()).pending).toBe(1);
+  });
+});
