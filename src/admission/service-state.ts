@@ -3,17 +3,11 @@ import type { RunClass } from '../events/schemas.js';
 import { RUN_CLASSES } from '../events/schemas.js';
 import type { Logger } from '../obs/logger.js';
 import type { RedisKeys } from '../redis/keys.js';
+import { numberField } from '../redis/number-field.js';
 import { serviceRate, type ServiceEstimate } from './admission-policy.js';
 
 /** Finish counts are bucketed per this many seconds by `backlog-release.lua`. */
 export const SERVICE_BUCKET_SEC = 10;
-
-/** A hash field as a number; blank or garbage is missing, not 0 (Number('') would be 0). */
-function numberField(value: string | undefined): number | undefined {
-  if (value === undefined || value.trim() === '') return undefined;
-  const n = Number(value);
-  return Number.isFinite(n) ? n : undefined;
-}
 
 /** Parses a class's service hash (`b:<bucket>` counts and `service_ms`) into an estimate. */
 export function parseServiceHash(hash: Record<string, string>, nowMs: number, windowSec: number): ServiceEstimate {

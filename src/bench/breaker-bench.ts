@@ -2,7 +2,7 @@ import { Redis } from 'ioredis';
 import { BreakerBoard } from '../breakers/breaker-board.js';
 import { BreakerStore } from '../breakers/breaker-store.js';
 import { loadConfig } from '../config/load.js';
-import type { SluiceConfig } from '../config/schema.js';
+import type { LlmDependencyConfig, SluiceConfig } from '../config/schema.js';
 import type { RunRequested } from '../events/schemas.js';
 import { infraUp } from '../infra/local-infra.js';
 import { createLogger } from '../obs/logger.js';
@@ -19,6 +19,7 @@ import { LuaScripts } from '../redis/scripts.js';
 import { newRunId } from '../runs/run-id.js';
 import { createProviderSim } from '../sim/provider-sim.js';
 import { freePort } from '../util/free-port.js';
+import { deleteKeys } from './bench-redis.js';
 
 export interface BreakerBenchOptions {
   /** Propagation trials per mode (shared breaker, per-instance breakers). */
@@ -64,15 +65,6 @@ async function startSim(latencyMs: number): Promise<{ url: string; setFault: (fa
   return { url, setFault, close: () => sim.close() };
 }
 
-async function deleteKeys(redis: Redis, pattern: string): Promise<void> {
-  let cursor = '0';
-  do {
-    const [next, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
-    cursor = next;
-    if (keys.length > 0) await redis.del(...keys);
-  } while (cursor !== '0');
-}
-
 function benchConfig(namespace: string, scale: number): SluiceConfig {
   const config = loadConfig({ env: {} });
   config.namespace = namespace;
@@ -91,6 +83,11 @@ function benchConfig(namespace: string, scale: number): SluiceConfig {
   return config;
 }
 
+/** One bare LLM call to the bench's dependency, for the callers that bypass the executor. */
+function llmRequest(config: SluiceConfig, tenantId: string, timeoutMs: number): LlmRequest {
+  return { dependency: DEP, config: config.dependencies[DEP] as LlmDependencyConfig, system: 's', userContent: 'u', tenantId, timeoutMs, headers: {} };
+}
+
 // ---------------------------------------------------------------------------------------------
 // Part 1: from the first failing call to every instance holding back, shared vs per-instance.
 
@@ -104,7 +101,7 @@ interface Instance {
 async function propagationTrial(mode: 'shared' | 'local', instances: Instance[], config: SluiceConfig, simUrl: string): Promise<number> {
   const policy = config.dependencies[DEP]!.breaker;
   const client = createAnthropicClient({ apiKey: undefined, baseUrl: simUrl });
-  const request: LlmRequest = { dependency: DEP, config: config.dependencies[DEP] as Extract<SluiceConfig['dependencies'][string], { kind: 'llm' }>, system: 's', userContent: 'u', tenantId: 'bench', timeoutMs: 5_000, headers: {} };
+  const request = llmRequest(config, 'bench', 5_000);
   let firstFailure: number | undefined;
   const stoppedAt: (number | undefined)[] = instances.map(() => undefined);
   const localFailures = instances.map(() => 0);
@@ -316,7 +313,7 @@ async function benchAmplification(opts: BreakerBenchOptions, redisUrl: string): 
   const lift = sleep(faultEnds - Date.now()).then(() => Promise.all([naiveSim, sluiceSim].map((s) => s.setFault(null))));
   const naive: ModeResult = { calls: [], outcomes: new Map() };
   const naiveClient = createAnthropicClient({ apiKey: undefined, baseUrl: naiveSim.url });
-  const naiveReq: LlmRequest = { dependency: DEP, config: config.dependencies[DEP] as Extract<SluiceConfig['dependencies'][string], { kind: 'llm' }>, system: 's', userContent: 'u', tenantId: 'tenant-a', timeoutMs: 10_000, headers: {} };
+  const naiveReq = llmRequest(config, 'tenant-a', 10_000);
   const naiveDone = (async () => {
     const runs: Promise<void>[] = [];
     for await (const _ of arrivals()) runs.push(naiveRun(naiveClient, naiveReq, opts.scale, naive.calls, naive.outcomes));

@@ -23,6 +23,8 @@ import { packageRoot } from '../util/package-root.js';
 import type { BullJobData, BullWork, WatchMessage, WorkerMessage } from './bullmq-worker.js';
 import { waitForHttp } from './admission-bench.js';
 import { freePort } from '../util/free-port.js';
+import { deleteKeys } from './bench-redis.js';
+import { withTimeout } from '../util/with-timeout.js';
 
 export interface ProcessorBenchOptions {
   /** Runs (jobs) measured per phase. */
@@ -152,16 +154,6 @@ function delta(before: CommandCalls, after: CommandCalls, inner: Set<string>): R
   }
   byCommand.sort((a, b) => b[1] - a[1]);
   return { all, topLevel, byCommand };
-}
-
-/** Deletes a bench namespace's keys after its phase (outside any measurement window). */
-async function deleteKeys(redis: Redis, pattern: string): Promise<void> {
-  let cursor = '0';
-  do {
-    const [next, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1_000);
-    if (keys.length > 0) await redis.unlink(...keys);
-    cursor = next;
-  } while (cursor !== '0');
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -346,11 +338,6 @@ class StatusWatcher {
   stop(): Promise<void> {
     return this.consumer.disconnect();
   }
-}
-
-function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: not done within ${ms} ms`)), ms)))]).finally(() => clearTimeout(timer));
 }
 
 interface Ctx {

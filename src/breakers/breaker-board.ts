@@ -2,6 +2,7 @@ import type { Redis } from 'ioredis';
 import type { Logger } from '../obs/logger.js';
 import type { Metrics } from '../obs/metrics.js';
 import type { RedisKeys } from '../redis/keys.js';
+import { numberField } from '../redis/number-field.js';
 import { BREAKER_STATE_VALUE, type BreakerView } from './breaker-gate.js';
 import { parseBreakerTransition } from './breaker-store.js';
 
@@ -22,8 +23,7 @@ export interface BreakerBoardOptions {
  */
 export function parseBreakerHash(name: string, hash: Record<string, string>): BreakerView {
   const state = hash.state === 'open' || hash.state === 'half_open' ? hash.state : 'closed';
-  const raw = hash.retryAt;
-  const retryAt = state === 'open' && raw !== undefined && raw.trim() !== '' && Number.isFinite(Number(raw)) ? Number(raw) : undefined;
+  const retryAt = state === 'open' ? numberField(hash.retryAt) : undefined;
   return { name, state, ...(retryAt !== undefined ? { retryAt } : {}) };
 }
 

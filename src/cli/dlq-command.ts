@@ -21,6 +21,7 @@ import {
 import { EventDecodeError, type EventCodec } from '../events/codec.js';
 import { SUBJECTS, type RunRequested } from '../events/schemas.js';
 import { createIdempotentProducer } from '../kafka/client.js';
+import { TimeoutError, withTimeout } from '../util/with-timeout.js';
 import { topicNames, type TopicNames } from '../kafka/topics.js';
 import { SharedClients } from '../roles/shared-clients.js';
 
@@ -356,22 +357,6 @@ export function pacer(ratePerSec: number, now: () => number = Date.now, sleep = 
   };
 }
 
-class TimeoutError extends Error {
-  override readonly name = 'TimeoutError';
-}
-
-async function within<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new TimeoutError(`${what}: no answer within ${ms} ms`)), ms);
-  });
-  try {
-    return await Promise.race([work, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
 const write = (stream: NodeJS.WriteStream, text: string) => stream.write(text.endsWith('\n') ? text : `${text}\n`);
 
 /** A bar on a terminal; otherwise a line per row, which is what a log or a pipe can use. */
@@ -424,14 +409,14 @@ class Session {
     const admin = kafka.admin();
     let topics: Set<string>;
     try {
-      await within(admin.connect(), KAFKA_CONNECT_TIMEOUT_MS, 'Kafka: connecting');
-      topics = new Set(await within(admin.listTopics(), KAFKA_CONNECT_TIMEOUT_MS, 'Kafka: listing topics'));
+      await withTimeout(admin.connect(), KAFKA_CONNECT_TIMEOUT_MS, 'Kafka: connecting');
+      topics = new Set(await withTimeout(admin.listTopics(), KAFKA_CONNECT_TIMEOUT_MS, 'Kafka: listing topics'));
     } finally {
-      await within(admin.disconnect(), CLOSE_TIMEOUT_MS, 'Kafka: disconnecting').catch(() => undefined);
+      await withTimeout(admin.disconnect(), CLOSE_TIMEOUT_MS, 'Kafka: disconnecting').catch(() => undefined);
     }
     const producer = createIdempotentProducer(kafka);
     this.producer = producer;
-    await within(producer.connect(), KAFKA_CONNECT_TIMEOUT_MS, 'Kafka: connecting the producer');
+    await withTimeout(producer.connect(), KAFKA_CONNECT_TIMEOUT_MS, 'Kafka: connecting the producer');
     return { producer, topics };
   }
 
@@ -442,7 +427,7 @@ class Session {
 
 async function send(producer: Producer, codec: EventCodec, plan: ReplayPlan, timeoutMs: number): Promise<void> {
   const value = 'raw' in plan.body ? plan.body.raw : await codec.encode(SUBJECTS.runRequested, plan.body.run);
-  await within(producer.send({ topic: plan.topic, acks: -1, timeout: timeoutMs, messages: [{ key: plan.key, value, headers: plan.headers }] }), timeoutMs + 1_000, `Kafka: producing to ${plan.topic}`);
+  await withTimeout(producer.send({ topic: plan.topic, acks: -1, timeout: timeoutMs, messages: [{ key: plan.key, value, headers: plan.headers }] }), timeoutMs + 1_000, `Kafka: producing to ${plan.topic}`);
 }
 
 interface ListOptions extends FilterOptions {
@@ -564,7 +549,7 @@ export function dlqCommand(deps: DlqCommandDeps): Command {
       write(process.stderr, `sluice dlq: ${(err as Error).message}`);
       code = err instanceof UsageError ? deps.exit.usage : deps.exit.failure;
     }
-    await within(session.close(), CLOSE_TIMEOUT_MS, 'closing connections').catch(() => undefined);
+    await withTimeout(session.close(), CLOSE_TIMEOUT_MS, 'closing connections').catch(() => undefined);
     process.exit(code);
   };
 

@@ -1,9 +1,10 @@
-import type { Consumer, EachBatchPayload, IHeaders, Kafka, KafkaMessage } from 'kafkajs';
+import type { Consumer, EachBatchPayload, Kafka, KafkaMessage } from 'kafkajs';
 import { ownEntry } from '../config/lookup.js';
 import type { SluiceConfig } from '../config/schema.js';
 import type { EventCodec } from '../events/codec.js';
 import { SUBJECTS, type DeadLetterEnvelope, type RunRequested, type RunStatusChanged } from '../events/schemas.js';
 import { createSinkConsumer } from '../kafka/client.js';
+import { headerRecord } from '../kafka/headers.js';
 import { groupId, topicNames } from '../kafka/topics.js';
 import type { Logger } from '../obs/logger.js';
 import type { Metrics } from '../obs/metrics.js';
@@ -30,15 +31,6 @@ const MAX_BACKOFF_MS = 5_000;
 const STATUS_PUBLISH_TRIES = 3;
 const GAUGE_REFRESH_MS = 15_000;
 
-function headerStrings(headers: IHeaders | undefined): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const [name, raw] of Object.entries(headers ?? {})) {
-    const value = Array.isArray(raw) ? raw[raw.length - 1] : raw;
-    if (value !== undefined) out[name] = value.toString();
-  }
-  return out;
-}
-
 /**
  * A DLQ record the sink cannot even decode is still archived, as itself: the DLQ topic's own
  * coordinates, its raw bytes, so nothing that failed is ever skipped.
@@ -57,7 +49,7 @@ export function undecodableRow(topic: string, partition: number, message: KafkaM
     reason: 'undecodable_dead_letter',
     payload: message.value ?? Buffer.alloc(0),
     payloadJson: null,
-    headers: headerStrings(message.headers),
+    headers: headerRecord(message.headers),
     errorClass: error.name,
     errorMessage: error.message.slice(0, 1_000),
     errorStack: null,
@@ -159,7 +151,7 @@ export class DlqSink {
     } catch {
       // Poison: the original bytes never decoded, which is why they are here.
     }
-    return archiveRow(envelope, headerStrings(message.headers), run);
+    return archiveRow(envelope, headerRecord(message.headers), run);
   }
 
   private async archiveWithRetry(rows: ArchivedDeadLetter[], heartbeat: () => Promise<void>, stillOwned: () => boolean): Promise<ArchivedDeadLetter[] | undefined> {

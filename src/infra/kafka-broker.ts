@@ -16,9 +16,9 @@ import {
   tailFile,
   terminate,
   waitFor,
-  withTimeout,
   writePidFile,
 } from './process.js';
+import { withTimeout } from '../util/with-timeout.js';
 
 /**
  * A single-node KRaft Kafka broker run from the Apache jars on Maven Central (no Docker, no

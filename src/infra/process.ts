@@ -24,19 +24,6 @@ export async function waitFor<T>(
   }
 }
 
-/** Rejects after `ms` so that a client library that ignores its own timeouts cannot hang us. */
-export async function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} timed out after ${ms} ms`)), ms);
-  });
-  try {
-    return await Promise.race([promise, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
 function signalable(pid: number): boolean {
   try {
     process.kill(pid, 0);

@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { withTimeout } from '../infra/process.js';
+import { withTimeout } from '../util/with-timeout.js';
 import type { Logger } from '../obs/logger.js';
 import type { RedisKeys } from '../redis/keys.js';
 

@@ -1,5 +1,6 @@
 import type { IHeaders } from 'kafkajs';
 import { RUN_CLASSES, type RunClass, type RunRequested } from '../events/schemas.js';
+import { headerText } from '../kafka/headers.js';
 
 /**
  * Headers of a record on the retry topic. Due time and class are duplicated out of the Avro body
@@ -46,12 +47,6 @@ export function retryRecord(run: RunRequested, opts: RetryRecordOptions): { even
   return { event, headers };
 }
 
-/** A header's text; a key sent more than once counts by its last value, as Kafka's Java client reads it. */
-export function headerText(headers: IHeaders | undefined, name: string): string | undefined {
-  const raw = headers?.[name];
-  const value = Array.isArray(raw) ? raw[raw.length - 1] : raw;
-  return value === undefined ? undefined : value.toString();
-}
 
 const DECIMAL = /^\d{1,15}$/;
 
@@ -59,6 +54,12 @@ const DECIMAL = /^\d{1,15}$/;
 export function parseRetryFailures(headers: IHeaders | undefined): number {
   const text = headerText(headers, RETRY_HEADER.failures);
   return text !== undefined && DECIMAL.test(text) ? Number(text) : 0;
+}
+
+/** When the run first failed transiently, from the header; undefined on a first attempt or garbage. */
+export function parseRetryFirstFailureAt(headers: IHeaders | undefined): number | undefined {
+  const at = Date.parse(headerText(headers, RETRY_HEADER.firstFailureAt) ?? '');
+  return Number.isFinite(at) ? at : undefined;
 }
 
 /** The due time from the header, or undefined when it must be read from the event instead. */

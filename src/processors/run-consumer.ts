@@ -10,7 +10,7 @@ import { PartitionProgress } from './partition-progress.js';
 import { RunDispatcher, type DispatchBreakers, type DispatchTask, type RunPermitSource } from './run-dispatcher.js';
 import { RUN_CLASSES } from '../events/schemas.js';
 import type { AttemptContext } from './run-executor.js';
-import { RETRY_HEADER, headerText, parseRetryFailures } from './retry-enqueue.js';
+import { parseRetryFailures, parseRetryFirstFailureAt } from './retry-enqueue.js';
 
 export interface RunConsumerDeps {
   kafka: Kafka;
@@ -37,10 +37,10 @@ const splitKey = (key: string): [string, number] => {
 
 /** What a record says about its run's earlier attempts (headers of a run-level retry). */
 function attemptContext(topic: string, partition: number, message: KafkaMessage): AttemptContext {
-  const first = Date.parse(headerText(message.headers, RETRY_HEADER.firstFailureAt) ?? '');
+  const first = parseRetryFirstFailureAt(message.headers);
   return {
     priorFailures: parseRetryFailures(message.headers),
-    ...(Number.isFinite(first) ? { firstFailureAt: first } : {}),
+    ...(first !== undefined ? { firstFailureAt: first } : {}),
     record: { topic, partition, message: { offset: message.offset, key: message.key, value: message.value } },
   };
 }
@@ -200,8 +200,8 @@ export class RunConsumer {
         if (reason === undefined) this.pause(topic, partition, 'breaker_open');
       } else if (reason === 'breaker_open') this.resume(topic, partition);
     }
-    for (const [dependency, n] of this.dispatcher.heldByDependency()) this.deps.metrics.runsHeld.set({ dependency }, n);
-    for (const d of Object.keys(this.deps.config.dependencies)) if (!this.dispatcher.heldByDependency().has(d)) this.deps.metrics.runsHeld.set({ dependency: d }, 0);
+    const byDependency = this.dispatcher.heldByDependency();
+    for (const dependency of Object.keys(this.deps.config.dependencies)) this.deps.metrics.runsHeld.set({ dependency }, byDependency.get(dependency) ?? 0);
   }
 
   private reportPaused(): void {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { RETRY_HEADER, headerText, parseRetryClass, parseRetryDueAt, parseRetryFailures, retryRecord } from '../../../src/processors/retry-enqueue.js';
+import { RETRY_HEADER, parseRetryClass, parseRetryDueAt, parseRetryFailures, retryRecord } from '../../../src/processors/retry-enqueue.js';
+import { headerText } from '../../../src/kafka/headers.js';
 import type { RunRequested } from '../../../src/events/schemas.js';
 
 const ADMITTED = Date.UTC(2026, 0, 1, 0, 0, 0, 0);
