@@ -170,6 +170,9 @@ describe('DLQ sink: failed runs and poison come to rest in Postgres', () => {
     for (const header of Object.values(DLQ_HEADER)) expect(row.headers[header], header).toBeTruthy();
     expect(row.headers[DLQ_HEADER.runId]).toBe(runId);
     expect(row.error_class).toBe('dependency_unavailable');
+    const metrics = await (await fetch(`${api}/metrics`)).text();
+    expect(metrics).toContain('sluice_dlq_archived_total{tenant="tenant-c",reason="dependency_unavailable"} 1');
+    expect(metrics).toMatch(/sluice_dlq_archive_lag_seconds_count \d+/);
 
     // The fault is fixed: an operator replays the archived run and it completes.
     await http(`${sim}/admin/faults`, { method: 'DELETE', key: ADMIN_KEY });

@@ -36,6 +36,7 @@ function executor(cancelAnswers: boolean[], journal: Map<string, unknown> = new 
   const recorded: { dependency: string; token: string | undefined; outcome: string }[] = [];
   let llmCalls = 0;
   let checks = 0;
+  const metrics = createMetrics();
   const exec = new RunExecutor({
     config,
     llm: async () => {
@@ -62,12 +63,12 @@ function executor(cancelAnswers: boolean[], journal: Map<string, unknown> = new 
     board: { view: (d) => (opts.breaker?.name === d ? opts.breaker : { name: d, state: 'closed' }) },
     enqueueRetry: async (r, headers) => void retries.push({ run: r, headers }),
     deadLetters: { publishDeadLetter: async (envelope, headers) => void deadLetters.push({ envelope, headers }) },
-    metrics: createMetrics(),
+    metrics,
     logger: createLogger('silent'),
     now: () => NOW,
     random: () => 0,
   });
-  return { exec, published, retries, deadLetters, recorded, llmCalls: () => llmCalls, checks: () => checks };
+  return { exec, published, retries, deadLetters, recorded, metrics, llmCalls: () => llmCalls, checks: () => checks };
 }
 
 describe('RunExecutor cancellation', () => {
@@ -213,15 +214,20 @@ describe('RunExecutor and the shared breakers', () => {
   });
 
   it('tenant-c in the same spot fails explicitly', async () => {
-    const { exec, llmCalls, published } = executor([], new Map(), [], undefined, { breaker: openUntil('anthropic', run.deadline + 1_000) });
+    const { exec, llmCalls, published, metrics } = executor([], new Map(), [], undefined, { breaker: openUntil('anthropic', run.deadline + 1_000) });
     expect(await exec.execute(tenantC, ATTEMPT)).toBe('failed');
     expect(llmCalls()).toBe(0);
     expect(published.at(-1)!.error).toMatchObject({ code: 'dependency_unavailable' });
+    const counted = async (name: string) => (await metrics.registry.getSingleMetricAsString(name)).split('\n').filter((l) => !l.startsWith('#'));
+    expect(await counted('sluice_fallbacks_total')).toEqual(['sluice_fallbacks_total{tenant="tenant-c",dependency="anthropic",policy="fail"} 1']);
+    expect(await counted('sluice_breaker_refusals_total')).toEqual(['sluice_breaker_refusals_total{dependency="anthropic"} 1']);
+    expect(await counted('sluice_dead_letters_total')).toEqual(['sluice_dead_letters_total{topic="sluice.runs.interactive",reason="dependency_unavailable"} 1']);
   });
 
   it('a run that can wait is re-enqueued for the next probe, and waiting does not count as a failure', async () => {
-    const { exec, llmCalls, published, retries } = executor([], new Map(), [], undefined, { breaker: openUntil('anthropic', NOW + 5_000) });
+    const { exec, llmCalls, published, retries, metrics } = executor([], new Map(), [], undefined, { breaker: openUntil('anthropic', NOW + 5_000) });
     expect(await exec.execute(run, ATTEMPT)).toBe('retried');
+    expect(await metrics.registry.getSingleMetricAsString('sluice_run_retries_total')).toContain('sluice_run_retries_total{reason="breaker_open"} 1');
     expect(llmCalls()).toBe(0);
     expect(retries[0]!.run).toMatchObject({ attempt: 2, dueAt: NOW + 5_000 });
     expect(retries[0]!.headers['sluice-retry-failures']).toBe('0');
