@@ -1,6 +1,6 @@
 import type { FastifyReply } from 'fastify';
 
-/** Error codes of the HTTP contract (DESIGN.md), each with its status and whether a retry can help. */
+/** Error codes of the HTTP contract (docs/contract.md), each with its status and whether a retry can help. */
 export const PROBLEMS = {
   invalid_request: { status: 400, title: 'The request is invalid', retryable: false },
   unknown_workflow: { status: 400, title: 'No such workflow', retryable: false },

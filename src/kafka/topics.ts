@@ -1,7 +1,7 @@
 import type { Admin, ITopicConfig } from 'kafkajs';
 import type { SluiceConfig } from '../config/schema.js';
 
-/** The contract's topic names (DESIGN.md); a namespace prefix lets environments share a cluster. */
+/** The contract's topic names (docs/contract.md); a namespace prefix lets environments share a cluster. */
 export interface TopicNames {
   interactive: string;
   batch: string;

@@ -10,7 +10,7 @@ export interface DeadlinePolicy {
 export type DeadlineResolution = { ok: true; deadline: number; budgetMs: number } | { ok: false; message: string };
 
 /**
- * A run's deadline starts at admission (DESIGN.md) and is absolute from then on: every stage
+ * A run's deadline starts at admission (docs/contract.md) and is absolute from then on: every stage
  * compares against the same instant instead of restarting a relative timer.
  */
 export function resolveDeadline(requestedMs: number | undefined, runClass: RunClass, policy: DeadlinePolicy, admittedAt: number): DeadlineResolution {

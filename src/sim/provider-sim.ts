@@ -548,7 +548,7 @@ function problemCode(status: number): string {
   return PROBLEM_CODES[status] ?? (status < 500 ? 'invalid_request' : 'internal_error');
 }
 
-/** RFC 9457 problem, with the extension members DESIGN.md requires of every Sluice error. */
+/** RFC 9457 problem, with the extension members the contract (docs/contract.md) requires of every Sluice error. */
 function sendProblem(
   reply: FastifyReply,
   status: number,

@@ -3,7 +3,7 @@ import type { RunClass, RunError, RunStatus, RunStatusChanged } from '../events/
 import { foldStatusEvents } from './run-history.js';
 import { ADMITTED_SEQUENCE } from '../runs/status-sequence.js';
 
-/** A run as `GET /v1/runs/:id` shows it (DESIGN.md contract field names). */
+/** A run as `GET /v1/runs/:id` shows it (field names from docs/contract.md). */
 export interface RunView {
   runId: string;
   workflow: string;
