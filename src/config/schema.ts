@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { DEFAULT_MAX_BATCH_BYTES } from '../producers/produce-batcher.js';
 
 /**
  * The whole of Sluice's configuration. Every field is validated at start-up so that a typo
@@ -163,6 +164,11 @@ export const configSchema = z
         produceTimeoutMs: ms(100, 60_000).default(5_000),
         sessionTimeoutMs: ms(6_000, 300_000).default(30_000),
         heartbeatIntervalMs: ms(100, 60_000).default(3_000),
+        /**
+         * Bytes of records (keys, values, headers, framing) one produce request carries; a single
+         * larger record is refused alone. At most the broker's message.max.bytes minus 61.
+         */
+        maxBatchBytes: z.number().int().min(1_024).max(100 * 1024 * 1024).default(DEFAULT_MAX_BATCH_BYTES),
       })
       .prefault({}),
     redis: z.object({ url: z.string().regex(/^rediss?:\/\//, 'must be a redis:// URL').default('redis://127.0.0.1:6379') }).prefault({}),

@@ -158,6 +158,7 @@ describe('parseConfig defaults', () => {
       produceTimeoutMs: 5000,
       sessionTimeoutMs: 30000,
       heartbeatIntervalMs: 3000,
+      maxBatchBytes: 1_000_000,
     });
     expect(cfg.redis.url).toBe('redis://127.0.0.1:6379');
     expect(cfg.postgres).toEqual({ url: 'postgresql://postgres@127.0.0.1:5432/sluice', poolSize: 10, statementTimeoutMs: 5000 });
