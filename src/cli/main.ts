@@ -11,7 +11,7 @@ import { dlqCommand } from './dlq-command.js';
 /**
  * Exit codes scripts can rely on: 0 done; 1 a runtime failure (a service unreachable, some
  * replays failed); 2 a bad config or command line; 3 (`sluice dlq`) some given rows were not
- * found or not pending, the others were handled.
+ * found, not pending or refused, the others were handled.
  */
 export const EXIT = { ok: 0, failure: 1, badConfig: 2, usage: 2, partial: 3 } as const;
 
