@@ -1,4 +1,5 @@
 import type { SluiceConfig } from '../config/schema.js';
+import { redactUrl } from '../infra/url.js';
 import type { RunningRoles } from '../roles/start-roles.js';
 
 /** The human-readable "where to look" printed once at start-up (logs stay JSON). */
@@ -16,7 +17,7 @@ export function startBanner(config: SluiceConfig, running: RunningRoles): string
   }
   if (running.opsUrl) lines.push(`  metrics      ${running.opsUrl}/metrics`);
   if (running.simulatorUrl) lines.push(`  simulator    ${running.simulatorUrl}   (PUT /admin/faults, GET /admin/stats with the admin key)`);
-  lines.push(`  Kafka        ${config.kafka.brokers.join(',')}   Redis ${config.redis.url}   Postgres ${config.postgres.url.replace(/\/\/[^@/]*@/, '//***@')}`);
+  lines.push(`  Kafka        ${config.kafka.brokers.join(',')}   Redis ${redactUrl(config.redis.url)}   Postgres ${redactUrl(config.postgres.url)}`);
   lines.push(`  local state  ${config.stateDir}/ (broker log: ${config.stateDir}/kafka/logs/server.log)`, '  stop with Ctrl-C (drains running work first)', '');
   return `${lines.join('\n')}\n`;
 }

@@ -24,6 +24,7 @@ import { createIdempotentProducer } from '../kafka/client.js';
 import { TimeoutError, withTimeout } from '../util/with-timeout.js';
 import { topicNames, type TopicNames } from '../kafka/topics.js';
 import { SharedClients } from '../roles/shared-clients.js';
+import { createLogger } from '../obs/logger.js';
 
 /** `sluice dlq`: the operator's view of the DLQ archive (Postgres), and the way back to work topics. */
 
@@ -414,7 +415,7 @@ class Session {
     readonly exitCodes: DlqExitCodes,
   ) {
     // stdout is the command's output: logs (kafkajs warnings among them) go to stderr.
-    this.clients = new SharedClients(config, pino({ name: 'sluice', level: 'warn', base: { pid: process.pid } }, pino.destination(2)));
+    this.clients = new SharedClients(config, createLogger('warn', 'sluice', pino.destination(2)));
   }
 
   get codec(): EventCodec {

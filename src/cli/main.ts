@@ -3,7 +3,9 @@ import { Command, Option } from 'commander';
 import { ConfigError, loadConfig } from '../config/load.js';
 import type { SluiceConfig } from '../config/schema.js';
 import { createLogger, type Logger } from '../obs/logger.js';
-import { infraDown, infraStatus, infraUp } from '../infra/local-infra.js';
+import { infraDown, infraStatus, infraUp, type InfraOptions } from '../infra/local-infra.js';
+import { redactUrl } from '../infra/url.js';
+import { redactConfig } from '../config/redact.js';
 import { startRoles } from '../roles/start-roles.js';
 import { startBanner } from './banner.js';
 import { dlqCommand } from './dlq-command.js';
@@ -69,7 +71,14 @@ async function start(opts: { config?: string; roles?: string }): Promise<void> {
 }
 
 const INFRA_ACTIONS = {
-  up: { description: 'start what is not running; reuse what is', level: 'info', run: infraUp },
+  up: {
+    description: 'start what is not running; reuse what is',
+    level: 'info',
+    run: async (opts: InfraOptions) => {
+      const endpoints = await infraUp(opts);
+      return { ...endpoints, redisUrl: redactUrl(endpoints.redisUrl), databaseUrl: redactUrl(endpoints.databaseUrl) };
+    },
+  },
   down: { description: 'stop only what `infra up` started', level: 'info', run: infraDown },
   status: { description: 'what runs, who owns it, pids and ports', level: 'warn', run: infraStatus },
 } as const;
@@ -100,10 +109,10 @@ program
 
 program
   .command('config')
-  .description('validate a config file and print it with defaults filled in')
+  .description('validate a config file and print it with defaults filled in (secrets shown as ***)')
   .option('-c, --config <file>', 'config file')
   .action((opts: { config?: string }) => {
-    process.stdout.write(`${JSON.stringify(configOrExit(opts.config), null, 2)}\n`);
+    process.stdout.write(`${JSON.stringify(redactConfig(configOrExit(opts.config)), null, 2)}\n`);
   });
 
 program.addCommand(infraCommand());

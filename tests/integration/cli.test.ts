@@ -18,6 +18,22 @@ describe('the sluice CLI, run as a user would', () => {
     expect(cfg.kafka.partitions.interactive).toBeGreaterThan(0);
   });
 
+  it('prints no secret: the API key as *** and URLs with their passwords masked', () => {
+    const r = sluice(['config'], {
+      REDIS_URL: 'redis://:s3cret@cache.internal:6379',
+      DATABASE_URL: 'postgresql://sluice:pgs3cret@db.internal:5432/sluice',
+      SCHEMA_REGISTRY_URL: 'https://key:regs3cret@registry.internal',
+      ANTHROPIC_API_KEY: 'sk-ant-api03-hush',
+    });
+    expect(r.status).toBe(0);
+    expect(r.stdout + r.stderr).not.toMatch(/s3cret|sk-ant-api03-hush/);
+    const cfg = JSON.parse(r.stdout);
+    expect(cfg.anthropic.apiKey).toBe('***');
+    expect(cfg.redis.url).toBe('redis://:***@cache.internal:6379');
+    expect(cfg.postgres.url).toBe('postgresql://sluice:***@db.internal:5432/sluice');
+    expect(cfg.schemaRegistry.url).toBe('https://key:***@registry.internal/');
+  });
+
   it.each([
     [{ api: { port: 'eighty' } }, 'api.port'],
     [{ workflows: { broken: { steps: [{ id: 'x', kind: 'tool', tool: 'no-such-tool' }] } } }, 'workflows.broken.steps.0.tool'],
