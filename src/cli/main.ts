@@ -6,6 +6,7 @@ import { createLogger, type Logger } from '../obs/logger.js';
 import { infraDown, infraStatus, infraUp, type InfraOptions } from '../infra/local-infra.js';
 import { redactUrl } from '../infra/url.js';
 import { redactConfig } from '../config/redact.js';
+import { productionProblems, profileError } from '../config/profile.js';
 import { startRoles } from '../roles/start-roles.js';
 import { startBanner } from './banner.js';
 import { dlqCommand } from './dlq-command.js';
@@ -17,9 +18,13 @@ import { dlqCommand } from './dlq-command.js';
  */
 export const EXIT = { ok: 0, failure: 1, badConfig: 2, usage: 2, partial: 3 } as const;
 
-function configOrExit(path: string | undefined): SluiceConfig {
+/** The config, or exit 2 naming every bad field; `toStart` also applies the profile's refusals. */
+function configOrExit(path: string | undefined, opts: { toStart?: boolean } = {}): SluiceConfig {
   try {
-    return loadConfig({ path });
+    const config = loadConfig({ path });
+    const problems = opts.toStart ? productionProblems(config) : [];
+    if (problems.length > 0) throw profileError(problems);
+    return config;
   } catch (err) {
     if (err instanceof ConfigError) {
       process.stderr.write(`sluice: ${err.message}\n`);
@@ -43,12 +48,12 @@ async function withLocalInfra(config: SluiceConfig, logger: Logger): Promise<Slu
 
 async function start(opts: { config?: string; roles?: string }): Promise<void> {
   if (opts.roles) process.env.SLUICE_ROLES = opts.roles;
-  const loaded = configOrExit(opts.config);
+  const loaded = configOrExit(opts.config, { toStart: true });
   const logger = createLogger(loaded.logLevel);
+  if (loaded.profile === 'dev') logger.warn({ profile: loaded.profile }, 'dev profile: demo keys, the provider simulator and local infrastructure are allowed; never expose this instance');
+  else logger.info({ profile: loaded.profile }, 'production profile');
   const config = await withLocalInfra(loaded, logger);
   const running = await startRoles(config, logger);
-  process.stdout.write(startBanner(config, running));
-  logger.info({ roles: running.roles, apiUrl: running.apiUrl, simulatorUrl: running.simulatorUrl, opsUrl: running.opsUrl }, 'sluice started');
 
   let stopping = false;
   const shutdown = (signal: string) => {
@@ -66,8 +71,11 @@ async function start(opts: { config?: string; roles?: string }): Promise<void> {
       },
     );
   };
+  // Before announcing the start: whoever waits for it may signal at once.
   process.on('SIGINT', () => shutdown('SIGINT'));
   process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.stdout.write(startBanner(config, running));
+  logger.info({ roles: running.roles, apiUrl: running.apiUrl, simulatorUrl: running.simulatorUrl, opsUrl: running.opsUrl, profile: config.profile }, 'sluice started');
 }
 
 const INFRA_ACTIONS = {
@@ -112,7 +120,10 @@ program
   .description('validate a config file and print it with defaults filled in (secrets shown as ***)')
   .option('-c, --config <file>', 'config file')
   .action((opts: { config?: string }) => {
-    process.stdout.write(`${JSON.stringify(redactConfig(configOrExit(opts.config)), null, 2)}\n`);
+    const config = configOrExit(opts.config);
+    process.stdout.write(`${JSON.stringify(redactConfig(config), null, 2)}\n`);
+    // Valid, but `start` would refuse it: say so without failing, as the file itself is sound.
+    for (const p of productionProblems(config)) process.stderr.write(`sluice: warning: \`sluice start\` would refuse this under the production profile: ${p.field}: ${p.message}\n`);
   });
 
 program.addCommand(infraCommand());

@@ -15,6 +15,9 @@ export type Role = (typeof ROLES)[number];
 
 export const RUN_CLASSES = ['interactive', 'batch'] as const;
 
+/** `production` (the default) refuses demo keys, the simulator and local infrastructure; `dev` allows them. */
+export const PROFILES = ['production', 'dev'] as const;
+
 /** Retries of one dependency's calls (seed 003: LLM once, core tools twice, full-jitter backoff from 500 ms). */
 const retryPolicy = z
   .object({
@@ -136,6 +139,7 @@ const tenant = z.object({
 
 export const configSchema = z
   .object({
+    profile: z.enum(PROFILES).default('production'),
     instanceId: z.string().min(1).max(100).optional(),
     roles: z.array(z.enum(ROLES)).min(1).default([...ROLES]),
     /** Serves /healthz, /readyz and /metrics for processes without the api role (0 = off). */

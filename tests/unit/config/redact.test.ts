@@ -1,31 +1,7 @@
-import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../../src/config/load.js';
 import { redactConfig } from '../../../src/config/redact.js';
-import { startBanner } from '../../../src/cli/banner.js';
-import type { Metrics } from '../../../src/obs/metrics.js';
-
-const sha = (s: string) => createHash('sha256').update(s, 'utf8').digest('hex');
-const SECRETS = /s3cret|pgsecret|regsecret|sk-ant-hush|proxysecret|toolsecret|simsecret|pubsecret/;
-
-/** Every field that can hold a secret, holding one. */
-function secretDoc(): Record<string, any> {
-  return {
-    redis: { url: 'redis://:s3cret@cache:6379' },
-    postgres: { url: 'postgresql://app:pgsecret@db:5432/sluice?sslmode=require' },
-    schemaRegistry: { url: 'https://key:regsecret@registry.example' },
-    anthropic: { apiKey: 'sk-ant-hush', baseUrl: 'https://user:proxysecret@llm-proxy.example/v1' },
-    simulator: { url: 'http://sim:simsecret@sim:8089' },
-    api: { adminKeySha256: sha('admin'), publicUrl: 'https://u:pubsecret@sluice.example' },
-    tenants: { t1: { apiKeySha256: sha('t1') } },
-    dependencies: {
-      anthropic: { kind: 'llm', model: 'claude', timeouts: { connectMs: 100, readMs: 1000, totalMs: 2000 }, maxConcurrency: 4 },
-      crm: { kind: 'tool', url: 'https://bot:toolsecret@crm.example/lookup', timeouts: { connectMs: 100, readMs: 1000, totalMs: 2000 }, maxConcurrency: 2 },
-      local: { kind: 'tool', url: '/tools/order-lookup', timeouts: { connectMs: 100, readMs: 1000, totalMs: 2000 }, maxConcurrency: 2 },
-    },
-    workflows: { wf: { steps: [{ id: 'think', kind: 'llm', system: 'be brief' }] } },
-  };
-}
+import { SECRETS, secretDoc, sha } from './secret-config.js';
 
 describe('redactConfig', () => {
   const config = parseConfig(secretDoc());
@@ -56,14 +32,5 @@ describe('redactConfig', () => {
     expect(redactConfig(plain)).toEqual(plain);
     expect(config.anthropic.apiKey).toBe('sk-ant-hush');
     expect(config.redis.url).toBe('redis://:s3cret@cache:6379');
-  });
-});
-
-describe('startBanner', () => {
-  it('shows where Redis and Postgres are without their passwords', () => {
-    const banner = startBanner(parseConfig(secretDoc()), { roles: ['api'], apiUrl: 'http://127.0.0.1:8080', metrics: {} as Metrics, stop: async () => undefined });
-    expect(banner).toContain('Redis redis://:***@cache:6379');
-    expect(banner).toContain('Postgres postgresql://app:***@db:5432/sluice?sslmode=require');
-    expect(banner).not.toMatch(SECRETS);
   });
 });
