@@ -9,7 +9,10 @@ RUN npm run build && npm prune --omit=dev
 
 FROM node:20-bookworm-slim
 WORKDIR /app
-ENV NODE_ENV=production
+# The production profile whatever the config file says: the built-in config/local.yaml (published
+# demo keys, the simulator) is refused unless SLUICE_PROFILE=dev is chosen explicitly. Give a
+# config of your own with SLUICE_CONFIG (mounted), secrets by environment (ANTHROPIC_API_KEY…).
+ENV NODE_ENV=production SLUICE_PROFILE=production
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 COPY package.json ./

@@ -1,22 +1,25 @@
 import type { SluiceConfig } from '../config/schema.js';
+import { redactUrl } from '../infra/url.js';
 import type { RunningRoles } from '../roles/start-roles.js';
 
 /** The human-readable "where to look" printed once at start-up (logs stay JSON). */
 export function startBanner(config: SluiceConfig, running: RunningRoles): string {
-  const lines = [`Sluice is running: roles ${running.roles.join(', ')}`];
+  const lines = [`Sluice is running (${config.profile} profile): roles ${running.roles.join(', ')}`];
   if (running.apiUrl) {
-    lines.push(
-      `  API          ${running.apiUrl}   (POST /v1/runs, GET /v1/runs/:id)`,
-      `  metrics      ${running.apiUrl}/metrics   readiness ${running.apiUrl}/readyz`,
-      '  try it:',
-      `    curl -s -X POST ${running.apiUrl}/v1/runs -H 'Authorization: Bearer local-key-a' \\`,
-      `         -H 'Content-Type: application/json' -d '{"workflow":"support-reply","input":{"message":"Where is order 42?"}}'`,
-      `    curl -s ${running.apiUrl}/v1/runs/<runId> -H 'Authorization: Bearer local-key-a'`,
-    );
+    lines.push(`  API          ${running.apiUrl}   (POST /v1/runs, GET /v1/runs/:id)`, `  metrics      ${running.apiUrl}/metrics   readiness ${running.apiUrl}/readyz`);
+    // The demo key works only where the demo config runs.
+    if (config.profile === 'dev') {
+      lines.push(
+        '  try it:',
+        `    curl -s -X POST ${running.apiUrl}/v1/runs -H 'Authorization: Bearer local-key-a' \\`,
+        `         -H 'Content-Type: application/json' -d '{"workflow":"support-reply","input":{"message":"Where is order 42?"}}'`,
+        `    curl -s ${running.apiUrl}/v1/runs/<runId> -H 'Authorization: Bearer local-key-a'`,
+      );
+    }
   }
   if (running.opsUrl) lines.push(`  metrics      ${running.opsUrl}/metrics`);
   if (running.simulatorUrl) lines.push(`  simulator    ${running.simulatorUrl}   (PUT /admin/faults, GET /admin/stats with the admin key)`);
-  lines.push(`  Kafka        ${config.kafka.brokers.join(',')}   Redis ${config.redis.url}   Postgres ${config.postgres.url.replace(/\/\/[^@/]*@/, '//***@')}`);
+  lines.push(`  Kafka        ${config.kafka.brokers.join(',')}   Redis ${redactUrl(config.redis.url)}   Postgres ${redactUrl(config.postgres.url)}`);
   lines.push(`  local state  ${config.stateDir}/ (broker log: ${config.stateDir}/kafka/logs/server.log)`, '  stop with Ctrl-C (drains running work first)', '');
   return `${lines.join('\n')}\n`;
 }

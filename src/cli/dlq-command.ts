@@ -24,6 +24,7 @@ import { createIdempotentProducer } from '../kafka/client.js';
 import { TimeoutError, withTimeout } from '../util/with-timeout.js';
 import { topicNames, type TopicNames } from '../kafka/topics.js';
 import { SharedClients } from '../roles/shared-clients.js';
+import { createLogger } from '../obs/logger.js';
 
 /** `sluice dlq`: the operator's view of the DLQ archive (Postgres), and the way back to work topics. */
 
@@ -33,7 +34,7 @@ export interface DlqExitCodes {
   failure: number;
   /** A bad command line: unknown option, bad value, a required option missing. */
   usage: number;
-  /** Some of the given rows were not found or not pending; the others were handled. */
+  /** Some of the given rows were not found, not pending or refused; the others were handled. */
   partial: number;
 }
 
@@ -271,9 +272,24 @@ export function nextAttempt(run: RunRequested, now: number): RunRequested {
   return { ...run, attempt: run.attempt + 1, admittedAt: now, deadline: now + (run.deadline - run.admittedAt), dueAt: null };
 }
 
-/** A run goes to its class's work topic as its next attempt; poison goes back as it came. */
+/** A row that must not be replayed as it is: it stays pending, for `discard` or another namespace's replay. */
+export class ReplayRefusedError extends Error {
+  override readonly name = 'ReplayRefusedError';
+}
+
+/**
+ * A run goes to its class's work topic as its next attempt; poison goes back as it came, but only
+ * into this namespace's topics: its original topic is whatever the dead letter's headers said,
+ * and anyone who can write to the DLQ topic can say anything there.
+ */
 export function planReplay(row: Pick<DeadLetterRow, 'id' | 'originalTopic' | 'originalKey' | 'payload'>, run: RunRequested | undefined, topics: TopicNames, now: number): ReplayPlan {
-  if (!run) return { topic: row.originalTopic, key: row.originalKey, headers: { [REPLAY_HEADER]: row.id }, body: { raw: row.payload } };
+  if (!run) {
+    const own = Object.values(topics);
+    if (!own.includes(row.originalTopic)) {
+      throw new ReplayRefusedError(`its original topic ${JSON.stringify(row.originalTopic)} is not one of this namespace's topics (${own.join(', ')}), the only ones a replay produces into`);
+    }
+    return { topic: row.originalTopic, key: row.originalKey, headers: { [REPLAY_HEADER]: row.id }, body: { raw: row.payload } };
+  }
   const next = nextAttempt(run, now);
   return { topic: topics[next.class], key: next.tenantId, headers: { traceparent: next.traceparent, [REPLAY_HEADER]: row.id }, body: { run: next } };
 }
@@ -306,12 +322,22 @@ const SKIP_TEXT: Record<ReplaySkip, string> = {
   locked: 'being replayed by someone else',
 };
 
-export function outcomeLine(o: ReplayOutcome<ReplayPlan>, dryRun: boolean): string {
+/** What happened to one row: the store's outcome, with a refusal told apart from a failure. */
+export type ReplayResult = ReplayOutcome<ReplayPlan> | { id: string; result: 'refused'; error: ReplayRefusedError };
+
+/** The store reports a refusal thrown while planning as a failed produce; it is a decision about the row. */
+export function replayResult(o: ReplayOutcome<ReplayPlan>): ReplayResult {
+  return o.result === 'failed' && o.error instanceof ReplayRefusedError ? { id: o.id, result: 'refused', error: o.error } : o;
+}
+
+export function outcomeLine(o: ReplayResult, dryRun: boolean): string {
   switch (o.result) {
     case 'replayed':
       return `${dryRun ? 'would replay' : 'replayed'} ${describePlan(o.id, o.value)}`;
     case 'skipped':
       return `${dryRun ? 'would skip' : 'skipped'} #${o.id}: ${SKIP_TEXT[o.why]}`;
+    case 'refused':
+      return `${dryRun ? 'would refuse' : 'refused'} #${o.id}: ${o.error.message}`;
     case 'failed':
       return `failed #${o.id}: ${o.error.message}`;
   }
@@ -319,15 +345,16 @@ export function outcomeLine(o: ReplayOutcome<ReplayPlan>, dryRun: boolean): stri
 
 export interface ReplayTally {
   replayed: number;
+  refused: number;
   failed: number;
   skipped: Record<ReplaySkip, number>;
 }
 
 export function emptyTally(): ReplayTally {
-  return { replayed: 0, failed: 0, skipped: { not_found: 0, replayed: 0, discarded: 0, locked: 0 } };
+  return { replayed: 0, refused: 0, failed: 0, skipped: { not_found: 0, replayed: 0, discarded: 0, locked: 0 } };
 }
 
-export function tallyOutcome(tally: ReplayTally, o: ReplayOutcome<unknown>): void {
+export function tallyOutcome(tally: ReplayTally, o: ReplayResult): void {
   if (o.result === 'skipped') tally.skipped[o.why]++;
   else tally[o.result]++;
 }
@@ -336,13 +363,14 @@ export function summaryLine(t: ReplayTally, dryRun: boolean): string {
   const whys = (Object.entries(t.skipped) as [ReplaySkip, number][]).filter(([, n]) => n > 0).map(([why, n]) => `${n} ${SKIP_TEXT[why]}`);
   const skipped = Object.values(t.skipped).reduce((a, b) => a + b, 0);
   const detail = whys.length > 0 ? ` (${whys.join(', ')})` : '';
-  if (dryRun) return `dry run, nothing changed: would replay ${t.replayed}, skip ${skipped}${detail}`;
-  return `replayed ${t.replayed}, skipped ${skipped}${detail}, failed ${t.failed}`;
+  if (dryRun) return `dry run, nothing changed: would replay ${t.replayed}, skip ${skipped}${detail}${t.refused > 0 ? `, refuse ${t.refused}` : ''}`;
+  return `replayed ${t.replayed}, skipped ${skipped}${detail}${t.refused > 0 ? `, refused ${t.refused}` : ''}, failed ${t.failed}`;
 }
 
+/** A failure may go away when run again (1); a skip or a refusal will not (3). */
 export function exitFor(t: ReplayTally, exit: DlqExitCodes): number {
   if (t.failed > 0) return exit.failure;
-  return Object.values(t.skipped).some((n) => n > 0) ? exit.partial : exit.ok;
+  return t.refused > 0 || Object.values(t.skipped).some((n) => n > 0) ? exit.partial : exit.ok;
 }
 
 /** Spaces calls `1/rate` seconds apart; the first goes at once. */
@@ -360,14 +388,14 @@ export function pacer(ratePerSec: number, now: () => number = Date.now, sleep = 
 const write = (stream: NodeJS.WriteStream, text: string) => stream.write(text.endsWith('\n') ? text : `${text}\n`);
 
 /** A bar on a terminal; otherwise a line per row, which is what a log or a pipe can use. */
-function replayProgress(total: number): { report: (o: ReplayOutcome<ReplayPlan>) => void; stop: () => void } {
+function replayProgress(total: number): { report: (o: ReplayResult) => void; stop: () => void } {
   if (!process.stderr.isTTY) return { report: (o) => write(process.stderr, outcomeLine(o, false)), stop: () => undefined };
   const bar = new cliProgress.SingleBar({ stream: process.stderr, format: 'replaying [{bar}] {value}/{total} | {eta_formatted} left', hideCursor: true }, cliProgress.Presets.shades_classic);
   const failures: string[] = [];
   bar.start(total, 0);
   return {
     report: (o) => {
-      if (o.result === 'failed') failures.push(outcomeLine(o, false));
+      if (o.result === 'failed' || o.result === 'refused') failures.push(outcomeLine(o, false));
       bar.increment();
     },
     stop: () => {
@@ -387,7 +415,7 @@ class Session {
     readonly exitCodes: DlqExitCodes,
   ) {
     // stdout is the command's output: logs (kafkajs warnings among them) go to stderr.
-    this.clients = new SharedClients(config, pino({ name: 'sluice', level: 'warn', base: { pid: process.pid } }, pino.destination(2)));
+    this.clients = new SharedClients(config, createLogger('warn', 'sluice', pino.destination(2)));
   }
 
   get codec(): EventCodec {
@@ -461,14 +489,14 @@ interface ReplayOptions extends Omit<FilterOptions, 'status'> {
 }
 
 /** What a replay of the row would do, without taking its lock or touching Kafka. */
-async function previewReplay(s: Session, store: DeadLetterStore, id: string, topics: TopicNames): Promise<ReplayOutcome<ReplayPlan>> {
+async function previewReplay(s: Session, store: DeadLetterStore, id: string, topics: TopicNames): Promise<ReplayResult> {
   const row = await store.get(id);
   if (!row) return { id, result: 'skipped', why: 'not_found' };
   if (row.status !== 'pending') return { id, result: 'skipped', why: row.status };
   try {
     return { id, result: 'replayed', value: planReplay(row, await decodeRun(s.codec, row), topics, Date.now()) };
   } catch (err) {
-    return { id, result: 'failed', error: err as Error };
+    return replayResult({ id, result: 'failed', error: err as Error });
   }
 }
 
@@ -481,12 +509,14 @@ async function replayRows(s: Session, store: DeadLetterStore, targets: readonly 
   let untried = 0;
   for (const [i, id] of targets.entries()) {
     await pace();
-    const outcome = await store.replayOne(id, o.by, async (row) => {
-      const plan = planReplay(row, await decodeRun(s.codec, row), topics, Date.now());
-      if (!existing.has(plan.topic)) throw new Error(`topic ${plan.topic} does not exist: is the namespace (SLUICE_NAMESPACE) right?`);
-      await send(producer, s.codec, plan, timeoutMs);
-      return plan;
-    });
+    const outcome = replayResult(
+      await store.replayOne(id, o.by, async (row) => {
+        const plan = planReplay(row, await decodeRun(s.codec, row), topics, Date.now());
+        if (!existing.has(plan.topic)) throw new Error(`topic ${plan.topic} does not exist: is the namespace (SLUICE_NAMESPACE) right?`);
+        await send(producer, s.codec, plan, timeoutMs);
+        return plan;
+      }),
+    );
     tallyOutcome(tally, outcome);
     progress.report(outcome);
     // Otherwise every row after it would wait out a timeout of its own.

@@ -3,7 +3,10 @@ import { Command, Option } from 'commander';
 import { ConfigError, loadConfig } from '../config/load.js';
 import type { SluiceConfig } from '../config/schema.js';
 import { createLogger, type Logger } from '../obs/logger.js';
-import { infraDown, infraStatus, infraUp } from '../infra/local-infra.js';
+import { infraDown, infraStatus, infraUp, type InfraOptions } from '../infra/local-infra.js';
+import { redactUrl } from '../infra/url.js';
+import { redactConfig } from '../config/redact.js';
+import { productionProblems, profileError } from '../config/profile.js';
 import { startRoles } from '../roles/start-roles.js';
 import { startBanner } from './banner.js';
 import { dlqCommand } from './dlq-command.js';
@@ -11,13 +14,17 @@ import { dlqCommand } from './dlq-command.js';
 /**
  * Exit codes scripts can rely on: 0 done; 1 a runtime failure (a service unreachable, some
  * replays failed); 2 a bad config or command line; 3 (`sluice dlq`) some given rows were not
- * found or not pending, the others were handled.
+ * found, not pending or refused, the others were handled.
  */
 export const EXIT = { ok: 0, failure: 1, badConfig: 2, usage: 2, partial: 3 } as const;
 
-function configOrExit(path: string | undefined): SluiceConfig {
+/** The config, or exit 2 naming every bad field; `toStart` also applies the profile's refusals. */
+function configOrExit(path: string | undefined, opts: { toStart?: boolean } = {}): SluiceConfig {
   try {
-    return loadConfig({ path });
+    const config = loadConfig({ path });
+    const problems = opts.toStart ? productionProblems(config) : [];
+    if (problems.length > 0) throw profileError(problems);
+    return config;
   } catch (err) {
     if (err instanceof ConfigError) {
       process.stderr.write(`sluice: ${err.message}\n`);
@@ -41,12 +48,12 @@ async function withLocalInfra(config: SluiceConfig, logger: Logger): Promise<Slu
 
 async function start(opts: { config?: string; roles?: string }): Promise<void> {
   if (opts.roles) process.env.SLUICE_ROLES = opts.roles;
-  const loaded = configOrExit(opts.config);
+  const loaded = configOrExit(opts.config, { toStart: true });
   const logger = createLogger(loaded.logLevel);
+  if (loaded.profile === 'dev') logger.warn({ profile: loaded.profile }, 'dev profile: demo keys, the provider simulator and local infrastructure are allowed; never expose this instance');
+  else logger.info({ profile: loaded.profile }, 'production profile');
   const config = await withLocalInfra(loaded, logger);
   const running = await startRoles(config, logger);
-  process.stdout.write(startBanner(config, running));
-  logger.info({ roles: running.roles, apiUrl: running.apiUrl, simulatorUrl: running.simulatorUrl, opsUrl: running.opsUrl }, 'sluice started');
 
   let stopping = false;
   const shutdown = (signal: string) => {
@@ -64,12 +71,22 @@ async function start(opts: { config?: string; roles?: string }): Promise<void> {
       },
     );
   };
+  // Before announcing the start: whoever waits for it may signal at once.
   process.on('SIGINT', () => shutdown('SIGINT'));
   process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.stdout.write(startBanner(config, running));
+  logger.info({ roles: running.roles, apiUrl: running.apiUrl, simulatorUrl: running.simulatorUrl, opsUrl: running.opsUrl, profile: config.profile }, 'sluice started');
 }
 
 const INFRA_ACTIONS = {
-  up: { description: 'start what is not running; reuse what is', level: 'info', run: infraUp },
+  up: {
+    description: 'start what is not running; reuse what is',
+    level: 'info',
+    run: async (opts: InfraOptions) => {
+      const endpoints = await infraUp(opts);
+      return { ...endpoints, redisUrl: redactUrl(endpoints.redisUrl), databaseUrl: redactUrl(endpoints.databaseUrl) };
+    },
+  },
   down: { description: 'stop only what `infra up` started', level: 'info', run: infraDown },
   status: { description: 'what runs, who owns it, pids and ports', level: 'warn', run: infraStatus },
 } as const;
@@ -100,10 +117,13 @@ program
 
 program
   .command('config')
-  .description('validate a config file and print it with defaults filled in')
+  .description('validate a config file and print it with defaults filled in (secrets shown as ***)')
   .option('-c, --config <file>', 'config file')
   .action((opts: { config?: string }) => {
-    process.stdout.write(`${JSON.stringify(configOrExit(opts.config), null, 2)}\n`);
+    const config = configOrExit(opts.config);
+    process.stdout.write(`${JSON.stringify(redactConfig(config), null, 2)}\n`);
+    // Valid, but `start` would refuse it: say so without failing, as the file itself is sound.
+    for (const p of productionProblems(config)) process.stderr.write(`sluice: warning: \`sluice start\` would refuse this under the production profile: ${p.field}: ${p.message}\n`);
   });
 
 program.addCommand(infraCommand());

@@ -39,6 +39,7 @@ export const ENV_OVERRIDES: readonly EnvOverride[] = [
   { env: 'SLUICE_SIM_HOST', path: ['simulator', 'host'], parse: text },
   { env: 'SLUICE_SIM_PORT', path: ['simulator', 'port'], parse: int },
   { env: 'SLUICE_OPS_PORT', path: ['opsPort'], parse: int },
+  { env: 'SLUICE_PROFILE', path: ['profile'], parse: text },
 ];
 
 export function defaultConfigPath(): string {

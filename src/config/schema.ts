@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { DEFAULT_MAX_BATCH_BYTES } from '../producers/produce-batcher.js';
 
 /**
  * The whole of Sluice's configuration. Every field is validated at start-up so that a typo
@@ -13,6 +14,9 @@ export const ROLES = ['api', 'processor', 'status-sink', 'dlq-sink', 'provider-s
 export type Role = (typeof ROLES)[number];
 
 export const RUN_CLASSES = ['interactive', 'batch'] as const;
+
+/** `production` (the default) refuses demo keys, the simulator and local infrastructure; `dev` allows them. */
+export const PROFILES = ['production', 'dev'] as const;
 
 /** Retries of one dependency's calls (seed 003: LLM once, core tools twice, full-jitter backoff from 500 ms). */
 const retryPolicy = z
@@ -135,6 +139,7 @@ const tenant = z.object({
 
 export const configSchema = z
   .object({
+    profile: z.enum(PROFILES).default('production'),
     instanceId: z.string().min(1).max(100).optional(),
     roles: z.array(z.enum(ROLES)).min(1).default([...ROLES]),
     /** Serves /healthz, /readyz and /metrics for processes without the api role (0 = off). */
@@ -163,6 +168,11 @@ export const configSchema = z
         produceTimeoutMs: ms(100, 60_000).default(5_000),
         sessionTimeoutMs: ms(6_000, 300_000).default(30_000),
         heartbeatIntervalMs: ms(100, 60_000).default(3_000),
+        /**
+         * Bytes of records (keys, values, headers, framing) one produce request carries; a single
+         * larger record is refused alone. At most the broker's message.max.bytes minus 61.
+         */
+        maxBatchBytes: z.number().int().min(1_024).max(100 * 1024 * 1024).default(DEFAULT_MAX_BATCH_BYTES),
       })
       .prefault({}),
     redis: z.object({ url: z.string().regex(/^rediss?:\/\//, 'must be a redis:// URL').default('redis://127.0.0.1:6379') }).prefault({}),

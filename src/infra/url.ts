@@ -1,12 +1,32 @@
-/** The URL with any password replaced, for logs, status output and error messages. */
+/** What stands for a secret in anything Sluice prints or logs. */
+export const REDACTED = '***';
+
+/** Query parameters that carry a credential (libpq's `password`, `sslpassword`; tokens and secrets). */
+const SECRET_PARAM = /pass|secret|token/i;
+
+/**
+ * The URL with any password (in its userinfo or a query parameter) replaced, for logs, status
+ * output and error messages; unchanged when it holds none. Text that is not a URL is replaced
+ * whole, since where its password is cannot be known.
+ */
 export function redactUrl(url: string): string {
+  let u: URL;
   try {
-    const u = new URL(url);
-    if (u.password) u.password = '***';
-    return u.toString();
+    u = new URL(url);
   } catch {
     return '<unparsable URL>';
   }
+  let redacted = false;
+  if (u.password) {
+    u.password = REDACTED;
+    redacted = true;
+  }
+  for (const name of new Set(u.searchParams.keys())) {
+    if (!SECRET_PARAM.test(name)) continue;
+    u.searchParams.set(name, REDACTED);
+    redacted = true;
+  }
+  return redacted ? u.toString() : url;
 }
 
 /** The URL's port, or `fallback` when it names none (the scheme's default). */

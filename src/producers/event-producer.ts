@@ -3,12 +3,14 @@ import { createIdempotentProducer } from '../kafka/client.js';
 import type { EventCodec } from '../events/codec.js';
 import { SUBJECTS, type DeadLetterEnvelope, type RunRequested, type RunStatusChanged } from '../events/schemas.js';
 import type { TopicNames } from '../kafka/topics.js';
-import { ProduceBatcher, type OutgoingMessage } from './produce-batcher.js';
+import { DEFAULT_MAX_BATCH_BYTES, ProduceBatcher, type OutgoingMessage } from './produce-batcher.js';
 
 export interface EventProducerOptions {
   /** Messages waiting for Kafka before new ones are refused at once. */
   maxPending?: number;
   maxBatch?: number;
+  /** Bytes of records per produce request; a larger single message is refused with MessageTooLargeError. */
+  maxBatchBytes?: number;
   lingerMs?: number;
 }
 
@@ -29,6 +31,7 @@ export class EventProducer {
     this.batcher = new ProduceBatcher((messages) => this.sendBatch(messages), {
       maxPending: opts.maxPending ?? 10_000,
       maxBatch: opts.maxBatch ?? 500,
+      maxBatchBytes: opts.maxBatchBytes ?? DEFAULT_MAX_BATCH_BYTES,
       lingerMs: opts.lingerMs ?? 1,
     });
   }

@@ -1,7 +1,9 @@
 /**
  * Groups concurrent produce calls into one Kafka request (what the Java client calls linger),
  * with one request in flight at a time so the idempotent producer keeps per-key order.
- * Everything is bounded: the queue refuses new work when full, and every call has a deadline.
+ * Everything is bounded: the queue refuses new work when full, every call has a deadline, and a
+ * request carries at most `maxBatch` messages and `maxBatchBytes` bytes, so the broker's limit on
+ * one partition's record batch (message.max.bytes) is never exceeded by putting records together.
  */
 
 export interface OutgoingMessage {
@@ -15,8 +17,41 @@ export type SendBatch = (messages: OutgoingMessage[]) => Promise<void>;
 
 export interface ProduceBatcherOptions {
   maxBatch: number;
+  /** Bytes of one request's records as `recordBytes` counts them; a larger record is refused. */
+  maxBatchBytes: number;
   lingerMs: number;
   maxPending: number;
+}
+
+/**
+ * Kafka's default message.max.bytes is 1,048,588 per record batch (one partition of a request),
+ * 61 of them the batch header; this leaves room for the estimate to be off by tens of kilobytes.
+ */
+export const DEFAULT_MAX_BATCH_BYTES = 1_000_000;
+
+/**
+ * Per record in a v2 record batch, at most: length, attributes, timestamp delta, offset delta,
+ * key length, value length and header count (varints), and per header its key and value lengths.
+ */
+export const RECORD_OVERHEAD_BYTES = 40;
+export const HEADER_OVERHEAD_BYTES = 10;
+
+/** What one message adds to a record batch: key, value and headers, and their framing at its largest. */
+export function recordBytes(message: OutgoingMessage): number {
+  let bytes = RECORD_OVERHEAD_BYTES + Buffer.byteLength(message.key) + message.value.length;
+  for (const [k, v] of Object.entries(message.headers ?? {})) bytes += HEADER_OVERHEAD_BYTES + Buffer.byteLength(k) + Buffer.byteLength(v);
+  return bytes;
+}
+
+/** One message that no request could carry: refused before it is queued, so nothing else waits on it. */
+export class MessageTooLargeError extends Error {
+  constructor(
+    readonly bytes: number,
+    readonly limit: number,
+  ) {
+    super(`message of ${bytes} bytes is over the ${limit}-byte bound of one Kafka produce request`);
+    this.name = 'MessageTooLargeError';
+  }
 }
 
 export class ProduceQueueFullError extends Error {
@@ -46,6 +81,7 @@ export class ProducerClosedError extends Error {
 
 interface Pending {
   message: OutgoingMessage;
+  bytes: number;
   resolve: () => void;
   reject: (err: Error) => void;
   timer: NodeJS.Timeout;
@@ -54,6 +90,8 @@ interface Pending {
 
 export class ProduceBatcher {
   private queue: Pending[] = [];
+  /** Sum of `bytes` over the queue. */
+  private queuedBytes = 0;
   /** Every caller still waiting, queued or in flight: what close() waits for. */
   private readonly unsettled = new Set<Pending>();
   private readonly settledWaiters: (() => void)[] = [];
@@ -72,16 +110,20 @@ export class ProduceBatcher {
 
   produce(message: OutgoingMessage, timeoutMs: number): Promise<void> {
     if (this.closed) return Promise.reject(new ProducerClosedError());
+    const bytes = recordBytes(message);
+    if (bytes > this.opts.maxBatchBytes) return Promise.reject(new MessageTooLargeError(bytes, this.opts.maxBatchBytes));
     if (this.queue.length >= this.opts.maxPending) return Promise.reject(new ProduceQueueFullError(this.queue.length));
     return new Promise<void>((resolve, reject) => {
       const entry: Pending = {
         message,
+        bytes,
         resolve,
         reject,
         sent: false,
         timer: setTimeout(() => this.expire(entry, timeoutMs), timeoutMs),
       };
       this.queue.push(entry);
+      this.queuedBytes += bytes;
       this.unsettled.add(entry);
       this.schedule();
     });
@@ -108,13 +150,17 @@ export class ProduceBatcher {
 
   private expire(entry: Pending, timeoutMs: number): void {
     const idx = this.queue.indexOf(entry);
-    if (idx >= 0) this.queue.splice(idx, 1);
+    if (idx >= 0) {
+      this.queue.splice(idx, 1);
+      this.queuedBytes -= entry.bytes;
+    }
     this.settle(entry, new ProduceTimeoutError(timeoutMs, entry.sent));
   }
 
   private schedule(): void {
     if (this.inFlight || this.queue.length === 0) return;
-    const full = this.queue.length >= this.opts.maxBatch;
+    // Lingering cannot grow a batch that is already at a bound.
+    const full = this.queue.length >= this.opts.maxBatch || this.queuedBytes >= this.opts.maxBatchBytes;
     if (full || this.opts.lingerMs === 0 || this.closed) {
       void this.flush();
       return;
@@ -125,13 +171,31 @@ export class ProduceBatcher {
     }, this.opts.lingerMs);
   }
 
+  /**
+   * How many messages from the head of the queue fit one request: never fewer than one (a queued
+   * message fits alone), and never skipping one, so messages keep their order.
+   */
+  private batchLength(): number {
+    let n = 0;
+    let bytes = 0;
+    for (const e of this.queue) {
+      if (n === this.opts.maxBatch || (n > 0 && bytes + e.bytes > this.opts.maxBatchBytes)) break;
+      bytes += e.bytes;
+      n++;
+    }
+    return n;
+  }
+
   private async flush(): Promise<void> {
     clearTimeout(this.lingerTimer);
     this.lingerTimer = undefined;
     if (this.inFlight || this.queue.length === 0) return;
     this.inFlight = true;
-    const batch = this.queue.splice(0, this.opts.maxBatch);
-    for (const e of batch) e.sent = true;
+    const batch = this.queue.splice(0, this.batchLength());
+    for (const e of batch) {
+      e.sent = true;
+      this.queuedBytes -= e.bytes;
+    }
     try {
       await this.send(batch.map((e) => e.message));
       for (const e of batch) this.settle(e);

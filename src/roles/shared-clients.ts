@@ -63,7 +63,7 @@ export class SharedClients {
   }
 
   producer(): Promise<EventProducer> {
-    this.producerP ??= this.ensureTopics().then(() => EventProducer.connect(this.kafka, this.codec, topicNames(this.config.namespace)));
+    this.producerP ??= this.ensureTopics().then(() => EventProducer.connect(this.kafka, this.codec, topicNames(this.config.namespace), { maxBatchBytes: this.config.kafka.maxBatchBytes }));
     return this.producerP;
   }
 

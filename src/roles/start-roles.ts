@@ -32,6 +32,7 @@ import { DlqSink } from '../dlq/dlq-sink.js';
 import { BreakerStore } from '../breakers/breaker-store.js';
 import { RunBreakerGate } from '../breakers/run-breaker-gate.js';
 import { ownEntry } from '../config/lookup.js';
+import { llmFromSimulator } from '../config/profile.js';
 import { RetryForwarder } from '../processors/retry-forwarder.js';
 
 export interface RunningRoles {
@@ -121,6 +122,7 @@ async function startProcessor(ctx: RoleContext, simulatorUrl: string): Promise<v
   const unlimited = config.processor.enforceCaps ? undefined : new UnlimitedPermits();
   if (unlimited) log.warn('processor.enforceCaps is false: concurrency caps are NOT enforced by this processor');
   const board = await ctx.breakerBoard();
+  if (llmFromSimulator(config)) log.warn({ simulatorUrl }, 'no ANTHROPIC_API_KEY or anthropic.baseUrl: LLM steps are answered by the provider simulator');
   const anthropic = createAnthropicClient({ apiKey: config.anthropic.apiKey, baseUrl: config.anthropic.baseUrl ?? (config.anthropic.apiKey ? 'https://api.anthropic.com' : simulatorUrl) });
   const executor = new RunExecutor({
     config,

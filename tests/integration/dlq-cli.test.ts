@@ -30,6 +30,7 @@ let env: Record<string, string>;
 let admin: pg.Pool;
 let pool: pg.Pool;
 let store: DeadLetterStore;
+let kafka: Kafka;
 let consumer: Consumer;
 /** Everything produced to the two work topics since the file started. */
 const produced: { topic: string; message: KafkaMessage }[] = [];
@@ -76,11 +77,11 @@ function run(over: Partial<RunRequested> = {}): RunRequested {
 }
 
 let offset = 0;
-async function seed(kind: { run: RunRequested } | { poison: Buffer; key: string }): Promise<string> {
+async function seed(kind: { run: RunRequested } | { poison: Buffer; key: string; topic?: string }): Promise<string> {
   offset++;
   const isRun = 'run' in kind;
   const row: ArchivedDeadLetter = {
-    originalTopic: isRun ? topics.retry : topics.interactive,
+    originalTopic: isRun ? topics.retry : (kind.topic ?? topics.interactive),
     originalPartition: 0,
     originalOffset: String(offset),
     originalKey: Buffer.from(isRun ? kind.run.tenantId : kind.key),
@@ -126,7 +127,7 @@ beforeAll(async () => {
   store = new DeadLetterStore(pool, { namespace });
 
   // The app creates its topics at start-up; a replay never does.
-  const kafka = new Kafka({ clientId: 'dlq-cli-test', brokers: infra.kafkaBrokers, logLevel: logLevel.NOTHING });
+  kafka = new Kafka({ clientId: 'dlq-cli-test', brokers: infra.kafkaBrokers, logLevel: logLevel.NOTHING });
   const kafkaAdmin = kafka.admin();
   await kafkaAdmin.connect();
   await ensureTopics(kafkaAdmin, loadConfig({ path: env.SLUICE_CONFIG, env: {} }).kafka, namespace);
@@ -313,5 +314,36 @@ describe('sluice dlq, run as an operator would', () => {
     const text = await dlq('stats', '--since', '1d');
     expect(text.status).toBe(0);
     expect(text.stdout).toContain('pending 0, replayed 3, discarded 1');
+  });
+
+  it('refuses to replay poison into a topic outside this namespace: the row stays pending, nothing is produced there', async () => {
+    // A topic that exists, so only the namespace rule stands between the row and it.
+    const foreign = `${namespace}payments.ledger`;
+    const kafkaAdmin = kafka.admin();
+    await kafkaAdmin.connect();
+    try {
+      await kafkaAdmin.createTopics({ topics: [{ topic: foreign, numPartitions: 1, replicationFactor: 1 }], waitForLeaders: true });
+      const hostile = await seed({ poison: Buffer.from('{"amount":-1000000}'), key: 'tenant-b', topic: foreign });
+      const fine = await seed({ poison: Buffer.from([0xba, 0xd0]), key: 'tenant-b' });
+      const refusal = `its original topic "${foreign}" is not one of this namespace's topics (${Object.values(topics).join(', ')}), the only ones a replay produces into`;
+
+      const dry = await dlq('replay', hostile, fine, '--dry-run');
+      expect(dry.status).toBe(3);
+      expect(dry.stdout).toContain(`would refuse #${hostile}: ${refusal}`);
+      expect(dry.stdout).toContain('dry run, nothing changed: would replay 1, skip 0, refuse 1');
+
+      const r = await dlq('replay', hostile, fine);
+      expect(r.status).toBe(3);
+      expect(r.stdout).toContain('replayed 1, skipped 0, refused 1, failed 0');
+      expect(r.stderr).toContain(`refused #${hostile}: ${refusal}`);
+      expect(await store.get(hostile)).toMatchObject({ status: 'pending', replayCount: 0 });
+      expect(await store.get(fine)).toMatchObject({ status: 'replayed' });
+      await eventually(async () => (replaysOf(fine).length > 0 ? true : undefined), 20_000, 'the replayed poison');
+      const [offsets] = await kafkaAdmin.fetchTopicOffsets(foreign);
+      expect(offsets!.high).toBe('0');
+    } finally {
+      await kafkaAdmin.deleteTopics({ topics: [foreign] }).catch(() => undefined);
+      await kafkaAdmin.disconnect();
+    }
   });
 });

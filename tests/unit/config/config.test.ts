@@ -107,6 +107,7 @@ describe('built-in config/local.yaml', () => {
   });
 
   it('keeps the file values and fills the rest with defaults', () => {
+    expect(cfg.profile).toBe('dev');
     expect(cfg.localInfra).toBe(true);
     expect(cfg.api.port).toBe(8080);
     expect(cfg.simulator.port).toBe(8089);
@@ -145,6 +146,7 @@ describe('parseConfig defaults', () => {
 
   it('fills top-level and nested defaults', () => {
     expect(cfg.roles).toEqual(['api', 'processor', 'status-sink', 'dlq-sink', 'provider-sim']);
+    expect(cfg.profile).toBe('production');
     expect(cfg.opsPort).toBe(0);
     expect(cfg.stateDir).toBe('.sluice');
     expect(cfg.localInfra).toBe(false);
@@ -158,6 +160,7 @@ describe('parseConfig defaults', () => {
       produceTimeoutMs: 5000,
       sessionTimeoutMs: 30000,
       heartbeatIntervalMs: 3000,
+      maxBatchBytes: 1_000_000,
     });
     expect(cfg.redis.url).toBe('redis://127.0.0.1:6379');
     expect(cfg.postgres).toEqual({ url: 'postgresql://postgres@127.0.0.1:5432/sluice', poolSize: 10, statementTimeoutMs: 5000 });
@@ -282,6 +285,13 @@ describe('parseConfig environment overrides', () => {
     expect(cfg.postgres.url).toBe('postgres://db/sluice');
     expect(cfg.schemaRegistry.url).toBe('http://registry:8081');
     expect(cfg.anthropic).toEqual({ apiKey: 'sk-test', baseUrl: 'http://sim:8089' });
+  });
+
+  it('takes the profile from SLUICE_PROFILE and names the variable when it is not one', () => {
+    expect(parseConfig(baseDoc(), { SLUICE_PROFILE: 'dev' }).profile).toBe('dev');
+    const err = configError(() => parseConfig(baseDoc(), { SLUICE_PROFILE: 'staging' }));
+    expect(err.fields).toEqual(['profile']);
+    expect(err.message).toContain('profile (from SLUICE_PROFILE)');
   });
 
   it('names the variable when a text override is invalid', () => {

@@ -2,8 +2,21 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { ENV_OVERRIDES, loadConfig } from '../../../src/config/load.js';
+import { productionProblems } from '../../../src/config/profile.js';
 
 const compose = parse(readFileSync('docker-compose.yml', 'utf8')) as { services: Record<string, any> };
+/** The environment the image sets (`ENV KEY=VALUE …` lines of the final stage). */
+function imageEnv(): Record<string, string> {
+  const stages = readFileSync('Dockerfile', 'utf8').split(/^FROM /m);
+  const env: Record<string, string> = {};
+  for (const line of stages[stages.length - 1]!.split('\n')) {
+    const m = /^ENV\s+(.+)$/.exec(line.trim());
+    if (m) for (const pair of m[1]!.split(/\s+/)) env[pair.slice(0, pair.indexOf('='))] = pair.slice(pair.indexOf('=') + 1);
+  }
+  return env;
+}
+const composeEnv = (): Record<string, string> => Object.fromEntries(Object.entries(compose.services.sluice.environment as Record<string, unknown>).map(([k, v]) => [k, String(v)]));
+
 const pomKafkaVersion = /<kafka\.version>([^<]+)<\/kafka\.version>/.exec(readFileSync('infra/kafka/pom.xml', 'utf8'))?.[1];
 
 /** docker-compose.yml cannot run on these machines, so its consistency with the code is checked here. */
@@ -23,8 +36,7 @@ describe('docker-compose.yml', () => {
   });
 
   it('gives a configuration that validates, with the API reachable from outside the container', () => {
-    const env = compose.services.sluice.environment as Record<string, string>;
-    const cfg = loadConfig({ env: Object.fromEntries(Object.entries(env).map(([k, v]) => [k, String(v)])) });
+    const cfg = loadConfig({ env: { ...imageEnv(), ...composeEnv() } });
     expect(cfg.kafka.brokers).toEqual(['kafka:9092']);
     expect(cfg.api.host).toBe('0.0.0.0');
     expect(compose.services.sluice.ports).toContain(`${cfg.api.port}:${cfg.api.port}`);
@@ -36,5 +48,26 @@ describe('docker-compose.yml', () => {
     const env = compose.services.kafka.environment as Record<string, unknown>;
     expect(env.KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR).toBe(1);
     expect(env.KAFKA_AUTO_CREATE_TOPICS_ENABLE).toBe('false');
+  });
+
+  it('runs the demo under the dev profile, chosen explicitly over the image’s production default', () => {
+    expect(compose.services.sluice.environment.SLUICE_PROFILE).toBe('dev');
+    const cfg = loadConfig({ env: { ...imageEnv(), ...composeEnv() } });
+    expect(cfg.profile).toBe('dev');
+    expect(productionProblems(cfg)).toEqual([]);
+  });
+});
+
+describe('Dockerfile', () => {
+  it('runs the production profile, so the built-in demo config is refused unless dev is chosen', () => {
+    expect(imageEnv()).toMatchObject({ NODE_ENV: 'production', SLUICE_PROFILE: 'production' });
+    const cfg = loadConfig({ env: imageEnv() });
+    expect(cfg.profile).toBe('production');
+    expect(productionProblems(cfg).map((p) => p.field)).toEqual(expect.arrayContaining(['tenants.tenant-a.apiKeySha256', 'api.adminKeySha256', 'roles', 'anthropic.apiKey', 'localInfra']));
+  });
+
+  it('configures Sluice only through environment variables Sluice reads', () => {
+    const known = new Set(ENV_OVERRIDES.map((o) => o.env));
+    for (const name of Object.keys(imageEnv()).filter((n) => n.startsWith('SLUICE_'))) expect(known, name).toContain(name);
   });
 });

@@ -18,6 +18,8 @@ import {
   parseRate,
   parseWhen,
   planReplay,
+  ReplayRefusedError,
+  replayResult,
   summaryLine,
   tallyOutcome,
   type ReplayPlan,
@@ -200,6 +202,37 @@ describe('replay construction', () => {
     const plan = planReplay(row, undefined, topics, NOW);
     expect(plan).toEqual({ topic: 'ns.sluice.runs.interactive', key: Buffer.from([0xff]), headers: { 'sluice-replay-of': '12' }, body: { raw: row.payload } });
   });
+
+  it.each(['interactive', 'batch', 'retry', 'status', 'dlq'] as const)('sends poison back into this namespace’s %s topic', (kind) => {
+    const row = deadRow({ payloadJson: null, originalTopic: topics[kind] });
+    expect(planReplay(row, undefined, topics, NOW).topic).toBe(`ns.sluice.runs.${kind}`);
+  });
+
+  it.each([
+    ['another namespace’s work topic', 'other.sluice.runs.interactive'],
+    ['the same topic without the namespace', 'sluice.runs.interactive'],
+    ['a topic outside Sluice', 'payments.ledger'],
+    ['a name that only starts like ours', 'ns.sluice.runs.interactive.shadow'],
+    ['an empty topic', ''],
+  ])('refuses poison whose original topic is %s, naming it and the topics it may use', (_, originalTopic) => {
+    const row = deadRow({ payloadJson: null, originalTopic });
+    let caught: unknown;
+    try {
+      planReplay(row, undefined, topics, NOW);
+    } catch (err) {
+      caught = err;
+    }
+    expect(caught).toBeInstanceOf(ReplayRefusedError);
+    expect((caught as Error).name).toBe('ReplayRefusedError');
+    expect((caught as Error).message).toBe(
+      `its original topic ${JSON.stringify(originalTopic)} is not one of this namespace's topics (ns.sluice.runs.interactive, ns.sluice.runs.batch, ns.sluice.runs.retry, ns.sluice.runs.status, ns.sluice.runs.dlq), the only ones a replay produces into`,
+    );
+  });
+
+  it('sends a decodable run to its class topic of this namespace whatever topic it came from', () => {
+    const plan = planReplay(deadRow({ originalTopic: 'payments.ledger' }), run, topics, NOW);
+    expect(plan.topic).toBe('ns.sluice.runs.batch');
+  });
 });
 
 describe('replay reporting', () => {
@@ -225,6 +258,35 @@ describe('replay reporting', () => {
     expect(summaryLine(tally, true)).toBe('dry run, nothing changed: would replay 1, skip 2 (1 not found, 1 already replayed)');
     expect(exitFor(tally, EXIT)).toBe(3);
     tallyOutcome(tally, { id: '4', result: 'failed', error: new Error('x') });
+    expect(exitFor(tally, EXIT)).toBe(1);
+  });
+
+  it('tells a refusal apart from a failure, and leaves other outcomes as they are', () => {
+    const refusal = new ReplayRefusedError('its original topic "x" is not one of this namespace\'s topics');
+    expect(replayResult({ id: '5', result: 'failed', error: refusal })).toEqual({ id: '5', result: 'refused', error: refusal });
+    const boom = { id: '6', result: 'failed', error: new Error('Kafka: producing timed out') } as const;
+    expect(replayResult(boom)).toBe(boom);
+    const skipped = { id: '7', result: 'skipped', why: 'discarded' } as const;
+    expect(replayResult(skipped)).toBe(skipped);
+    const replayed = { id: '8', result: 'replayed', value: plan } as const;
+    expect(replayResult(replayed)).toBe(replayed);
+  });
+
+  it('says what was refused, counts it, and exits 3 unless something failed', () => {
+    const refused = { id: '5', result: 'refused', error: new ReplayRefusedError('its original topic "x" is foreign') } as const;
+    expect(outcomeLine(refused, false)).toBe('refused #5: its original topic "x" is foreign');
+    expect(outcomeLine(refused, true)).toBe('would refuse #5: its original topic "x" is foreign');
+    const tally = emptyTally();
+    tallyOutcome(tally, { id: '1', result: 'replayed', value: plan });
+    tallyOutcome(tally, refused);
+    expect(tally).toMatchObject({ replayed: 1, refused: 1, failed: 0 });
+    expect(summaryLine(tally, false)).toBe('replayed 1, skipped 0, refused 1, failed 0');
+    expect(summaryLine(tally, true)).toBe('dry run, nothing changed: would replay 1, skip 0, refuse 1');
+    expect(exitFor(tally, EXIT)).toBe(3);
+    tallyOutcome(tally, { id: '2', result: 'skipped', why: 'locked' });
+    expect(summaryLine(tally, false)).toBe('replayed 1, skipped 1 (1 being replayed by someone else), refused 1, failed 0');
+    expect(exitFor(tally, EXIT)).toBe(3);
+    tallyOutcome(tally, { id: '3', result: 'failed', error: new Error('x') });
     expect(exitFor(tally, EXIT)).toBe(1);
   });
 

@@ -1,9 +1,13 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import {
+  HEADER_OVERHEAD_BYTES,
+  MessageTooLargeError,
   ProduceBatcher,
   ProduceQueueFullError,
   ProduceTimeoutError,
   ProducerClosedError,
+  RECORD_OVERHEAD_BYTES,
+  recordBytes,
   type OutgoingMessage,
   type ProduceBatcherOptions,
   type SendBatch,
@@ -53,7 +57,7 @@ const tick = () => vi.advanceTimersByTimeAsync(0);
 
 function batcher(opts: Partial<ProduceBatcherOptions> = {}) {
   const { send, calls } = controlledSend();
-  const b = new ProduceBatcher(send, { maxBatch: 100, lingerMs: 10, maxPending: 100, ...opts });
+  const b = new ProduceBatcher(send, { maxBatch: 100, maxBatchBytes: 1_000_000, lingerMs: 10, maxPending: 100, ...opts });
   return { b, calls };
 }
 
@@ -276,6 +280,155 @@ describe('ProduceBatcher bounds', () => {
   });
 });
 
+/** A message (no headers) whose `recordBytes` is exactly `bytes`. */
+function sized(n: number, bytes: number): OutgoingMessage {
+  const key = `tenant-${n}`;
+  return { topic: 'sluice.runs.interactive', key, value: Buffer.alloc(bytes - RECORD_OVERHEAD_BYTES - key.length) };
+}
+
+describe('recordBytes', () => {
+  it('counts key, value and each header in UTF-8 bytes, with their framing at its largest', () => {
+    const m: OutgoingMessage = { topic: 't', key: 'ключ', value: Buffer.alloc(100), headers: { traceparent: 'x'.repeat(55), 'sluice-dlt-reason': 'décodé' } };
+    expect(recordBytes(m)).toBe(RECORD_OVERHEAD_BYTES + 8 + 100 + HEADER_OVERHEAD_BYTES + 11 + 55 + HEADER_OVERHEAD_BYTES + 17 + 8);
+  });
+
+  it('counts no headers as none, and the framing of each record', () => {
+    expect(recordBytes({ topic: 't', key: '', value: Buffer.alloc(0) })).toBe(RECORD_OVERHEAD_BYTES);
+    expect(recordBytes(sized(1, 500))).toBe(500);
+  });
+
+  it('leaves room for the largest varints of a record and of a header', () => {
+    // length, attributes, timestamp delta (varlong), offset delta, key length, value length, header count
+    expect(RECORD_OVERHEAD_BYTES).toBeGreaterThanOrEqual(5 + 1 + 10 + 5 + 5 + 5 + 5);
+    expect(HEADER_OVERHEAD_BYTES).toBeGreaterThanOrEqual(5 + 5);
+  });
+});
+
+describe('ProduceBatcher byte bound', () => {
+  it('refuses a message larger than maxBatchBytes at once, alone, without queueing or sending it', async () => {
+    const { b, calls } = batcher({ maxBatchBytes: 1_000, lingerMs: 10 });
+    const before = track(b.produce(sized(1, 300), 10_000));
+    const err = await b.produce(sized(2, 1_001), 10_000).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(MessageTooLargeError);
+    const tooLarge = err as MessageTooLargeError;
+    expect(tooLarge.name).toBe('MessageTooLargeError');
+    expect(tooLarge.bytes).toBe(1_001);
+    expect(tooLarge.limit).toBe(1_000);
+    expect(tooLarge.message).toBe('message of 1001 bytes is over the 1000-byte bound of one Kafka produce request');
+    const after = track(b.produce(sized(3, 300), 10_000));
+    expect(b.pending).toBe(2);
+
+    await vi.advanceTimersByTimeAsync(10);
+    expect(calls).toHaveLength(1);
+    expect(keys(calls[0]!.messages)).toEqual(['tenant-1', 'tenant-3']);
+    calls[0]!.resolve();
+    await tick();
+    expect(before.resolved && after.resolved).toBe(true);
+  });
+
+  it('answers a closed batcher first, then an oversized message, then a full queue', async () => {
+    const { b } = batcher({ maxBatchBytes: 1_000, maxPending: 1, lingerMs: 100 });
+    void b.produce(sized(1, 100), 10_000);
+    expect(await b.produce(sized(2, 5_000), 10_000).catch((e: unknown) => e)).toBeInstanceOf(MessageTooLargeError);
+    expect(await b.produce(sized(3, 100), 10_000).catch((e: unknown) => e)).toBeInstanceOf(ProduceQueueFullError);
+    void b.close();
+    expect(await b.produce(sized(4, 5_000), 10_000).catch((e: unknown) => e)).toBeInstanceOf(ProducerClosedError);
+  });
+
+  it('accepts a message of exactly maxBatchBytes and sends it alone', async () => {
+    const { b, calls } = batcher({ maxBatchBytes: 1_000, lingerMs: 10 });
+    const t = [track(b.produce(sized(1, 1_000), 10_000)), track(b.produce(sized(2, 60), 10_000))];
+    await tick();
+    expect(calls).toHaveLength(1);
+    expect(keys(calls[0]!.messages)).toEqual(['tenant-1']);
+    calls[0]!.resolve();
+    await vi.advanceTimersByTimeAsync(10);
+    expect(keys(calls[1]!.messages)).toEqual(['tenant-2']);
+    calls[1]!.resolve();
+    await tick();
+    expect(t.every((x) => x.resolved)).toBe(true);
+  });
+
+  it('splits queued messages into requests of at most maxBatchBytes, in order, each message once', async () => {
+    const { b, calls } = batcher({ maxBatchBytes: 1_000, lingerMs: 10 });
+    const sizes = [400, 400, 300, 900, 100, 100, 100, 700, 300];
+    const t = sizes.map((bytes, i) => track(b.produce(sized(i + 1, bytes), 60_000)));
+    for (let i = 0; i < 10 && t.some((x) => !x.settled); i++) {
+      await vi.advanceTimersByTimeAsync(10);
+      calls.at(-1)?.resolve();
+      await tick();
+    }
+    expect(t.every((x) => x.resolved)).toBe(true);
+    expect(calls.map((c) => keys(c.messages))).toEqual([
+      ['tenant-1', 'tenant-2'],
+      ['tenant-3'],
+      ['tenant-4', 'tenant-5'],
+      ['tenant-6', 'tenant-7', 'tenant-8'],
+      ['tenant-9'],
+    ]);
+    for (const c of calls) expect(c.messages.reduce((n, m) => n + recordBytes(m), 0)).toBeLessThanOrEqual(1_000);
+  });
+
+  it('never lets a small message overtake a large one that did not fit the previous request', async () => {
+    const { b, calls } = batcher({ maxBatchBytes: 1_000, lingerMs: 0 });
+    void b.produce(sized(1, 600), 10_000);
+    void b.produce(sized(2, 600), 10_000);
+    void b.produce(sized(3, 60), 10_000);
+    expect(keys(calls[0]!.messages)).toEqual(['tenant-1']);
+    calls[0]!.resolve();
+    await tick();
+    expect(keys(calls[1]!.messages)).toEqual(['tenant-2', 'tenant-3']);
+  });
+
+  it('bounds by count and by bytes, whichever comes first', async () => {
+    const byCount = batcher({ maxBatch: 2, maxBatchBytes: 1_000, lingerMs: 10 });
+    for (let i = 1; i <= 3; i++) void byCount.b.produce(sized(i, 100), 10_000);
+    await tick();
+    expect(keys(byCount.calls[0]!.messages)).toEqual(['tenant-1', 'tenant-2']);
+    const byBytes = batcher({ maxBatch: 3, maxBatchBytes: 1_000, lingerMs: 10 });
+    for (let i = 1; i <= 3; i++) void byBytes.b.produce(sized(i, 400), 10_000);
+    await tick();
+    expect(keys(byBytes.calls[0]!.messages)).toEqual(['tenant-1', 'tenant-2']);
+  });
+
+  it('sends at once, without the rest of the linger, when the queued bytes fill a request', async () => {
+    const { b, calls } = batcher({ maxBatchBytes: 1_000, lingerMs: 1_000 });
+    void b.produce(sized(1, 600), 10_000);
+    await tick();
+    expect(calls).toHaveLength(0);
+    void b.produce(sized(2, 400), 10_000);
+    await tick();
+    expect(calls).toHaveLength(1);
+    expect(keys(calls[0]!.messages)).toEqual(['tenant-1', 'tenant-2']);
+  });
+
+  it('forgets the bytes of a message withdrawn by its timeout, so the next one lingers again', async () => {
+    const { b, calls } = batcher({ maxBatchBytes: 1_000, lingerMs: 100 });
+    const withdrawn = track(b.produce(sized(1, 600), 5));
+    void b.produce(sized(2, 300), 10_000);
+    await vi.advanceTimersByTimeAsync(5);
+    expect((withdrawn.error as ProduceTimeoutError).maybeProduced).toBe(false);
+    void b.produce(sized(3, 600), 10_000);
+    await tick();
+    expect(calls).toHaveLength(0);
+    await vi.advanceTimersByTimeAsync(95);
+    expect(keys(calls[0]!.messages)).toEqual(['tenant-2', 'tenant-3']);
+  });
+
+  it('forgets the bytes of a sent request, so what is left behind it lingers again', async () => {
+    const { b, calls } = batcher({ maxBatchBytes: 1_000, lingerMs: 50 });
+    void b.produce(sized(1, 900), 10_000);
+    void b.produce(sized(2, 900), 10_000);
+    await tick();
+    expect(keys(calls[0]!.messages)).toEqual(['tenant-1']);
+    calls[0]!.resolve();
+    await tick();
+    expect(calls).toHaveLength(1);
+    await vi.advanceTimersByTimeAsync(50);
+    expect(keys(calls[1]!.messages)).toEqual(['tenant-2']);
+  });
+});
+
 describe('ProduceBatcher send failures', () => {
   it('rejects every message of the failed batch with the send error, but not the next batch', async () => {
     const { b, calls } = batcher({ lingerMs: 10 });
@@ -308,7 +461,7 @@ describe('ProduceBatcher send failures', () => {
         if (n === 1) throw new Error('sync failure');
         return Promise.resolve();
       },
-      { maxBatch: 10, lingerMs: 0, maxPending: 10 },
+      { maxBatch: 10, maxBatchBytes: 1_000_000, lingerMs: 0, maxPending: 10 },
     );
     const first = await b.produce(msg(1), 1_000).catch((e: unknown) => e);
     expect((first as Error).message).toBe('sync failure');

@@ -1,0 +1,27 @@
+import { describe, expect, it } from 'vitest';
+import { startBanner } from '../../../src/cli/banner.js';
+import { loadConfig, parseConfig } from '../../../src/config/load.js';
+import type { Metrics } from '../../../src/obs/metrics.js';
+import type { RunningRoles } from '../../../src/roles/start-roles.js';
+import { SECRETS, secretDoc } from '../config/secret-config.js';
+
+const running: RunningRoles = { roles: ['api', 'processor'], apiUrl: 'http://127.0.0.1:8080', metrics: {} as Metrics, stop: async () => undefined };
+
+describe('startBanner', () => {
+  it('shows where Redis and Postgres are without their passwords', () => {
+    const banner = startBanner(parseConfig(secretDoc()), running);
+    expect(banner).toContain('Redis redis://:***@cache:6379');
+    expect(banner).toContain('Postgres postgresql://app:***@db:5432/sluice?sslmode=require');
+    expect(banner).not.toMatch(SECRETS);
+  });
+
+  it('says which profile runs, and offers the demo key only under dev', () => {
+    const dev = startBanner(loadConfig({ env: {} }), running);
+    expect(dev.split('\n')[0]).toBe('Sluice is running (dev profile): roles api, processor');
+    expect(dev).toContain("-H 'Authorization: Bearer local-key-a'");
+    const production = startBanner(parseConfig(secretDoc()), running);
+    expect(production.split('\n')[0]).toBe('Sluice is running (production profile): roles api, processor');
+    expect(production).not.toContain('local-key-a');
+    expect(production).toContain('API          http://127.0.0.1:8080');
+  });
+});
