@@ -6,10 +6,10 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { loadConfig } from '../../src/config/load.js';
 import { REPLACEMENT_CHARACTER as R } from '../../src/db/storable-text.js';
-import { DLQ_HEADER } from '../../src/dlq/dead-letter.js';
+import { buildDeadLetter, DLQ_HEADER } from '../../src/dlq/dead-letter.js';
 import { EventCodec } from '../../src/events/codec.js';
 import { FileSchemaRegistry } from '../../src/events/schema-registry.js';
-import { SUBJECTS, type RunStatusChanged } from '../../src/events/schemas.js';
+import { SUBJECTS, type DeadLetterEnvelope, type RunStatusChanged } from '../../src/events/schemas.js';
 import { createKafka } from '../../src/kafka/client.js';
 import { ensureTopics, topicNames } from '../../src/kafka/topics.js';
 import { createLogger } from '../../src/obs/logger.js';
@@ -210,6 +210,72 @@ describe('a status event Postgres refuses for good', () => {
       await tools.close();
       await sluice.stop();
       await db.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+    }
+  }, 120_000);
+});
+
+describe('a dead letter Postgres refuses for good', () => {
+  let db: pg.Pool;
+
+  beforeAll(() => {
+    db = new pg.Pool({ connectionString: inject('infra').databaseUrl, max: 2 });
+  });
+
+  afterAll(async () => {
+    await db?.end();
+  });
+
+  it('is archived in minimal form, its DLQ record as raw bytes, and the records around it as they are', async () => {
+    const namespace = testNamespace('sink-dlq');
+    const origin = `${namespace}sluice.runs.batch`;
+    const tools = await eventTools(namespace);
+    const letter = (offset: number, runId: string | null) =>
+      buildDeadLetter({
+        topic: origin,
+        partition: 0,
+        message: { offset: String(offset), key: Buffer.from('tenant-b'), value: Buffer.from(`payload ${offset}`) },
+        consumerGroup: `${namespace}sluice.processor`,
+        reason: 'decode_error',
+        error: new Error(`bad record ${offset}`),
+        attempts: 1,
+        firstFailureAt: Date.now(),
+        lastFailureAt: Date.now(),
+        ...(runId === null ? {} : { run: { runId, tenantId: 'tenant-b', workflow: 'report-digest' } }),
+      });
+    // 22P02: the run_id column is a uuid.
+    const letters = [letter(0, null), letter(1, 'not-a-uuid'), letter(2, null), letter(3, randomUUID())];
+    try {
+      for (const { envelope, headers } of letters) await tools.producer.publishDeadLetter(envelope, headers, 30_000);
+    } finally {
+      await tools.close();
+    }
+    const refusedBytes = await tools.codec.encode(SUBJECTS.deadLetter, letters[1]!.envelope as DeadLetterEnvelope);
+    const opsPort = await freePort();
+    const sluice = await startSluice({ configPath: writeTestConfig({ opsPort, kafka: { partitions: ONE_PARTITION } }), roles: 'dlq-sink', namespace });
+    try {
+      const rows = await eventually(async () => {
+        const { rows } = await db.query('SELECT * FROM dead_letter_events WHERE original_topic = ANY($1::text[]) ORDER BY original_topic, original_offset', [[origin, topicNames(namespace).dlq]]);
+        return rows.length >= 4 ? rows : undefined;
+      }, 30_000, 'all four dead letters archived');
+      expect(rows.map((r) => [r.original_topic, r.original_offset, r.reason])).toEqual([
+        [origin, '0', 'decode_error'],
+        [origin, '2', 'decode_error'],
+        [origin, '3', 'decode_error'],
+        [topicNames(namespace).dlq, '1', 'unarchivable'],
+      ]);
+      const minimal = rows[3];
+      expect(Buffer.compare(minimal.payload, refusedBytes)).toBe(0);
+      expect(minimal).toMatchObject({ run_id: null, tenant_id: null, payload_json: null, error_class: 'PostgresRejectedError', status: 'pending' });
+      expect(minimal.error_message).toMatch(/^SQLSTATE 22P02: invalid input syntax for type uuid/);
+      // The record's own headers still say why it was dead-lettered in the first place.
+      expect(minimal.headers[DLQ_HEADER.reason]).toBe('decode_error');
+      expect(minimal.headers[DLQ_HEADER.runId]).toBe('not-a-uuid');
+
+      const metrics = await metricsText(`http://127.0.0.1:${opsPort}`);
+      expect(metrics).toContain('sluice_sink_poison_total{sink="dlq",reason="unarchivable"} 1');
+      expect(metrics).not.toContain('reason="not_archived"');
+    } finally {
+      await sluice.stop();
     }
   }, 120_000);
 });
