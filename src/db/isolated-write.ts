@@ -7,8 +7,11 @@ export interface RejectedRow<T> {
 }
 
 export type IsolatedWrite<T, R> =
-  /** Everything was written except `rejected` (in input order), which the caller must set aside. */
-  | { outcome: 'written'; results: R[]; rejected: RejectedRow<T>[] }
+  /**
+   * Everything was written except `rejected` (in input order), which the caller must set aside.
+   * `wroteSome`: at least one write succeeded, which proves the statement and schema sound.
+   */
+  | { outcome: 'written'; results: R[]; rejected: RejectedRow<T>[]; wroteSome: boolean }
   /** The caller gave up while waiting (its partition went elsewhere); nothing may be committed. */
   | { outcome: 'abandoned' };
 
@@ -57,15 +60,17 @@ interface Failed {
  * - one failing with another permanent error is rejected only if some row of the batch was
  *   written, proving the statement and the schema sound; when none was, the failure is systemic
  *   (a bad deploy dropped a table, say) and those rows are retried after a pause, for as long as
- *   it lasts, rather than dead-lettered wholesale.
+ *   it lasts, rather than dead-lettered wholesale. `provenSound` says an earlier write of the
+ *   same statement succeeded, which counts as a row written.
  * Rows are tried in input order, and a write that succeeded is not sent again (a commit whose
  * answer was lost is: the stores are idempotent for that reason).
  */
-export async function writeIsolatingRejects<T, R>(rows: readonly T[], deps: IsolatedWriteDeps<T, R>): Promise<IsolatedWrite<T, R>> {
+export async function writeIsolatingRejects<T, R>(rows: readonly T[], deps: IsolatedWriteDeps<T, R>, opts: { provenSound?: boolean } = {}): Promise<IsolatedWrite<T, R>> {
   const results: R[] = [];
   const rejected: Failed[] = [];
   let suspects: Failed[] = [];
-  let someWritten = false;
+  let wroteSome = false;
+  let provenSound = opts.provenSound ?? false;
   let failuresInARow = 0;
   const pending: number[][] = rows.length > 0 ? [rows.map((_, i) => i)] : [];
   const pause = (cause: WritePause['cause'], error: unknown, count: number) => {
@@ -77,7 +82,8 @@ export async function writeIsolatingRejects<T, R>(rows: readonly T[], deps: Isol
     const batch = pending.shift()!;
     try {
       results.push(...(await deps.apply(batch.map((i) => rows[i]!))));
-      someWritten = true;
+      wroteSome = true;
+      provenSound = true;
       failuresInARow = 0;
     } catch (error) {
       const kind = classifyWriteFailure(error);
@@ -92,7 +98,7 @@ export async function writeIsolatingRejects<T, R>(rows: readonly T[], deps: Isol
       }
     }
     if (pending.length > 0 || suspects.length === 0) continue;
-    if (someWritten) {
+    if (provenSound) {
       rejected.push(...suspects);
     } else {
       if (!(await pause('systemic', suspects[0]!.error, suspects.length))) return { outcome: 'abandoned' };
@@ -102,5 +108,5 @@ export async function writeIsolatingRejects<T, R>(rows: readonly T[], deps: Isol
   }
 
   rejected.sort((a, b) => a.index - b.index);
-  return { outcome: 'written', results, rejected: rejected.map((r) => ({ item: rows[r.index]!, error: new PostgresRejectedError(r.error) })) };
+  return { outcome: 'written', results, rejected: rejected.map((r) => ({ item: rows[r.index]!, error: new PostgresRejectedError(r.error) })), wroteSome };
 }

@@ -1,7 +1,7 @@
 import type { Consumer, EachBatchPayload, Kafka, KafkaMessage } from 'kafkajs';
 import { ownEntry } from '../config/lookup.js';
 import type { SluiceConfig } from '../config/schema.js';
-import { writeIsolatingRejects, type IsolatedWriteDeps, type WritePause } from '../db/isolated-write.js';
+import { writeIsolatingRejects, type IsolatedWriteDeps, type RejectedRow, type WritePause } from '../db/isolated-write.js';
 import type { EventCodec } from '../events/codec.js';
 import { SUBJECTS, type DeadLetterEnvelope, type RunRequested, type RunStatusChanged } from '../events/schemas.js';
 import { createSinkConsumer } from '../kafka/client.js';
@@ -101,6 +101,36 @@ export function archiveRow(envelope: DeadLetterEnvelope, headers: Record<string,
   };
 }
 
+export interface ArchiveOutcome<E> {
+  /** Rows newly archived, as they are or in minimal form. */
+  fresh: ArchivedDeadLetter[];
+  /** Entries Postgres refused, archived in minimal form instead; with the refusal. */
+  unarchivable: RejectedRow<E>[];
+  /** Minimal entries Postgres refused too: not archived at all; with that refusal. */
+  skipped: RejectedRow<E>[];
+}
+
+/**
+ * Pure policy over `write`: archives the entries, each refused one in its minimal form instead
+ * (`minimalOf`), and gives up on an entry only when even that is refused, so nothing holds the
+ * partition. Undefined when the caller gave up waiting for Postgres.
+ */
+export async function archiveWithFallback<E>(entries: readonly E[], write: IsolatedWriteDeps<E, ArchivedDeadLetter>, minimalOf: (refused: RejectedRow<E>) => E): Promise<ArchiveOutcome<E> | undefined> {
+  const full = await writeIsolatingRejects(entries, write);
+  if (full.outcome === 'abandoned') return undefined;
+  if (full.rejected.length === 0) return { fresh: full.results, unarchivable: [], skipped: [] };
+  const fallbacks = full.rejected.map((refused) => ({ refused, minimal: minimalOf(refused) }));
+  // The same statement wrote rows of this batch: a minimal row it refuses is at fault itself.
+  const minimal = await writeIsolatingRejects(fallbacks.map((f) => f.minimal), write, { provenSound: full.wroteSome });
+  if (minimal.outcome === 'abandoned') return undefined;
+  const skipped = new Set(minimal.rejected.map((r) => r.item));
+  return {
+    fresh: [...full.results, ...minimal.results],
+    unarchivable: fallbacks.filter((f) => !skipped.has(f.minimal)).map((f) => f.refused),
+    skipped: minimal.rejected,
+  };
+}
+
 /** A DLQ record and the row it is archived as. */
 interface DlqEntry {
   message: KafkaMessage;
@@ -192,24 +222,21 @@ export class DlqSink {
 
   /** Archives the entries; resolves to the rows that were new, or undefined when the partition was lost meanwhile. */
   private async archive(topic: string, partition: number, entries: readonly DlqEntry[], write: IsolatedWriteDeps<DlqEntry, ArchivedDeadLetter>): Promise<ArchivedDeadLetter[] | undefined> {
-    const archived = await writeIsolatingRejects(entries, write);
-    if (archived.outcome === 'abandoned') return undefined;
-    if (archived.rejected.length === 0) return archived.results;
-    const minimal = archived.rejected.map(({ item: { message }, error }) => {
-      this.log.error({ topic, partition, offset: message.offset, sqlState: error.sqlState, err: error }, 'Postgres refused a dead letter for good; archiving the DLQ record itself instead');
-      return { message, row: rawRecordRow(topic, partition, message, this.group, RAW_ROW_REASON.unarchivable, error, this.now()) };
-    });
-    const fallback = await writeIsolatingRejects(minimal, write);
-    if (fallback.outcome === 'abandoned') return undefined;
-    if (fallback.results.length > 0) this.deps.metrics.sinkPoison.inc({ sink: 'dlq', reason: RAW_ROW_REASON.unarchivable }, fallback.results.length);
-    for (const { item, error } of fallback.rejected) {
+    const minimalOf = ({ item: { message }, error }: RejectedRow<DlqEntry>) => ({ message, row: rawRecordRow(topic, partition, message, this.group, RAW_ROW_REASON.unarchivable, error, this.now()) });
+    const archived = await archiveWithFallback(entries, write, minimalOf);
+    if (!archived) return undefined;
+    for (const { item, error } of archived.unarchivable) {
+      this.deps.metrics.sinkPoison.inc({ sink: 'dlq', reason: RAW_ROW_REASON.unarchivable });
+      this.log.error({ topic, partition, offset: item.message.offset, sqlState: error.sqlState, err: error }, 'Postgres refused a dead letter for good; archived the DLQ record itself instead');
+    }
+    for (const { item, error } of archived.skipped) {
       this.deps.metrics.sinkPoison.inc({ sink: 'dlq', reason: 'not_archived' });
       this.log.error(
         { topic, partition, offset: item.message.offset, sqlState: error.sqlState, err: error },
         'a dead letter could not be archived even as its raw bytes: skipped so the partition flows; its bytes stay in Kafka at these coordinates until retention',
       );
     }
-    return [...archived.results, ...fallback.results];
+    return archived.fresh;
   }
 
   private async pause(p: WritePause, heartbeat: () => Promise<void>, stillOwned: () => boolean): Promise<boolean> {

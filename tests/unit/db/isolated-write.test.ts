@@ -45,14 +45,14 @@ describe('writeIsolatingRejects', () => {
   it('writes a clean batch in one write', async () => {
     const t = fakeTable();
     const out = await writeIsolatingRejects(rows(5), t.deps);
-    expect(out).toEqual({ outcome: 'written', results: ['R0', 'R1', 'R2', 'R3', 'R4'], rejected: [] });
+    expect(out).toEqual({ outcome: 'written', results: ['R0', 'R1', 'R2', 'R3', 'R4'], rejected: [], wroteSome: true });
     expect(t.calls).toHaveLength(1);
     expect(t.pauses).toEqual([]);
   });
 
   it('does nothing for an empty batch', async () => {
     const t = fakeTable();
-    expect(await writeIsolatingRejects([], t.deps)).toEqual({ outcome: 'written', results: [], rejected: [] });
+    expect(await writeIsolatingRejects([], t.deps)).toEqual({ outcome: 'written', results: [], rejected: [], wroteSome: false });
     expect(t.calls).toEqual([]);
   });
 
@@ -133,11 +133,24 @@ describe('writeIsolatingRejects', () => {
     expect(t.pauses.map((p) => p.cause)).toEqual(['systemic', 'systemic']);
   });
 
+  it('rejects a lone row with a non-data error when an earlier write of the statement proved it sound', async () => {
+    const t = fakeTable({ r0: new TypeError('cannot serialize a value') });
+    const out = await writeIsolatingRejects(['r0'], t.deps, { provenSound: true });
+    expect(out.outcome === 'written' && [out.rejected.map((r) => r.item), out.wroteSome]).toEqual([['r0'], false]);
+    expect(t.pauses).toEqual([]);
+  });
+
+  it('says whether anything was written', async () => {
+    const t = fakeTable({ r0: serverError('22P05'), r1: serverError('22P05') });
+    const out = await writeIsolatingRejects(rows(2), t.deps);
+    expect(out.outcome === 'written' && out.wroteSome).toBe(false);
+  });
+
   it('writes everything once the systemic fault is repaired', async () => {
     const missingTable = serverError('42P01');
     const t = fakeTable({}, (_rows, call) => (call <= 7 ? missingTable : undefined));
     const out = await writeIsolatingRejects(rows(4), t.deps);
-    expect(out).toEqual({ outcome: 'written', results: ['R0', 'R1', 'R2', 'R3'], rejected: [] });
+    expect(out).toEqual({ outcome: 'written', results: ['R0', 'R1', 'R2', 'R3'], rejected: [], wroteSome: true });
     expect(t.pauses.map((p) => p.cause)).toEqual(['systemic']);
     expect(t.written).toEqual(rows(4));
   });
@@ -152,7 +165,7 @@ describe('writeIsolatingRejects', () => {
   it('waits out a transient failure and writes the same rows, with growing pauses', async () => {
     const t = fakeTable({}, (_rows, call) => (call <= 3 ? refused() : undefined));
     const out = await writeIsolatingRejects(rows(3), t.deps);
-    expect(out).toEqual({ outcome: 'written', results: ['R0', 'R1', 'R2'], rejected: [] });
+    expect(out).toEqual({ outcome: 'written', results: ['R0', 'R1', 'R2'], rejected: [], wroteSome: true });
     expect(t.pauses.map((p) => [p.cause, p.attempt, p.waitMs, p.rows])).toEqual([
       ['transient', 1, 100, 3],
       ['transient', 2, 200, 3],
