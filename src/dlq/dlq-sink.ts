@@ -4,7 +4,7 @@ import type { SluiceConfig } from '../config/schema.js';
 import { writeIsolatingRejects, type IsolatedWriteDeps, type RejectedRow, type WritePause } from '../db/isolated-write.js';
 import type { EventCodec } from '../events/codec.js';
 import { SUBJECTS, type DeadLetterEnvelope, type RunRequested, type RunStatusChanged } from '../events/schemas.js';
-import { createSinkConsumer } from '../kafka/client.js';
+import { createSinkConsumer, waitInBatch } from '../kafka/client.js';
 import { headerRecord } from '../kafka/headers.js';
 import { groupId, topicNames } from '../kafka/topics.js';
 import type { Logger } from '../obs/logger.js';
@@ -245,9 +245,7 @@ export class DlqSink {
     const context = { err: p.error, attempt: p.attempt, waitMs: p.waitMs, rows: p.rows };
     if (p.cause === 'systemic') this.log.error(context, 'Postgres refuses every dead letter of the batch, and not for their data (schema or deploy?); retrying');
     else this.log.error(context, 'could not archive dead letters in Postgres; retrying');
-    await new Promise((r) => setTimeout(r, p.waitMs));
-    await heartbeat();
-    return stillOwned();
+    return waitInBatch(p.waitMs, heartbeat, stillOwned);
   }
 
   private count(rows: readonly ArchivedDeadLetter[]): void {

@@ -4,7 +4,7 @@ import { writeIsolatingRejects, type RejectedRow, type WritePause } from '../db/
 import { EventDecodeError, type EventCodec } from '../events/codec.js';
 import { SUBJECTS, type RunStatusChanged } from '../events/schemas.js';
 import { buildDeadLetter, deadLetterPoison, type DeadLetterSink } from '../dlq/dead-letter.js';
-import { createSinkConsumer } from '../kafka/client.js';
+import { createSinkConsumer, waitInBatch } from '../kafka/client.js';
 import { groupId, topicNames } from '../kafka/topics.js';
 import type { Logger } from '../obs/logger.js';
 import type { Metrics } from '../obs/metrics.js';
@@ -107,9 +107,7 @@ export class StatusSink {
     const context = { err: p.error, attempt: p.attempt, waitMs: p.waitMs, events: p.rows };
     if (p.cause === 'systemic') this.log.error(context, 'Postgres refuses every status event of the batch, and not for their data (schema or deploy?); retrying');
     else this.log.error(context, 'could not write status events to Postgres; retrying');
-    await new Promise((r) => setTimeout(r, p.waitMs));
-    await heartbeat();
-    return stillOwned();
+    return waitInBatch(p.waitMs, heartbeat, stillOwned);
   }
 
   /**
