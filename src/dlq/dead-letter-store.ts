@@ -1,4 +1,5 @@
 import type { Pool, PoolClient } from 'pg';
+import { storableJson, storableNullableText, storableText } from '../db/storable-text.js';
 
 /** One record of the DLQ topic as archived: the envelope's fields, its headers and, when decodable, the run. */
 export interface ArchivedDeadLetter {
@@ -46,24 +47,25 @@ const COLUMNS = [
   'failed_at',
 ] as const;
 
+/** A row's column values, every text made storable: headers and error text carry whatever a record held. */
 function values(namespace: string, r: ArchivedDeadLetter): unknown[] {
   return [
     namespace,
-    r.originalTopic,
+    storableText(r.originalTopic),
     r.originalPartition,
     r.originalOffset,
     r.originalKey,
-    r.consumerGroup,
-    r.tenantId,
-    r.workflow,
+    storableText(r.consumerGroup),
+    storableNullableText(r.tenantId),
+    storableNullableText(r.workflow),
     r.runId,
-    r.reason,
+    storableText(r.reason),
     r.payload,
-    r.payloadJson === null || r.payloadJson === undefined ? null : JSON.stringify(r.payloadJson),
-    JSON.stringify(r.headers),
-    r.errorClass,
-    r.errorMessage,
-    r.errorStack,
+    storableJson(r.payloadJson),
+    storableJson(r.headers),
+    storableText(r.errorClass),
+    storableText(r.errorMessage),
+    storableNullableText(r.errorStack),
     r.attempts,
     new Date(r.firstFailedAt),
     new Date(r.failedAt),
@@ -292,7 +294,7 @@ export class DeadLetterStore {
     // A record twice in one batch is one record: keep its first copy, so it is reported new once.
     const byKey = new Map<string, ArchivedDeadLetter>();
     for (const r of rows) {
-      const key = coordinates(r.originalTopic, r.originalPartition, r.originalOffset);
+      const key = coordinates(storableText(r.originalTopic), r.originalPartition, r.originalOffset);
       if (!byKey.has(key)) byKey.set(key, r);
     }
     const batch = [...byKey.values()];
@@ -310,7 +312,7 @@ export class DeadLetterStore {
       params,
     );
     const fresh = new Set(inserted.map((r) => coordinates(r.original_topic, r.original_partition, r.original_offset)));
-    return batch.filter((r) => fresh.has(coordinates(r.originalTopic, r.originalPartition, r.originalOffset)));
+    return batch.filter((r) => fresh.has(coordinates(storableText(r.originalTopic), r.originalPartition, r.originalOffset)));
   }
 
   /** Newest first, at most `limit` rows. */

@@ -1,9 +1,10 @@
 import type { Consumer, EachBatchPayload, Kafka, KafkaMessage } from 'kafkajs';
 import { ownEntry } from '../config/lookup.js';
 import type { SluiceConfig } from '../config/schema.js';
+import { writeIsolatingRejects, type IsolatedWriteDeps, type RejectedRow, type WritePause } from '../db/isolated-write.js';
 import type { EventCodec } from '../events/codec.js';
 import { SUBJECTS, type DeadLetterEnvelope, type RunRequested, type RunStatusChanged } from '../events/schemas.js';
-import { createSinkConsumer } from '../kafka/client.js';
+import { createSinkConsumer, waitInBatch } from '../kafka/client.js';
 import { headerRecord } from '../kafka/headers.js';
 import { groupId, topicNames } from '../kafka/topics.js';
 import type { Logger } from '../obs/logger.js';
@@ -27,16 +28,33 @@ export interface DlqSinkDeps {
   now?: () => number;
 }
 
-const MAX_BACKOFF_MS = 5_000;
 const STATUS_PUBLISH_TRIES = 3;
 const GAUGE_REFRESH_MS = 15_000;
 
-/**
- * A DLQ record the sink cannot even decode is still archived, as itself: the DLQ topic's own
- * coordinates, its raw bytes, so nothing that failed is ever skipped.
- */
-export function undecodableRow(topic: string, partition: number, message: KafkaMessage, consumerGroup: string, error: Error, now: number): ArchivedDeadLetter {
+/** `sluice-dlt-reason` values the sink gives the rows it writes for records it cannot archive as they are. */
+export const RAW_ROW_REASON = {
+  /** The record does not decode as a DeadLetter envelope. */
+  undecodable: 'undecodable_dead_letter',
+  /** Postgres refused the envelope's row for good (a run id that is no UUID, a time out of range). */
+  unarchivable: 'unarchivable',
+} as const;
+
+/** The latest time JavaScript can represent; Postgres goes further, so anything from 1970 to it fits. */
+const MAX_DATE_MS = 8.64e15;
+
+/** When Kafka says the record was written, if that is a time Postgres can store; `now` otherwise. */
+function recordTime(message: Pick<KafkaMessage, 'timestamp'>, now: number): number {
   const at = Number(message.timestamp);
+  return Number.isFinite(at) && at >= 0 && at <= MAX_DATE_MS ? at : now;
+}
+
+/**
+ * A DLQ record archived as itself: the DLQ topic's own coordinates and its raw bytes (the
+ * envelope, with the original record inside), so nothing that failed is ever skipped. For a record
+ * that does not decode, and for one whose row Postgres refused.
+ */
+export function rawRecordRow(topic: string, partition: number, message: KafkaMessage, consumerGroup: string, reason: string, error: Error, now: number): ArchivedDeadLetter {
+  const at = recordTime(message, now);
   return {
     originalTopic: topic,
     originalPartition: partition,
@@ -46,7 +64,7 @@ export function undecodableRow(topic: string, partition: number, message: KafkaM
     tenantId: null,
     workflow: null,
     runId: null,
-    reason: 'undecodable_dead_letter',
+    reason,
     payload: message.value ?? Buffer.alloc(0),
     payloadJson: null,
     headers: headerRecord(message.headers),
@@ -54,8 +72,8 @@ export function undecodableRow(topic: string, partition: number, message: KafkaM
     errorMessage: error.message.slice(0, 1_000),
     errorStack: null,
     attempts: 0,
-    firstFailedAt: Number.isFinite(at) ? at : now,
-    failedAt: Number.isFinite(at) ? at : now,
+    firstFailedAt: at,
+    failedAt: at,
   };
 }
 
@@ -83,12 +101,55 @@ export function archiveRow(envelope: DeadLetterEnvelope, headers: Record<string,
   };
 }
 
+export interface ArchiveOutcome<E> {
+  /** Rows newly archived, as they are or in minimal form. */
+  fresh: ArchivedDeadLetter[];
+  /** Entries Postgres refused, archived in minimal form instead; with the refusal. */
+  unarchivable: RejectedRow<E>[];
+  /** Minimal entries Postgres refused too: not archived at all; with that refusal. */
+  skipped: RejectedRow<E>[];
+}
+
+/**
+ * Pure policy over `write`: archives the entries, each refused one in its minimal form instead
+ * (`minimalOf`), and gives up on an entry only when even that is refused, so nothing holds the
+ * partition. Undefined when the caller gave up waiting for Postgres.
+ */
+export async function archiveWithFallback<E>(entries: readonly E[], write: IsolatedWriteDeps<E, ArchivedDeadLetter>, minimalOf: (refused: RejectedRow<E>) => E): Promise<ArchiveOutcome<E> | undefined> {
+  const full = await writeIsolatingRejects(entries, write);
+  if (full.outcome === 'abandoned') return undefined;
+  if (full.rejected.length === 0) return { fresh: full.results, unarchivable: [], skipped: [] };
+  const fallbacks = full.rejected.map((refused) => ({ refused, minimal: minimalOf(refused) }));
+  // The same statement wrote rows of this batch: a minimal row it refuses is at fault itself.
+  const minimal = await writeIsolatingRejects(fallbacks.map((f) => f.minimal), write, { provenSound: full.wroteSome });
+  if (minimal.outcome === 'abandoned') return undefined;
+  const skipped = new Set(minimal.rejected.map((r) => r.item));
+  return {
+    fresh: [...full.results, ...minimal.results],
+    unarchivable: fallbacks.filter((f) => !skipped.has(f.minimal)).map((f) => f.refused),
+    skipped: minimal.rejected,
+  };
+}
+
+/** A DLQ record and the row it is archived as. */
+interface DlqEntry {
+  message: KafkaMessage;
+  row: ArchivedDeadLetter;
+}
+
 /**
  * Where dead letters come to rest: consumes `sluice.runs.dlq` into Postgres `dead_letter_events`,
  * a batch per statement, idempotent on the original record's coordinates. Offsets are committed
  * only after the insert commits; while Postgres is down the batch is retried with backoff
  * (heartbeating meanwhile), so nothing is skipped. Each newly archived run is then reported
  * `dead_lettered`.
+ *
+ * The sink cannot dead-letter to itself: a row Postgres refuses for good (found by splitting the
+ * batch, writeIsolatingRejects) is archived in minimal form instead, as the DLQ record itself
+ * (`rawRecordRow`, reason `unarchivable`), which stays replayable. Should even that be refused,
+ * the record is skipped rather than stall the partition, never silently: it is counted
+ * (`sluice_sink_poison_total{sink="dlq",reason="not_archived"}`) and logged with the coordinates
+ * where its bytes remain in Kafka until retention.
  */
 export class DlqSink {
   private readonly consumer: Consumer;
@@ -122,11 +183,16 @@ export class DlqSink {
   private async onBatch({ batch, resolveOffset, heartbeat, isRunning, isStale }: EachBatchPayload): Promise<void> {
     const { topic, partition } = batch;
     const max = this.deps.config.dlqSink.batchSize;
+    const stillOwned = () => isRunning() && !isStale();
+    const write: IsolatedWriteDeps<DlqEntry, ArchivedDeadLetter> = {
+      apply: (entries) => this.deps.store.archive(entries.map((e) => e.row)),
+      pause: (p) => this.pause(p, heartbeat, stillOwned),
+    };
     for (let start = 0; start < batch.messages.length; start += max) {
-      if (!isRunning() || isStale()) return;
+      if (!stillOwned()) return;
       const slice = batch.messages.slice(start, start + max);
-      const rows = await Promise.all(slice.map((m) => this.toRow(topic, partition, m)));
-      const fresh = await this.archiveWithRetry(rows, heartbeat, () => isRunning() && !isStale());
+      const entries = await Promise.all(slice.map(async (message) => ({ message, row: await this.toRow(topic, partition, message) })));
+      const fresh = await this.archive(topic, partition, entries, write);
       if (!fresh) return;
       this.count(fresh);
       await this.reportDeadLettered(fresh);
@@ -143,7 +209,7 @@ export class DlqSink {
       envelope = await this.deps.codec.decode<DeadLetterEnvelope>(message.value, SUBJECTS.deadLetter);
     } catch (err) {
       this.log.error({ err, topic, partition, offset: message.offset }, 'undecodable DLQ record: archived as raw bytes');
-      return undecodableRow(topic, partition, message, this.group, err as Error, this.now());
+      return rawRecordRow(topic, partition, message, this.group, RAW_ROW_REASON.undecodable, err as Error, this.now());
     }
     let run: RunRequested | null = null;
     try {
@@ -154,19 +220,32 @@ export class DlqSink {
     return archiveRow(envelope, headerRecord(message.headers), run);
   }
 
-  private async archiveWithRetry(rows: ArchivedDeadLetter[], heartbeat: () => Promise<void>, stillOwned: () => boolean): Promise<ArchivedDeadLetter[] | undefined> {
-    for (let attempt = 0; ; attempt++) {
-      try {
-        return await this.deps.store.archive(rows);
-      } catch (err) {
-        const waitMs = Math.min(MAX_BACKOFF_MS, 100 * 2 ** attempt);
-        this.deps.metrics.dlqArchiveFailures.inc();
-        this.log.error({ err, attempt, waitMs, rows: rows.length }, 'could not archive dead letters in Postgres; retrying');
-        await new Promise((r) => setTimeout(r, waitMs));
-        await heartbeat();
-        if (!stillOwned()) return undefined;
-      }
+  /** Archives the entries; resolves to the rows that were new, or undefined when the partition was lost meanwhile. */
+  private async archive(topic: string, partition: number, entries: readonly DlqEntry[], write: IsolatedWriteDeps<DlqEntry, ArchivedDeadLetter>): Promise<ArchivedDeadLetter[] | undefined> {
+    const minimalOf = ({ item: { message }, error }: RejectedRow<DlqEntry>) => ({ message, row: rawRecordRow(topic, partition, message, this.group, RAW_ROW_REASON.unarchivable, error, this.now()) });
+    const archived = await archiveWithFallback(entries, write, minimalOf);
+    if (!archived) return undefined;
+    for (const { item, error } of archived.unarchivable) {
+      this.deps.metrics.sinkPoison.inc({ sink: 'dlq', reason: RAW_ROW_REASON.unarchivable });
+      this.log.error({ topic, partition, offset: item.message.offset, sqlState: error.sqlState, err: error }, 'Postgres refused a dead letter for good; archived the DLQ record itself instead');
     }
+    for (const { item, error } of archived.skipped) {
+      this.deps.metrics.sinkPoison.inc({ sink: 'dlq', reason: 'not_archived' });
+      this.log.error(
+        { topic, partition, offset: item.message.offset, sqlState: error.sqlState, err: error },
+        'a dead letter could not be archived even as its raw bytes: skipped so the partition flows; its bytes stay in Kafka at these coordinates until retention',
+      );
+    }
+    return archived.fresh;
+  }
+
+  private async pause(p: WritePause, heartbeat: () => Promise<void>, stillOwned: () => boolean): Promise<boolean> {
+    this.deps.metrics.dlqArchiveFailures.inc();
+    this.deps.metrics.sinkWriteRetries.inc({ sink: 'dlq', cause: p.cause });
+    const context = { err: p.error, attempt: p.attempt, waitMs: p.waitMs, rows: p.rows };
+    if (p.cause === 'systemic') this.log.error(context, 'Postgres refuses every dead letter of the batch, and not for their data (schema or deploy?); retrying');
+    else this.log.error(context, 'could not archive dead letters in Postgres; retrying');
+    return waitInBatch(p.waitMs, heartbeat, stillOwned);
   }
 
   private count(rows: readonly ArchivedDeadLetter[]): void {

@@ -47,3 +47,10 @@ export function createIdempotentProducer(kafka: Kafka): Producer {
 export function createSinkConsumer(kafka: Kafka, cfg: SluiceConfig['kafka'], groupId: string): Consumer {
   return kafka.consumer({ groupId, sessionTimeout: cfg.sessionTimeoutMs, heartbeatInterval: cfg.heartbeatIntervalMs, allowAutoTopicCreation: false, maxWaitTimeInMs: 250 });
 }
+
+/** A wait inside a sink's batch: heartbeats after it so the group keeps the partition here, and resolves whether it still does. */
+export async function waitInBatch(ms: number, heartbeat: () => Promise<void>, stillOwned: () => boolean): Promise<boolean> {
+  await new Promise((r) => setTimeout(r, ms));
+  await heartbeat();
+  return stillOwned();
+}

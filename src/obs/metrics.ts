@@ -86,6 +86,18 @@ export function createMetrics() {
       buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5],
       registers: r,
     }),
+    sinkPoison: new Counter({
+      name: 'sluice_sink_poison_total',
+      help: 'Records Postgres refused for good, set aside so their partition flows: status events dead-lettered (postgres_rejected), dead letters archived in minimal form (unarchivable) or not at all (not_archived)',
+      labelNames: ['sink', 'reason'],
+      registers: r,
+    }),
+    sinkWriteRetries: new Counter({
+      name: 'sluice_sink_write_retries_total',
+      help: 'Sink writes to Postgres retried: transient (Postgres unavailable) or systemic (every record refused, not for its data: the schema or the deploy)',
+      labelNames: ['sink', 'cause'],
+      registers: r,
+    }),
   };
 }
 

@@ -2,6 +2,7 @@ import type { Pool, PoolClient } from 'pg';
 import type { RunClass, RunError, RunStatus, RunStatusChanged } from '../events/schemas.js';
 import { foldStatusEvents } from './run-history.js';
 import { ADMITTED_SEQUENCE } from '../runs/status-sequence.js';
+import { storableJsonText, storableNullableText, storableText } from '../db/storable-text.js';
 
 /** A run as `GET /v1/runs/:id` shows it (field names from docs/contract.md). */
 export interface RunView {
@@ -108,6 +109,22 @@ export const RUN_EVENTS_CHANNEL = 'sluice_run_events';
 
 const ts = (ms: number | null) => (ms === null ? null : new Date(ms));
 
+/**
+ * The event with every text Postgres stores made storable (see storable-text.ts): a result or an
+ * error echoing a caller's NUL or a lone surrogate must not make the whole batch unwritable.
+ */
+export function storableStatusEvent(e: RunStatusChanged): RunStatusChanged {
+  return {
+    ...e,
+    tenantId: storableText(e.tenantId),
+    workflow: storableText(e.workflow),
+    message: storableText(e.message),
+    step: storableNullableText(e.step),
+    result: e.result === null ? null : storableJsonText(e.result),
+    error: e.error === null ? null : { ...e.error, code: storableText(e.error.code), message: storableText(e.error.message) },
+  };
+}
+
 /** Postgres `runs` / `run_events`: the read model behind GET /v1/runs/:id and SSE. */
 export class RunStore {
   constructor(private readonly pool: Pool) {}
@@ -126,7 +143,7 @@ export class RunStore {
        INSERT INTO run_events (run_id, sequence, status, message, attempt, occurred_at)
        VALUES ($1, $8, 'queued', $5, 0, $6)
        ON CONFLICT (run_id, sequence) DO NOTHING`,
-      [run.runId, run.tenantId, run.workflow, run.class, run.message, ts(run.admittedAt), ts(run.deadline), ADMITTED_SEQUENCE],
+      [run.runId, storableText(run.tenantId), storableText(run.workflow), run.class, storableText(run.message), ts(run.admittedAt), ts(run.deadline), ADMITTED_SEQUENCE],
     );
   }
 
@@ -134,8 +151,9 @@ export class RunStore {
    * Applies status events idempotently in one transaction: events are keyed by (runId, sequence),
    * and a run's row only moves forward (a late or duplicate event never regresses it).
    */
-  async applyStatusEvents(events: readonly RunStatusChanged[]): Promise<void> {
-    if (events.length === 0) return;
+  async applyStatusEvents(batch: readonly RunStatusChanged[]): Promise<void> {
+    if (batch.length === 0) return;
+    const events = batch.map(storableStatusEvent);
     const client = await this.pool.connect();
     try {
       await client.query('BEGIN');

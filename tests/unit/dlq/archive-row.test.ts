@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { buildDeadLetter, DLQ_HEADER } from '../../../src/dlq/dead-letter.js';
-import { archiveRow, undecodableRow } from '../../../src/dlq/dlq-sink.js';
+import { archiveRow, rawRecordRow, RAW_ROW_REASON } from '../../../src/dlq/dlq-sink.js';
 import type { RunRequested } from '../../../src/events/schemas.js';
 
 const AT = Date.UTC(2026, 10, 30, 1, 0, 0);
@@ -49,9 +49,24 @@ describe('archive rows', () => {
     expect(archiveRow(envelope, {}, null)).toMatchObject({ reason: 'unknown', payloadJson: null, tenantId: null });
   });
 
+  const dlqRecord = (timestamp: string) => ({ offset: '9', key: null, value: Buffer.from([0, 1, 2]), timestamp, headers: { a: Buffer.from('b') }, attributes: 0 }) as never;
+
   it('archives an undecodable DLQ record as itself: its own coordinates and raw bytes', () => {
-    const row = undecodableRow('sluice.runs.dlq', 1, { offset: '9', key: null, value: Buffer.from([0, 1, 2]), timestamp: String(AT), headers: { a: Buffer.from('b') }, attributes: 0 } as never, 'sluice.dlq-sink', new Error('unknown schema id'), AT + 1);
+    const row = rawRecordRow('sluice.runs.dlq', 1, dlqRecord(String(AT)), 'sluice.dlq-sink', RAW_ROW_REASON.undecodable, new Error('unknown schema id'), AT + 1);
     expect(row).toMatchObject({ originalTopic: 'sluice.runs.dlq', originalPartition: 1, originalOffset: '9', reason: 'undecodable_dead_letter', headers: { a: 'b' }, failedAt: AT, attempts: 0, errorMessage: 'unknown schema id' });
     expect([...row.payload]).toEqual([0, 1, 2]);
+  });
+
+  it('archives a record whose row Postgres refused the same way, with the refusal as its error', () => {
+    const refusal = new Error('SQLSTATE 22P02: invalid input syntax for type uuid: "not-a-uuid"');
+    refusal.name = 'PostgresRejectedError';
+    const row = rawRecordRow('sluice.runs.dlq', 2, dlqRecord(String(AT)), 'sluice.dlq-sink', RAW_ROW_REASON.unarchivable, refusal, AT + 1);
+    expect(row).toMatchObject({ originalTopic: 'sluice.runs.dlq', originalPartition: 2, originalOffset: '9', reason: 'unarchivable', runId: null, tenantId: null, payloadJson: null });
+    expect(row).toMatchObject({ errorClass: 'PostgresRejectedError', errorMessage: refusal.message });
+  });
+
+  it.each([['-1'], ['not a number'], ['1e16'], ['-8640000000000000'], ['Infinity']])('a record time Postgres cannot store (%s) becomes the archive time', (timestamp) => {
+    const row = rawRecordRow('sluice.runs.dlq', 0, dlqRecord(timestamp), 'g', RAW_ROW_REASON.unarchivable, new Error('x'), AT + 1);
+    expect([row.firstFailedAt, row.failedAt]).toEqual([AT + 1, AT + 1]);
   });
 });
