@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { ScrapeCollectors } from './scrape-collectors.js';
 
 /**
  * Every metric Sluice exports, in one registry per process. Names follow Prometheus conventions
@@ -9,6 +10,7 @@ export function createMetrics() {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'sluice_process_' });
   const r = [registry];
+  const scrapeErrors = new Counter({ name: 'sluice_scrape_errors_total', help: 'Scrape-time reads that failed or timed out; their gauges were left out of that scrape', labelNames: ['collector'], registers: r });
   return {
     registry,
     httpRequests: new Counter({ name: 'sluice_http_requests_total', help: 'HTTP requests answered by the submit adapter', labelNames: ['route', 'method', 'status'], registers: r }),
@@ -86,6 +88,9 @@ export function createMetrics() {
       buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5],
       registers: r,
     }),
+    scrapeErrors,
+    /** Reads behind gauges kept in a dependency, run before each render (see ScrapeCollectors). */
+    scrapeCollectors: new ScrapeCollectors(scrapeErrors),
   };
 }
 

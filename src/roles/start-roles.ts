@@ -242,7 +242,7 @@ export async function startRoles(config: SluiceConfig, logger: Logger): Promise<
   const running: RunningRoles = { roles: [...roles], metrics, stop };
 
   try {
-    if (roles.has('processor') || roles.has('api')) registerPermitGauges(metrics.registry, clients.redis, clients.keys, config);
+    if (roles.has('processor') || roles.has('api')) registerPermitGauges(metrics, clients.redis, clients.keys, config);
     if (roles.has('provider-sim')) running.simulatorUrl = await startSimulator(ctx);
     if (roles.has('status-sink')) await startStatusSink(ctx);
     if (roles.has('dlq-sink')) await startDlqSink(ctx);
