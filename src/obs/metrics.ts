@@ -88,6 +88,8 @@ export function createMetrics() {
       buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5],
       registers: r,
     }),
+    readRefusals: new Counter({ name: 'sluice_read_refusals_total', help: 'Reads of runs (GET, event-stream connect, DELETE) answered 429: over the read bucket (rate_limited) or the tenant\'s event streams on this instance (streams_full)', labelNames: ['tenant', 'reason'], registers: r }),
+    readLimitFallbacks: new Counter({ name: 'sluice_read_limit_fallbacks_total', help: 'Read-limit checks decided by this instance\'s own bucket because the read bucket in Redis did not answer in time', labelNames: ['tenant'], registers: r }),
     scrapeErrors,
     /** Reads behind gauges kept in a dependency, run before each render (see ScrapeCollectors). */
     scrapeCollectors: new ScrapeCollectors(scrapeErrors),

@@ -17,6 +17,7 @@ import { callLlm, createAnthropicClient } from '../processors/steps/llm-call.js'
 import { SharedClients } from './shared-clients.js';
 import { AdmissionController } from '../admission/admission-controller.js';
 import { AdmissionStore } from '../admission/admission-store.js';
+import { ReadLimits } from '../admission/read-limits.js';
 import { IdempotencyStore } from '../admission/idempotency.js';
 import { ServiceState } from '../admission/service-state.js';
 import { LeaseKeeper } from '../permits/lease-keeper.js';
@@ -185,6 +186,7 @@ async function startApi(ctx: RoleContext): Promise<string> {
       pendingMs: config.admission.idempotencyPendingMs,
       waitMs: config.kafka.produceTimeoutMs + 1_000,
     }),
+    reads: new ReadLimits({ config, store: new AdmissionStore(clients.scripts, clients.keys), metrics, logger: log }),
     readiness: clients.readinessChecks(),
     runStatus: { runs, feed, cancellations: new RedisCancellations(clients.redis, clients.keys, log) },
     limits: new LimitsStore(clients.redis, clients.keys),
