@@ -4,7 +4,7 @@ import type { Logger } from '../obs/logger.js';
 import type { Metrics } from '../obs/metrics.js';
 import { withTimeout } from '../util/with-timeout.js';
 import { bucketRefusal } from './admission-policy.js';
-import type { AdmissionStore } from './admission-store.js';
+import type { AdmissionStore, BucketTake } from './admission-store.js';
 import { LocalTokenBuckets } from './local-token-bucket.js';
 
 /** Why a read was turned away and when to come back; becomes `429 rate_limited`. */
@@ -84,7 +84,7 @@ export class ReadLimits {
   /** One read by the tenant: undefined when it may go ahead. */
   async take(tenantId: string): Promise<ReadRefusal | undefined> {
     const { bucket } = this.tenant(tenantId).reads;
-    let take;
+    let take: BucketTake;
     try {
       take = await withTimeout(this.deps.store.takeReadToken(tenantId, bucket.capacity, bucket.refillPerSec), this.timeoutMs, 'the read bucket');
       if (this.fallingBack) this.log.info('the read bucket in Redis answers again');

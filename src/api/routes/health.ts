@@ -73,8 +73,8 @@ export class Readiness {
   }
 }
 
-export function registerHealthRoutes(app: FastifyInstance, deps: { readiness: ReadinessCheck[]; metrics: Metrics; now?: () => number }): void {
-  const readiness = new Readiness(deps.readiness, { logger: app.log, now: deps.now });
+export function registerHealthRoutes(app: FastifyInstance, deps: { readiness: ReadinessCheck[]; metrics: Metrics }): void {
+  const readiness = new Readiness(deps.readiness, { logger: app.log });
 
   app.get('/healthz', async () => ({ status: 'ok' }));
 
