@@ -28,9 +28,13 @@ export class AdmissionStore {
     private readonly keys: RedisKeys,
   ) {}
 
-  async takeToken(tenant: string, capacity: number, refillPerSec: number, cost = 1): Promise<BucketTake> {
-    const [allowed, tokens, waitMs] = (await this.scripts.run('tokenBucketTake', [this.keys.tenantBucket(tenant)], [capacity, refillPerSec, cost])) as [number, string, number];
-    return { allowed: allowed === 1, tokensLeft: Number(tokens), waitMs: Number(waitMs) };
+  takeToken(tenant: string, capacity: number, refillPerSec: number, cost = 1): Promise<BucketTake> {
+    return this.take(this.keys.tenantBucket(tenant), capacity, refillPerSec, cost);
+  }
+
+  /** The tenant's read bucket: the same script on its own key, so reads never spend submit tokens. */
+  takeReadToken(tenant: string, capacity: number, refillPerSec: number): Promise<BucketTake> {
+    return this.take(this.keys.readBucket(tenant), capacity, refillPerSec, 1);
   }
 
   async admit(run: { runId: string; tenantId: string; runClass: RunClass; leaseExpiry: number }, bounds: { tenantMax: number; globalMax: number; maxAhead: number | undefined; recordAnyway: boolean }): Promise<BacklogResult> {
@@ -50,6 +54,11 @@ export class AdmissionStore {
   /** Takes back an entry for a run Kafka never accepted; it does not count as served. */
   withdraw(run: BacklogRun): Promise<boolean> {
     return this.remove(run, undefined, false);
+  }
+
+  private async take(key: string, capacity: number, refillPerSec: number, cost: number): Promise<BucketTake> {
+    const [allowed, tokens, waitMs] = (await this.scripts.run('tokenBucketTake', [key], [capacity, refillPerSec, cost])) as [number, string, number];
+    return { allowed: allowed === 1, tokensLeft: Number(tokens), waitMs: Number(waitMs) };
   }
 
   private async remove(run: BacklogRun, executionMs: number | undefined, finished: boolean): Promise<boolean> {

@@ -18,13 +18,15 @@ declare module 'fastify' {
   }
 }
 
-export interface ApiDeps extends Omit<RunRouteDeps, 'config'> {
+export interface ApiDeps extends Omit<RunRouteDeps, 'config' | 'reads'> {
   config: SluiceConfig;
   logger: Logger;
   metrics: Metrics;
   readiness: ReadinessCheck[];
+  /** Per-tenant bounds on every read of a run (GET, the event stream, DELETE). */
+  reads: RunEventRouteDeps['reads'];
   /** Status for callers: the progress stream and cancellation (`/v1/runs/:id/events`, `DELETE /v1/runs/:id`). */
-  runStatus: Omit<RunEventRouteDeps, 'metrics' | 'now'> & CancelRunRouteDeps;
+  runStatus: Omit<RunEventRouteDeps, 'metrics' | 'now' | 'reads'> & Omit<CancelRunRouteDeps, 'reads'>;
   /** Run-time concurrency limits behind `/v1/admin/limits`. */
   limits: AdminLimitsRouteDeps['limits'];
 }
@@ -129,8 +131,8 @@ export function buildApiServer(deps: ApiDeps): FastifyInstance {
 
   registerHealthRoutes(app, { readiness: deps.readiness, metrics });
   registerRunRoutes(app, { ...deps, config });
-  registerRunEventRoutes(app, { ...deps.runStatus, metrics, now: deps.now });
-  registerCancelRunRoute(app, deps.runStatus);
+  registerRunEventRoutes(app, { ...deps.runStatus, reads: deps.reads, metrics, now: deps.now });
+  registerCancelRunRoute(app, { ...deps.runStatus, reads: deps.reads });
   registerAdminLimitsRoutes(app, { config, limits: deps.limits });
   return app;
 }

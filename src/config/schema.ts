@@ -112,19 +112,36 @@ const workflow = z.object({
   fallback: z.object({ text: z.string().min(1).max(10_000) }).optional(),
 });
 
+/** A token bucket's size and refill (0: it never refills); Redis keeps its state. */
+const tokenBucket = (defaults: { capacity: number; refillPerSec: number }) =>
+  z
+    .object({
+      capacity: z.number().int().min(1).max(1_000_000).default(defaults.capacity),
+      refillPerSec: z.number().min(0).max(1_000_000).default(defaults.refillPerSec),
+    })
+    .prefault({});
+
 /** Seed 001's rollout: a new limit first runs in `observe` (decide and count, admit anyway). */
 const tenantAdmission = z
   .object({
     mode: z.enum(['enforce', 'observe']).default('enforce'),
     /** Seed 000's entry bucket: capacity 60, refilled at 10 per second. */
-    bucket: z
-      .object({
-        capacity: z.number().int().min(1).max(1_000_000).default(60),
-        refillPerSec: z.number().min(0).max(1_000_000).default(10),
-      })
-      .prefault({}),
+    bucket: tokenBucket({ capacity: 60, refillPerSec: 10 }),
     /** Admitted-but-unfinished runs of this tenant; more is deferred with 429 tenant_backlog_full. */
     maxBacklog: z.number().int().min(1).max(10_000_000).default(500),
+  })
+  .prefault({});
+
+/**
+ * Bounds on one tenant's reads of its runs, so one tenant cannot take every event stream of an
+ * instance or turn its reads into a Postgres load the others pay for.
+ */
+const tenantReads = z
+  .object({
+    /** Every `GET /v1/runs/:id`, event-stream connect and `DELETE /v1/runs/:id` takes a token (shared by all API instances). */
+    bucket: tokenBucket({ capacity: 200, refillPerSec: 100 }),
+    /** Event streams the tenant may hold open on one API instance (an instance serves 1,000 in all). */
+    maxStreams: z.number().int().min(1).max(1_000).default(100),
   })
   .prefault({});
 
@@ -135,6 +152,7 @@ const tenant = z.object({
   /** Runs of this tenant executing at once across all processors (changeable at run time). */
   maxConcurrency: z.number().int().min(1).max(1_000_000).default(16),
   admission: tenantAdmission,
+  reads: tenantReads,
 });
 
 export const configSchema = z

@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { ScrapeCollectors } from './scrape-collectors.js';
 
 /**
  * Every metric Sluice exports, in one registry per process. Names follow Prometheus conventions
@@ -9,6 +10,7 @@ export function createMetrics() {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'sluice_process_' });
   const r = [registry];
+  const scrapeErrors = new Counter({ name: 'sluice_scrape_errors_total', help: 'Scrape-time reads that failed or timed out; their gauges were left out of that scrape', labelNames: ['collector'], registers: r });
   return {
     registry,
     httpRequests: new Counter({ name: 'sluice_http_requests_total', help: 'HTTP requests answered by the submit adapter', labelNames: ['route', 'method', 'status'], registers: r }),
@@ -98,6 +100,11 @@ export function createMetrics() {
       labelNames: ['sink', 'cause'],
       registers: r,
     }),
+    readRefusals: new Counter({ name: 'sluice_read_refusals_total', help: 'Reads of runs (GET, event-stream connect, DELETE) answered 429: over the read bucket (rate_limited) or the tenant\'s event streams on this instance (streams_full)', labelNames: ['tenant', 'reason'], registers: r }),
+    readLimitFallbacks: new Counter({ name: 'sluice_read_limit_fallbacks_total', help: 'Read-limit checks decided by this instance\'s own bucket because the read bucket in Redis did not answer in time', labelNames: ['tenant'], registers: r }),
+    scrapeErrors,
+    /** Reads behind gauges kept in a dependency, run before each render (see ScrapeCollectors). */
+    scrapeCollectors: new ScrapeCollectors(scrapeErrors),
   };
 }
 

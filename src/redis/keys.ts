@@ -13,6 +13,8 @@ export function redisKeys(namespace: string) {
   return {
     /** Token bucket of one tenant (hash: tokens, ts). */
     tenantBucket: (tenant: string) => `${ns}:bucket:{${tenant}}`,
+    /** Token bucket of one tenant's reads of its runs (hash: tokens, ts), in the tenant's slot too. */
+    readBucket: (tenant: string) => `${ns}:reads:{${tenant}}`,
     /** Admitted-but-unfinished runs (zset: runId → lease expiry ms), per tenant, per class and overall. */
     backlogTenant: (tenant: string) => `${admission}:backlog:tenant:${tenant}`,
     backlogClass: (runClass: string) => `${admission}:backlog:class:${runClass}`,

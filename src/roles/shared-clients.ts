@@ -8,6 +8,7 @@ import type { SluiceConfig } from '../config/schema.js';
 import { EventCodec } from '../events/codec.js';
 import { FileSchemaRegistry, HttpSchemaRegistry } from '../events/schema-registry.js';
 import { createKafka } from '../kafka/client.js';
+import { KafkaProbe } from '../kafka/kafka-probe.js';
 import { ensureTopics, topicNames } from '../kafka/topics.js';
 import { createPool } from '../db/pool.js';
 import { migrate } from '../db/migrate.js';
@@ -27,6 +28,8 @@ export class SharedClients {
   private scriptsInstance?: LuaScripts;
   private codecInstance?: EventCodec;
   private topicsP?: Promise<void>;
+  /** Readiness asks Kafka over one long-lived admin client, created on the first check. */
+  private readonly kafkaProbe = new KafkaProbe(() => this.kafka.admin());
 
   constructor(
     private readonly config: SluiceConfig,
@@ -95,18 +98,7 @@ export class SharedClients {
 
   readinessChecks(): ReadinessCheck[] {
     return [
-      {
-        name: 'kafka',
-        check: async () => {
-          const admin = this.kafka.admin();
-          await admin.connect();
-          try {
-            await admin.describeCluster();
-          } finally {
-            await admin.disconnect();
-          }
-        },
-      },
+      { name: 'kafka', check: () => this.kafkaProbe.check() },
       {
         name: 'redis',
         check: async () => {
@@ -122,6 +114,7 @@ export class SharedClients {
     const closing: Promise<unknown>[] = [];
     if (this.producerP) closing.push(this.producerP.then((p) => p.close()));
     if (this.poolP) closing.push(this.poolP.then((p) => p.end()));
+    closing.push(this.kafkaProbe.close());
     if (this.redisClient) this.redisClient.disconnect();
     await Promise.allSettled(closing);
   }

@@ -17,6 +17,7 @@ import { callLlm, createAnthropicClient } from '../processors/steps/llm-call.js'
 import { SharedClients } from './shared-clients.js';
 import { AdmissionController } from '../admission/admission-controller.js';
 import { AdmissionStore } from '../admission/admission-store.js';
+import { ReadLimits } from '../admission/read-limits.js';
 import { IdempotencyStore } from '../admission/idempotency.js';
 import { ServiceState } from '../admission/service-state.js';
 import { LeaseKeeper } from '../permits/lease-keeper.js';
@@ -187,6 +188,7 @@ async function startApi(ctx: RoleContext): Promise<string> {
       pendingMs: config.admission.idempotencyPendingMs,
       waitMs: config.kafka.produceTimeoutMs + 1_000,
     }),
+    reads: new ReadLimits({ config, store: new AdmissionStore(clients.scripts, clients.keys), metrics, logger: log }),
     readiness: clients.readinessChecks(),
     runStatus: { runs, feed, cancellations: new RedisCancellations(clients.redis, clients.keys, log) },
     limits: new LimitsStore(clients.redis, clients.keys),
@@ -244,7 +246,7 @@ export async function startRoles(config: SluiceConfig, logger: Logger): Promise<
   const running: RunningRoles = { roles: [...roles], metrics, stop };
 
   try {
-    if (roles.has('processor') || roles.has('api')) registerPermitGauges(metrics.registry, clients.redis, clients.keys, config);
+    if (roles.has('processor') || roles.has('api')) registerPermitGauges(metrics, clients.redis, clients.keys, config);
     if (roles.has('provider-sim')) running.simulatorUrl = await startSimulator(ctx);
     if (roles.has('status-sink')) await startStatusSink(ctx);
     if (roles.has('dlq-sink')) await startDlqSink(ctx);

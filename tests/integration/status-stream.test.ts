@@ -1,16 +1,8 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { RUN_EVENTS_CHANNEL } from '../../src/status/run-store.js';
-import { statusEventOf, takeSseFrames, type StatusEvent } from '../support/sse.js';
+import { readStatusStream, type StreamReadOptions } from '../support/sse.js';
 import { ADMIN_KEY, TENANT_A_KEY, TENANT_B_KEY, eventually, freePort, http, startSluice, testNamespace, waitForStatus, writeTestConfig, type SluiceProcess } from './harness.js';
-
-interface StreamRead {
-  status: number;
-  headers: Headers;
-  events: StatusEvent[];
-  /** True when the server ended the stream; false when the reader stopped early. */
-  ended: boolean;
-}
 
 /**
  * Status for callers: the SSE progress stream and cancellation, with the processor in its own
@@ -40,37 +32,7 @@ describe('run status stream (SSE) and cancellation', () => {
   const storedEvents = async (runId: string) =>
     (await db.query<{ sequence: string; status: string }>('SELECT sequence, status FROM run_events WHERE run_id = $1 ORDER BY sequence', [runId])).rows.map((r) => ({ sequence: Number(r.sequence), status: r.status }));
 
-  /** Reads a run's stream until the server ends it, or until `stopWhen` holds (then drops the connection). */
-  async function readStream(runId: string, opts: { lastEventId?: number; stopWhen?: (events: StatusEvent[]) => boolean; key?: string; timeoutMs?: number } = {}): Promise<StreamRead> {
-    const controller = new AbortController();
-    const timer = setTimeout(() => controller.abort(new Error('the stream did not end in time')), opts.timeoutMs ?? 60_000);
-    try {
-      const headers: Record<string, string> = { authorization: `Bearer ${opts.key ?? TENANT_A_KEY}`, accept: 'text/event-stream' };
-      if (opts.lastEventId !== undefined) headers['last-event-id'] = String(opts.lastEventId);
-      const res = await fetch(`${api}/v1/runs/${runId}/events`, { headers, signal: controller.signal });
-      const read: StreamRead = { status: res.status, headers: res.headers, events: [], ended: false };
-      if (res.status !== 200) {
-        await res.body?.cancel();
-        return read;
-      }
-      const reader = res.body!.getReader();
-      const decoder = new TextDecoder();
-      let buffer = '';
-      for (;;) {
-        const { done, value } = await reader.read();
-        if (done) return { ...read, ended: true };
-        const taken = takeSseFrames(buffer + decoder.decode(value, { stream: true }));
-        buffer = taken.rest;
-        read.events.push(...taken.frames.flatMap((f) => statusEventOf(f) ?? []));
-        if (opts.stopWhen?.(read.events)) {
-          controller.abort();
-          return read;
-        }
-      }
-    } finally {
-      clearTimeout(timer);
-    }
-  }
+  const readStream = (runId: string, opts: Omit<StreamReadOptions, 'key'> & { key?: string } = {}) => readStatusStream(`${api}/v1/runs/${runId}/events`, { ...opts, key: opts.key ?? TENANT_A_KEY });
 
   const sequencesOf = (events: { sequence: number }[]) => events.map((e) => e.sequence);
 

@@ -56,3 +56,51 @@ export function statusEventOf(frame: SseFrame): StatusEvent | undefined {
 export function statusEventsOf(body: string): StatusEvent[] {
   return takeSseFrames(body).frames.flatMap((f) => statusEventOf(f) ?? []);
 }
+
+export interface StreamRead {
+  status: number;
+  headers: Headers;
+  events: StatusEvent[];
+  /** True when the server ended the stream; false when the reader stopped early. */
+  ended: boolean;
+}
+
+export interface StreamReadOptions {
+  key: string;
+  lastEventId?: number;
+  /** Looked at after every chunk with the events so far; true drops the connection. */
+  stopWhen?: (events: StatusEvent[]) => boolean;
+  timeoutMs?: number;
+}
+
+/** Reads a run's status stream over HTTP until the server ends it, or until `stopWhen` holds. */
+export async function readStatusStream(url: string, opts: StreamReadOptions): Promise<StreamRead> {
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(new Error('the stream did not end in time')), opts.timeoutMs ?? 60_000);
+  try {
+    const headers: Record<string, string> = { authorization: `Bearer ${opts.key}`, accept: 'text/event-stream' };
+    if (opts.lastEventId !== undefined) headers['last-event-id'] = String(opts.lastEventId);
+    const res = await fetch(url, { headers, signal: controller.signal });
+    const read: StreamRead = { status: res.status, headers: res.headers, events: [], ended: false };
+    if (res.status !== 200) {
+      await res.body?.cancel();
+      return read;
+    }
+    const reader = res.body!.getReader();
+    const decoder = new TextDecoder();
+    let buffer = '';
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) return { ...read, ended: true };
+      const taken = takeSseFrames(buffer + decoder.decode(value, { stream: true }));
+      buffer = taken.rest;
+      read.events.push(...taken.frames.flatMap((f) => statusEventOf(f) ?? []));
+      if (opts.stopWhen?.(read.events)) {
+        controller.abort();
+        return read;
+      }
+    }
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -1,12 +1,10 @@
 import type { FastifyInstance } from 'fastify';
 import type { RedisCancellations } from '../../processors/cancellation.js';
-import type { RunStore } from '../../status/run-store.js';
 import { isTerminal } from '../../status/run-history.js';
 import { sendProblem } from '../problem.js';
-import { findOwnRun } from './own-run.js';
+import { findOwnRun, type OwnRunDeps } from './own-run.js';
 
-export interface CancelRunRouteDeps {
-  runs: Pick<RunStore, 'getRun'>;
+export interface CancelRunRouteDeps extends OwnRunDeps {
   cancellations: Pick<RedisCancellations, 'request'>;
 }
 
@@ -17,7 +15,7 @@ export interface CancelRunRouteDeps {
  */
 export function registerCancelRunRoute(app: FastifyInstance, deps: CancelRunRouteDeps): void {
   app.delete<{ Params: { id: string } }>('/v1/runs/:id', async (req, reply) => {
-    const own = await findOwnRun(req, reply, deps.runs, req.params.id);
+    const own = await findOwnRun(req, reply, deps, req.params.id);
     if (!own) return reply;
     const { view } = own;
     if (isTerminal(view.status)) return sendProblem(reply, 'run_finished', { detail: `the run is already ${view.status}; there is nothing to cancel` });

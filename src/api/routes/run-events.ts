@@ -1,15 +1,18 @@
 import { PassThrough } from 'node:stream';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
+import type { ReadLimits } from '../../admission/read-limits.js';
 import type { Metrics } from '../../obs/metrics.js';
 import type { RunEventFeed } from '../../status/run-event-feed.js';
 import { isTerminal } from '../../status/run-history.js';
 import type { RunEventView, RunStore } from '../../status/run-store.js';
 import { sendProblem } from '../problem.js';
 import { formatSseComment, formatSseEvent, parseLastEventId } from '../sse.js';
-import { findOwnRun } from './own-run.js';
+import { findOwnRun, runStoreUnavailable, type OwnRunDeps } from './own-run.js';
 
-export interface RunEventRouteDeps {
+export interface RunEventRouteDeps extends OwnRunDeps {
   runs: Pick<RunStore, 'getRun' | 'listEvents'>;
+  /** Each connect takes a read token; each open stream holds one of its tenant's stream slots. */
+  reads: Pick<ReadLimits, 'take' | 'openStream'>;
   /** Wakes streams on new events; its subscriber bound is this instance's stream bound. */
   feed: Pick<RunEventFeed, 'subscribe'>;
   metrics: Metrics;
@@ -136,7 +139,7 @@ export function registerRunEventRoutes(app: FastifyInstance, deps: RunEventRoute
   });
 
   app.get<{ Params: { id: string }; Querystring: { lastEventId?: string } }>('/v1/runs/:id/events', async (req, reply) => {
-    const own = await findOwnRun(req, reply, deps.runs, req.params.id);
+    const own = await findOwnRun(req, reply, deps, req.params.id);
     if (!own) return reply;
     const { tenantId, view } = own;
 
@@ -148,28 +151,37 @@ export function registerRunEventRoutes(app: FastifyInstance, deps: RunEventRoute
       return sendProblem(reply, 'invalid_request', { detail: `Last-Event-ID ${lastId.message}`, errors: [{ path, message: lastId.message }] });
     }
 
+    const slot = deps.reads.openStream(tenantId);
+    if (!slot.granted) return sendProblem(reply, 'rate_limited', slot.refusal);
     const stream = new RunEventStream(view.runId, tenantId, lastId.after ?? -1, deps.runs, req.log);
     // Subscribed before the first read, so an event committed in between still wakes the stream.
     const unsubscribe = deps.feed.subscribe(view.runId, () => stream.wake());
-    if (!unsubscribe) return sendProblem(reply, 'overloaded', { detail: 'this instance has as many event streams open as it serves', retryAfterSec: FULL_RETRY_AFTER_SEC });
+    if (!unsubscribe) {
+      slot.release();
+      return sendProblem(reply, 'overloaded', { detail: 'this instance has as many event streams open as it serves', retryAfterSec: FULL_RETRY_AFTER_SEC });
+    }
+    const letGo = () => {
+      unsubscribe();
+      slot.release();
+    };
 
     let first: RunEventView[];
     try {
       first = await stream.read();
     } catch (err) {
-      unsubscribe();
-      throw err;
+      letGo();
+      return runStoreUnavailable(req, reply, err);
     }
     const lifetimeMs = Date.parse(view.deadline) + STREAM_LINGER_AFTER_DEADLINE_MS - now();
     if (first.length === 0 && (isTerminal(view.status) || lifetimeMs <= 0)) {
-      unsubscribe();
+      letGo();
       return reply.code(204).send();
     }
 
     open.add(stream);
     deps.metrics.sseStreams.inc();
     stream.body.once('close', () => {
-      unsubscribe();
+      letGo();
       open.delete(stream);
       deps.metrics.sseStreams.dec();
     });

@@ -14,6 +14,7 @@ import { sendProblem, type ProblemCode } from '../problem.js';
 import { findOwnRun, tenantOf } from './own-run.js';
 import type { AdmissionController } from '../../admission/admission-controller.js';
 import { requestFingerprint, type IdempotencyStore, type StoredAnswer } from '../../admission/idempotency.js';
+import type { ReadLimits } from '../../admission/read-limits.js';
 
 export interface RunRouteDeps {
   config: SluiceConfig;
@@ -22,6 +23,8 @@ export interface RunRouteDeps {
   runs: Pick<RunStore, 'recordAdmission' | 'getRun'>;
   admission: Pick<AdmissionController, 'decide' | 'withdraw'>;
   idempotency: Pick<IdempotencyStore, 'claim' | 'store' | 'forget'>;
+  /** The tenant's read bounds, for `GET /v1/runs/:id`. */
+  reads: Pick<ReadLimits, 'take'>;
   now?: () => number;
 }
 
@@ -178,7 +181,7 @@ export function registerRunRoutes(app: FastifyInstance, deps: RunRouteDeps): voi
   });
 
   app.get<{ Params: { id: string } }>('/v1/runs/:id', async (req, reply) => {
-    const own = await findOwnRun(req, reply, deps.runs, req.params.id);
+    const own = await findOwnRun(req, reply, deps, req.params.id);
     if (!own) return reply;
     return reply.send({ ...own.view, links: linksFor(own.view.runId) });
   });

@@ -4,6 +4,7 @@ import { AdmissionStore } from '../../../src/admission/admission-store.js';
 import { redisKeys } from '../../../src/redis/keys.js';
 import { LuaScripts } from '../../../src/redis/scripts.js';
 import { eventually, testNamespace } from '../harness.js';
+import { keySlot } from './cluster-slot.js';
 import { connectPair, deleteMatching, redisNowMs } from './redis-clients.js';
 
 /**
@@ -218,5 +219,31 @@ describe('token-bucket-take.lua', () => {
     const take = await storeA.takeToken(t, 5, 1_000);
     expect(take.allowed).toBe(false);
     expect(take.waitMs).toBeGreaterThan(59_000);
+  });
+});
+
+describe('token-bucket-take.lua on a tenant\'s read bucket', () => {
+  it('is a bucket of its own: reads never spend submit tokens, nor submits read tokens', async () => {
+    const t = tenant('reads');
+    expect((await storeA.takeReadToken(t, 1, 0.001)).allowed).toBe(true);
+    expect((await storeA.takeReadToken(t, 1, 0.001)).allowed).toBe(false);
+    expect((await storeA.takeToken(t, 1, 0.001)).allowed).toBe(true);
+    expect((await storeA.takeToken(t, 1, 0.001)).allowed).toBe(false);
+    expect(await a.exists(keys.readBucket(t), keys.tenantBucket(t))).toBe(2);
+  });
+
+  it('is shared by every API instance: 100 concurrent reads over two connections let exactly `capacity` through', async () => {
+    const t = tenant('reads-burst');
+    const takes = await Promise.all(Array.from({ length: 100 }, (_, i) => (i % 2 === 0 ? storeA : storeB).takeReadToken(t, 30, 0.001)));
+    expect(takes.filter((x) => x.allowed)).toHaveLength(30);
+    for (const x of takes.filter((y) => !y.allowed)) expect(x.waitMs).toBeGreaterThan(0);
+  });
+
+  it("lives in the tenant's slot and expires once it would be full again", async () => {
+    const t = tenant('reads-ttl');
+    expect(keySlot(keys.readBucket(t))).toBe(keySlot(t));
+    await storeA.takeReadToken(t, 1, 1_000);
+    await eventually(async () => ((await a.exists(keys.readBucket(t))) === 0 ? true : undefined), 3_000, 'the idle read bucket to expire', 50);
+    expect(await storeA.takeReadToken(t, 1, 1_000)).toEqual({ allowed: true, tokensLeft: 0, waitMs: 0 });
   });
 });

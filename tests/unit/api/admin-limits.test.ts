@@ -45,6 +45,7 @@ function server(): FastifyInstance {
     metrics: createMetrics(),
     readiness: [],
     runStatus: fakeRunStatus().deps,
+    reads: fakeRunStatus().reads,
     producer: { publishRunRequested: unused },
     runs: { recordAdmission: unused, getRun: unused },
     admission: { decide: unused, withdraw: unused },

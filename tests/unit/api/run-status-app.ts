@@ -4,7 +4,7 @@ import { KeyDirectory } from '../../../src/api/auth.js';
 import { registerCancelRunRoute } from '../../../src/api/routes/cancel-run.js';
 import { registerRunEventRoutes, type RunEventRouteDeps } from '../../../src/api/routes/run-events.js';
 import { loadConfig } from '../../../src/config/load.js';
-import { createMetrics, type Metrics } from '../../../src/obs/metrics.js';
+import type { Metrics } from '../../../src/obs/metrics.js';
 import type { RunEventView, RunView } from '../../../src/status/run-store.js';
 import type { FakeRunStatus } from '../../support/run-status-fakes.js';
 
@@ -22,14 +22,14 @@ const keys = new KeyDirectory(loadConfig({ env: {} }));
  */
 export function statusApp(fake: FakeRunStatus, opts: Partial<Pick<RunEventRouteDeps, 'heartbeatMs' | 'pollMs' | 'now'>> = {}): { app: FastifyInstance; metrics: Metrics } {
   const app = Fastify();
-  const metrics = createMetrics();
+  const { metrics, reads } = fake;
   app.addHook('onRequest', async (req, reply) => {
     const principal = keys.authenticate(req.headers.authorization);
     if (!principal) return reply.code(401).send();
     req.principal = principal;
   });
-  registerRunEventRoutes(app, { ...fake.deps, metrics, heartbeatMs: 60_000, pollMs: 60_000, now: () => NOW, ...opts });
-  registerCancelRunRoute(app, fake.deps);
+  registerRunEventRoutes(app, { ...fake.deps, reads, metrics, heartbeatMs: 60_000, pollMs: 60_000, now: () => NOW, ...opts });
+  registerCancelRunRoute(app, { ...fake.deps, reads });
   return { app, metrics };
 }
 

@@ -70,6 +70,7 @@ function harness(opts: HarnessOptions = {}): Harness {
     metrics,
     readiness: [],
     runStatus: fakeRunStatus().deps,
+    reads: fakeRunStatus().reads,
     limits: { overrides: async () => new Map(), set: async () => undefined },
     now: () => NOW,
     admission: fakes.admission,

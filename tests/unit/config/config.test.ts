@@ -181,8 +181,9 @@ describe('parseConfig defaults', () => {
   it('fills tenant, workflow, step and dependency defaults', () => {
     // Seed 000's entry bucket (60, refilled 10/s), enforced, with a bounded backlog.
     const admission = { mode: 'enforce', bucket: { capacity: 60, refillPerSec: 10 }, maxBacklog: 500 };
-    expect(cfg.tenants.t1).toEqual({ apiKeySha256: KEY_1, description: '', fallback: 'degrade', maxConcurrency: 16, admission });
-    expect(cfg.tenants.t2).toEqual({ apiKeySha256: KEY_2, description: 'second', fallback: 'fail', maxConcurrency: 16, admission });
+    const reads = { bucket: { capacity: 200, refillPerSec: 100 }, maxStreams: 100 };
+    expect(cfg.tenants.t1).toEqual({ apiKeySha256: KEY_1, description: '', fallback: 'degrade', maxConcurrency: 16, admission, reads });
+    expect(cfg.tenants.t2).toEqual({ apiKeySha256: KEY_2, description: 'second', fallback: 'fail', maxConcurrency: 16, admission, reads });
     expect(cfg.admission).toMatchObject({ maxBacklog: 5000, emergencyRefillFactor: 0.5, idempotencyTtlSec: 86_400 });
     expect(cfg.limits).toEqual({ global: 64, batchShare: 0.8 });
     expect(cfg.workflows.wf!.description).toBe('');
@@ -378,6 +379,20 @@ describe('parseConfig errors name the field path', () => {
     doc.api.adminKeySha256 = 'not-a-hash';
     const err = configError(() => parseConfig(doc));
     expect(err.fields).toEqual(['api.adminKeySha256']);
+  });
+
+  it('read bounds out of range, each named by its path', () => {
+    const doc = baseDoc();
+    doc.tenants.t1.reads = { bucket: { capacity: 0, refillPerSec: -1 }, maxStreams: 0 };
+    doc.tenants.t2.reads = { maxStreams: 1_001 };
+    const err = configError(() => parseConfig(doc));
+    expect(err.fields.sort()).toEqual(['tenants.t1.reads.bucket.capacity', 'tenants.t1.reads.bucket.refillPerSec', 'tenants.t1.reads.maxStreams', 'tenants.t2.reads.maxStreams']);
+  });
+
+  it('read bounds given in part keep the defaults for the rest', () => {
+    const doc = baseDoc();
+    doc.tenants.t1.reads = { bucket: { refillPerSec: 0.5 } };
+    expect(parseConfig(doc).tenants.t1!.reads).toEqual({ bucket: { capacity: 200, refillPerSec: 0.5 }, maxStreams: 100 });
   });
 
   it('deadline min greater than max', () => {

@@ -1,6 +1,9 @@
+import type { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../src/config/load.js';
-import { configuredScopes } from '../../../src/permits/permit-metrics.js';
+import { createMetrics } from '../../../src/obs/metrics.js';
+import { configuredScopes, registerPermitGauges } from '../../../src/permits/permit-metrics.js';
+import { redisKeys } from '../../../src/redis/keys.js';
 
 describe('configuredScopes', () => {
   it('lists global, the batch share and every configured tenant, workflow and dependency with its default limit', () => {
@@ -12,5 +15,57 @@ describe('configuredScopes', () => {
     expect(scopes['workflow:report-digest']).toBe(config.workflows['report-digest']!.maxConcurrency);
     expect(scopes['dependency:anthropic']).toBe(config.dependencies.anthropic!.maxConcurrency);
     expect(Object.keys(scopes)).toHaveLength(2 + 3 + 2 + 4);
+  });
+});
+
+/** A Redis pipeline stand-in: HGETALL answers the overrides, every ZCOUNT `held`; `fail` rejects exec as a lost connection does. */
+function fakeRedis(state: { overrides: Record<string, string>; held: number; fail: boolean }): Pick<Redis, 'pipeline'> {
+  return {
+    pipeline: () => {
+      const replies: [Error | null, unknown][] = [];
+      const p = {
+        hgetall: () => (replies.push([null, state.overrides]), p),
+        zcount: () => (replies.push([null, String(state.held)]), p),
+        exec: async () => {
+          if (state.fail) throw new Error('Connection is closed.');
+          return replies;
+        },
+      };
+      return p;
+    },
+  } as unknown as Pick<Redis, 'pipeline'>;
+}
+
+describe('registerPermitGauges', () => {
+  it('shows in-use counts and limits (with run-time overrides) from one pipeline per scrape', async () => {
+    const config = loadConfig({ env: {} });
+    const metrics = createMetrics();
+    registerPermitGauges(metrics, fakeRedis({ overrides: { 'tenant:tenant-a': '3', global: '10' }, held: 2, fail: false }), redisKeys(''), config);
+    expect(await metrics.scrapeCollectors.collect()).toEqual([]);
+    const text = await metrics.registry.metrics();
+    expect(text).toContain('sluice_permits_in_use{scope="tenant:tenant-a"} 2');
+    expect(text).toContain('sluice_permit_limit{scope="tenant:tenant-a"} 3');
+    expect(text).toContain('sluice_permit_limit{scope="global"} 10');
+    expect(text).toContain(`sluice_permit_limit{scope="class:batch"} ${Math.floor(10 * config.limits.batchShare)}`);
+    expect(text).toContain(`sluice_permit_limit{scope="tenant:tenant-b"} ${config.tenants['tenant-b']!.maxConcurrency}`);
+  });
+
+  it('leaves both gauges out of a scrape Redis cannot answer, counts it, and shows them again once it can', async () => {
+    const metrics = createMetrics();
+    const state = { overrides: {}, held: 1, fail: false };
+    registerPermitGauges(metrics, fakeRedis(state), redisKeys(''), loadConfig({ env: {} }));
+    await metrics.scrapeCollectors.collect();
+    expect(await metrics.registry.metrics()).toContain('sluice_permits_in_use{scope="global"} 1');
+
+    state.fail = true;
+    expect(await metrics.scrapeCollectors.collect()).toHaveLength(1);
+    const text = await metrics.registry.metrics();
+    expect(text).not.toContain('sluice_permits_in_use{');
+    expect(text).not.toContain('sluice_permit_limit{');
+    expect(text).toContain('sluice_scrape_errors_total{collector="permits"} 1');
+
+    state.fail = false;
+    await metrics.scrapeCollectors.collect();
+    expect(await metrics.registry.metrics()).toContain('sluice_permits_in_use{scope="global"} 1');
   });
 });
