@@ -221,6 +221,24 @@ export const configSchema = z
         stateRefreshMs: ms(50, 60_000).default(500),
         /** Window over which the service rate (runs finished per second) is measured. */
         rateWindowSec: z.number().int().min(10).max(3_600).default(60),
+        /**
+         * What submissions get while Redis (token buckets, backlog, Idempotency-Keys) is unreachable.
+         * `fail-closed`: 503 overloaded with Retry-After. `fail-open`: each API instance admits per a
+         * local token bucket per tenant, at most `maxAdmittedPerOutage` runs per outage, recorded
+         * nowhere in Redis; requests with an Idempotency-Key are refused either way.
+         */
+        redisOutage: z
+          .object({
+            policy: z.enum(['fail-closed', 'fail-open']).default('fail-closed'),
+            localBucket: z
+              .object({
+                capacity: z.number().int().min(1).max(1_000_000).default(20),
+                refillPerSec: z.number().min(0).max(1_000_000).default(2),
+              })
+              .prefault({}),
+            maxAdmittedPerOutage: z.number().int().min(1).max(10_000_000).default(500),
+          })
+          .prefault({}),
       })
       .prefault({}),
     processor: z
@@ -323,3 +341,4 @@ export type DependencyConfig = SluiceConfig['dependencies'][string];
 export type LlmDependencyConfig = Extract<DependencyConfig, { kind: 'llm' }>;
 export type ToolDependencyConfig = Extract<DependencyConfig, { kind: 'tool' }>;
 export type CallTimeouts = z.infer<typeof callTimeouts>;
+export type RedisOutageConfig = SluiceConfig['admission']['redisOutage'];

@@ -181,6 +181,8 @@ describe('parseConfig defaults', () => {
     expect(cfg.tenants.t1).toEqual({ apiKeySha256: KEY_1, description: '', fallback: 'degrade', maxConcurrency: 16, admission });
     expect(cfg.tenants.t2).toEqual({ apiKeySha256: KEY_2, description: 'second', fallback: 'fail', maxConcurrency: 16, admission });
     expect(cfg.admission).toMatchObject({ maxBacklog: 5000, emergencyRefillFactor: 0.5, idempotencyTtlSec: 86_400 });
+    // Redis unreachable: refuse (503) unless a fail-open fallback is chosen explicitly.
+    expect(cfg.admission.redisOutage).toEqual({ policy: 'fail-closed', localBucket: { capacity: 20, refillPerSec: 2 }, maxAdmittedPerOutage: 500 });
     expect(cfg.limits).toEqual({ global: 64, batchShare: 0.8 });
     expect(cfg.workflows.wf!.description).toBe('');
     expect(cfg.workflows.wf!.defaultClass).toBe('interactive');
@@ -351,6 +353,23 @@ describe('parseConfig errors name the field path', () => {
     const err = configError(() => parseConfig(doc));
     expect(err.fields).toEqual(['api.adminKeySha256']);
     expect(err.message).toContain('the admin key must differ from every tenant key');
+  });
+
+  it('the Redis outage policy out of range', () => {
+    const cases: Array<[string, (doc: Record<string, any>) => void]> = [
+      ['admission.redisOutage.policy', (d) => (d.admission = { redisOutage: { policy: 'fail-sometimes' } })],
+      ['admission.redisOutage.localBucket.capacity', (d) => (d.admission = { redisOutage: { localBucket: { capacity: 0 } } })],
+      ['admission.redisOutage.localBucket.refillPerSec', (d) => (d.admission = { redisOutage: { localBucket: { refillPerSec: -1 } } })],
+      ['admission.redisOutage.maxAdmittedPerOutage', (d) => (d.admission = { redisOutage: { maxAdmittedPerOutage: 0 } })],
+    ];
+    for (const [field, change] of cases) {
+      const doc = baseDoc();
+      change(doc);
+      expect(configError(() => parseConfig(doc)).fields, field).toEqual([field]);
+    }
+    const doc = baseDoc();
+    doc.admission = { redisOutage: { policy: 'fail-open', localBucket: { capacity: 5 } } };
+    expect(parseConfig(doc).admission.redisOutage).toEqual({ policy: 'fail-open', localBucket: { capacity: 5, refillPerSec: 2 }, maxAdmittedPerOutage: 500 });
   });
 
   it('a key hash that is not lowercase hex SHA-256', () => {
