@@ -86,6 +86,18 @@ export function createMetrics() {
       buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5],
       registers: r,
     }),
+    admissionOutageDecisions: new Counter({
+      name: 'sluice_admission_outage_decisions_total',
+      help: 'Submissions decided by the outage policy because a dependency of the submit path (redis, postgres, kafka) failed',
+      labelNames: ['dependency', 'policy', 'outcome'],
+      registers: r,
+    }),
+    submitCleanupFailures: new Counter({
+      name: 'sluice_submit_cleanup_failures_total',
+      help: 'Submissions whose backlog entry or Idempotency-Key claim could not be settled (left to its lease)',
+      labelNames: ['step'],
+      registers: r,
+    }),
   };
 }
 

@@ -47,7 +47,7 @@ function server(): FastifyInstance {
     runStatus: fakeRunStatus().deps,
     producer: { publishRunRequested: unused },
     runs: { recordAdmission: unused, getRun: unused },
-    admission: { decide: unused, withdraw: unused },
+    admission: { decide: unused, withdraw: unused, redisUnreachable: () => { throw new Error('not used by the limits routes'); } },
     idempotency: { claim: unused, store: unused, forget: unused },
     limits,
   } satisfies ApiDeps);

@@ -168,6 +168,8 @@ describe('parseConfig defaults', () => {
       bodyLimitBytes: 256 * 1024,
       deadlineMs: { defaultInteractive: 30_000, defaultBatch: 3_600_000, min: 1_000, max: 86_400_000 },
       adminKeySha256: ADMIN,
+      input: { maxDepth: 64, maxBytes: 256 * 1024 },
+      recordAdmissionTimeoutMs: 1_000,
     });
     expect(cfg.processor).toEqual({ maxInFlight: 30, partitionBuffer: 100, shutdownGraceMs: 20_000, produceTimeoutMs: 10_000, permitLeaseMs: 15_000, enforceCaps: true, runRetry: { maxAttempts: 3, baseMs: 1_000, capMs: 30_000 } });
     expect(cfg.statusSink).toEqual({ batchSize: 500 });
@@ -355,8 +357,12 @@ describe('parseConfig errors name the field path', () => {
     expect(err.message).toContain('the admin key must differ from every tenant key');
   });
 
-  it('the Redis outage policy out of range', () => {
+  it('submit input bounds, the admission-row wait and the Redis outage policy out of range', () => {
     const cases: Array<[string, (doc: Record<string, any>) => void]> = [
+      ['api.input.maxDepth', (d) => (d.api.input = { maxDepth: 0 })],
+      ['api.input.maxDepth', (d) => (d.api.input = { maxDepth: 5_000 })],
+      ['api.input.maxBytes', (d) => (d.api.input = { maxBytes: 2 * 1024 * 1024 })],
+      ['api.recordAdmissionTimeoutMs', (d) => (d.api.recordAdmissionTimeoutMs = 0)],
       ['admission.redisOutage.policy', (d) => (d.admission = { redisOutage: { policy: 'fail-sometimes' } })],
       ['admission.redisOutage.localBucket.capacity', (d) => (d.admission = { redisOutage: { localBucket: { capacity: 0 } } })],
       ['admission.redisOutage.localBucket.refillPerSec', (d) => (d.admission = { redisOutage: { localBucket: { refillPerSec: -1 } } })],
