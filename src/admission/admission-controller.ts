@@ -15,6 +15,9 @@ import {
 } from './admission-policy.js';
 import type { AdmissionStore, BacklogRun } from './admission-store.js';
 import type { ServiceState } from './service-state.js';
+import type { RedisOutageFallback } from './redis-outage.js';
+import type { Logger } from '../obs/logger.js';
+import { infrastructureFailure } from '../util/infrastructure-failure.js';
 
 export interface AdmissionRequest {
   runId: string;
@@ -24,12 +27,18 @@ export interface AdmissionRequest {
   runClass: RunClass;
   deadline: number;
   now: number;
+  /** The request carries an Idempotency-Key (decides what a Redis outage allows). */
+  idempotencyKey: boolean;
 }
+
+/** Who is asking, when Redis could not be asked. */
+export type OutageRequest = Pick<AdmissionRequest, 'tenantId' | 'runClass' | 'idempotencyKey' | 'now'>;
 
 /**
  * Where a request is admitted or turned away: the breaker check (no I/O), the tenant's token
  * bucket (one EVALSHA), then the bounded backlog with the deadline estimate (one EVALSHA). In
- * observe mode every decision is computed and counted, and the run is admitted regardless.
+ * observe mode every decision is computed and counted, and the run is admitted regardless. When
+ * Redis does not answer, the outage policy decides instead (`admission.redisOutage`).
  */
 export class AdmissionController {
   constructor(
@@ -38,9 +47,36 @@ export class AdmissionController {
     private readonly state: ServiceState,
     private readonly breakers: { all(): ReadonlyMap<string, DependencyState> },
     private readonly metrics: Metrics,
+    private readonly outage: RedisOutageFallback,
+    private readonly logger: Logger,
   ) {}
 
   async decide(req: AdmissionRequest): Promise<AdmissionDecision> {
+    let decision: AdmissionDecision;
+    try {
+      decision = await this.decideInRedis(req);
+    } catch (err) {
+      if (!infrastructureFailure(err)) throw err;
+      return this.redisUnreachable(req, err);
+    }
+    const ended = this.outage.redisAnswered(req.now);
+    if (ended) this.logger.info({ ...ended, policy: this.outage.policy }, 'Redis answers again: admission decides in Redis again');
+    return decision;
+  }
+
+  /**
+   * The outage policy's answer for a request Redis could not decide (the token bucket, the backlog
+   * or the Idempotency-Key claim failed with an infrastructure error). The outage's first failure
+   * is logged; every decision is counted.
+   */
+  redisUnreachable(req: OutageRequest, err: unknown): AdmissionDecision {
+    const { outcome, decision, began } = this.outage.decide(req.tenantId, req.idempotencyKey, req.now);
+    if (began) this.logger.warn({ err, policy: this.outage.policy }, 'Redis is unreachable: admission follows the outage policy until it answers');
+    this.metrics.admissionOutageDecisions.inc({ dependency: 'redis', policy: this.outage.policy, outcome });
+    return this.count(req, decision);
+  }
+
+  private async decideInRedis(req: AdmissionRequest): Promise<AdmissionDecision> {
     const { admission, limits } = this.config;
     const observe = req.tenant.admission.mode === 'observe';
     const service = this.state.service(req.runClass);
@@ -69,7 +105,7 @@ export class AdmissionController {
     await this.store.withdraw(run);
   }
 
-  private count(req: AdmissionRequest, d: AdmissionDecision): AdmissionDecision {
+  private count(req: Pick<AdmissionRequest, 'tenantId' | 'runClass'>, d: AdmissionDecision): AdmissionDecision {
     this.metrics.admissions.inc({ tenant: req.tenantId, class: req.runClass, outcome: d.outcome, reason: d.reason });
     return d;
   }

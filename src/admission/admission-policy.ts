@@ -24,6 +24,11 @@ export interface AdmissionDecision {
   retryAfterSec?: number;
   /** 1-based place in the line for this class (queued only). */
   queuePosition?: number;
+  /**
+   * Decided by the Redis outage policy, not in Redis: no backlog entry was recorded for it (one that
+   * a timed-out script may still have written is left to its lease).
+   */
+  redisOutage?: true;
 }
 
 /** The API reads breakers as processors do. */

@@ -25,9 +25,19 @@ export interface IdempotencyOptions {
   pollMs?: number;
 }
 
-/** Same body, same fingerprint: key order in the JSON does not matter. */
-export function requestFingerprint(workflow: string, body: unknown): string {
-  return createHash('sha256').update(canonicalJson({ workflow, body })).digest('hex');
+/** Stands for the input while the rest of the body is serialized; no other member can contain it. */
+const INPUT_SLOT = '\u0000sluice:input\u0000';
+
+/**
+ * Same body, same fingerprint: key order in the JSON does not matter. The fingerprint is the hash
+ * of `canonicalJson({ workflow, body })`, as it always was (records stored before stay comparable),
+ * with the input spliced in as the canonical text the caller already serialized once, bounded.
+ * The other members are a configured workflow name, a class and an integer: they cannot hold the slot.
+ */
+export function requestFingerprint(workflow: string, body: object, canonicalInput: string): string {
+  const parts = canonicalJson({ workflow, body: { ...body, input: INPUT_SLOT } }).split(JSON.stringify(INPUT_SLOT));
+  if (parts.length !== 2) throw new Error('the request body must hold the input slot exactly once');
+  return createHash('sha256').update(parts[0]!).update(canonicalInput).update(parts[1]!).digest('hex');
 }
 
 const keyDigest = (key: string) => createHash('sha256').update(key).digest('hex');

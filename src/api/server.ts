@@ -5,6 +5,7 @@ import type { Logger } from '../obs/logger.js';
 import type { Metrics } from '../obs/metrics.js';
 import { KeyDirectory, type Principal } from './auth.js';
 import { sendProblem, type FieldError } from './problem.js';
+import { infrastructureFailure } from '../util/infrastructure-failure.js';
 import type { SluiceConfig } from '../config/schema.js';
 import { registerRunRoutes, type RunRouteDeps } from './routes/runs.js';
 import { registerHealthRoutes, type ReadinessCheck } from './routes/health.js';
@@ -33,6 +34,9 @@ export interface ApiDeps extends Omit<RunRouteDeps, 'config' | 'reads'> {
 
 const PUBLIC_PATHS = new Set(['/healthz', '/readyz', '/metrics']);
 const REQUEST_ID = /^[\w.:-]{1,128}$/;
+
+/** Retry hint when a dependency failed mid-request: long enough for a reconnect attempt (Redis, pg and kafkajs back off in about that). */
+const DEPENDENCY_RETRY_AFTER_SEC = 2;
 
 const DRAIN_MAX_BYTES = 16 * 1024 * 1024;
 const DRAIN_TIMEOUT_MS = 5_000;
@@ -123,6 +127,12 @@ export function buildApiServer(deps: ApiDeps): FastifyInstance {
     }
     if (err.statusCode === 415) return sendProblem(reply, 'unsupported_media_type', { detail: err.message });
     if (err.statusCode === 400) return sendProblem(reply, 'invalid_request', { detail: err.message, errors: [{ path: '/', message: err.message }] });
+    // A dependency that vanished mid-request is "retry later", not a bug: only bugs answer 500.
+    const failure = infrastructureFailure(err);
+    if (failure) {
+      req.log.warn({ err, dependency: failure.dependency, reason: failure.reason }, 'a dependency failed during the request');
+      return sendProblem(reply, 'dependency_unavailable', { detail: 'a service Sluice depends on is unavailable; retry after the indicated time', retryAfterSec: DEPENDENCY_RETRY_AFTER_SEC });
+    }
     req.log.error({ err }, 'unhandled error');
     return sendProblem(reply, 'internal', { detail: 'see the server log for this requestId' });
   });

@@ -225,6 +225,27 @@ export const configSchema = z
           })
           .prefault({}),
         adminKeySha256: sha256Hex,
+        /**
+         * Bounds on a run's `input`, checked before anything is taken (Idempotency-Key, token,
+         * backlog). Depth: nesting of arrays and objects; beyond a few thousand levels serializing
+         * it overflows the stack (1,000 keeps well clear). Bytes: the input as JSON text, which is
+         * what the run event carries. It can exceed the body (invalid UTF-8 decodes to U+FFFD, three
+         * bytes per input byte), so it is bounded on its own, below Kafka's default 1 MiB record
+         * limit; the default equals the default body limit, so an input that arrived within the body
+         * limit is refused only if it grew. Raise it with `bodyLimitBytes`.
+         */
+        input: z
+          .object({
+            maxDepth: z.number().int().min(1).max(1_000).default(64),
+            maxBytes: z.number().int().min(1_024).max(900 * 1024).default(256 * 1024),
+          })
+          .prefault({}),
+        /**
+         * How long a 202 waits for the run's read-model row after Kafka acknowledged the run. The row
+         * is a convenience (read-your-writes), the status sink writes it anyway: a slow or dead
+         * Postgres must not hold every submission for its connect and statement timeouts.
+         */
+        recordAdmissionTimeoutMs: ms(10, 60_000).default(1_000),
       }),
     limits: z
       .object({
@@ -249,6 +270,24 @@ export const configSchema = z
         stateRefreshMs: ms(50, 60_000).default(500),
         /** Window over which the service rate (runs finished per second) is measured. */
         rateWindowSec: z.number().int().min(10).max(3_600).default(60),
+        /**
+         * What submissions get while Redis (token buckets, backlog, Idempotency-Keys) is unreachable.
+         * `fail-closed`: 503 overloaded with Retry-After. `fail-open`: each API instance admits per a
+         * local token bucket per tenant, at most `maxAdmittedPerOutage` runs per outage, recorded
+         * nowhere in Redis; requests with an Idempotency-Key are refused either way.
+         */
+        redisOutage: z
+          .object({
+            policy: z.enum(['fail-closed', 'fail-open']).default('fail-closed'),
+            localBucket: z
+              .object({
+                capacity: z.number().int().min(1).max(1_000_000).default(20),
+                refillPerSec: z.number().min(0).max(1_000_000).default(2),
+              })
+              .prefault({}),
+            maxAdmittedPerOutage: z.number().int().min(1).max(10_000_000).default(500),
+          })
+          .prefault({}),
       })
       .prefault({}),
     processor: z
@@ -351,3 +390,4 @@ export type DependencyConfig = SluiceConfig['dependencies'][string];
 export type LlmDependencyConfig = Extract<DependencyConfig, { kind: 'llm' }>;
 export type ToolDependencyConfig = Extract<DependencyConfig, { kind: 'tool' }>;
 export type CallTimeouts = z.infer<typeof callTimeouts>;
+export type RedisOutageConfig = SluiceConfig['admission']['redisOutage'];

@@ -105,6 +105,18 @@ export function createMetrics() {
     scrapeErrors,
     /** Reads behind gauges kept in a dependency, run before each render (see ScrapeCollectors). */
     scrapeCollectors: new ScrapeCollectors(scrapeErrors),
+    admissionOutageDecisions: new Counter({
+      name: 'sluice_admission_outage_decisions_total',
+      help: 'Submissions decided by the outage policy because a dependency of the submit path (redis, postgres, kafka) failed',
+      labelNames: ['dependency', 'policy', 'outcome'],
+      registers: r,
+    }),
+    submitCleanupFailures: new Counter({
+      name: 'sluice_submit_cleanup_failures_total',
+      help: 'Submissions whose backlog entry or Idempotency-Key claim could not be settled (left to its lease)',
+      labelNames: ['step'],
+      registers: r,
+    }),
   };
 }
 

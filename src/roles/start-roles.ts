@@ -20,6 +20,7 @@ import { AdmissionStore } from '../admission/admission-store.js';
 import { ReadLimits } from '../admission/read-limits.js';
 import { IdempotencyStore } from '../admission/idempotency.js';
 import { ServiceState } from '../admission/service-state.js';
+import { RedisOutageFallback } from '../admission/redis-outage.js';
 import { LeaseKeeper } from '../permits/lease-keeper.js';
 import { LimitsStore } from '../permits/limits-store.js';
 import { PermitStore } from '../permits/permit-store.js';
@@ -182,7 +183,7 @@ async function startApi(ctx: RoleContext): Promise<string> {
     metrics,
     producer: await clients.producer(),
     runs,
-    admission: new AdmissionController(config, new AdmissionStore(clients.scripts, clients.keys), serviceState, board, metrics),
+    admission: new AdmissionController(config, new AdmissionStore(clients.scripts, clients.keys), serviceState, board, metrics, new RedisOutageFallback(config.admission.redisOutage), log),
     idempotency: new IdempotencyStore(clients.scripts, clients.keys, {
       ttlSec: config.admission.idempotencyTtlSec,
       pendingMs: config.admission.idempotencyPendingMs,

@@ -7,6 +7,8 @@ import { inject } from 'vitest';
 import { parse, stringify } from 'yaml';
 import { packageRoot } from '../../src/util/package-root.js';
 import { freePort } from '../../src/util/free-port.js';
+import { redisServerPid } from '../../src/infra/redis.js';
+import { terminate, waitFor } from '../../src/infra/process.js';
 
 export { freePort };
 
@@ -185,4 +187,38 @@ export async function waitForStatus(apiUrl: string, runId: string, key: string, 
     timeoutMs,
     `run ${runId} to reach ${statuses.join('|')}`,
   );
+}
+
+export interface ThrowawayRedis {
+  url: string;
+  /** Stops the server (SIGTERM, then SIGKILL) and waits until it is gone. */
+  stop: () => Promise<void>;
+  /** Starts it again on the same port, empty (no persistence). */
+  restart: () => Promise<void>;
+}
+
+/**
+ * A redis-server of the test's own on a free port, without persistence, for drills that stop
+ * Redis: the machine's Redis is never touched. It is stopped by the pid it answers with, which
+ * must be the child this helper spawned.
+ */
+export async function startThrowawayRedis(): Promise<ThrowawayRedis> {
+  const port = await freePort();
+  if (port === 6379) throw new Error('refusing to run a throwaway Redis on the machine Redis port');
+  const url = `redis://127.0.0.1:${port}`;
+  let child: ChildProcess | undefined;
+  const start = async () => {
+    const spawned = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+    child = spawned;
+    const pid = await waitFor(10_000, 50, async () => (await redisServerPid(url)) ?? undefined);
+    if (pid !== spawned.pid) throw new Error(`the Redis answering on ${url} is pid ${pid}, not the one started (${spawned.pid})`);
+  };
+  await start();
+  return {
+    url,
+    stop: async () => {
+      if (child?.pid !== undefined) await terminate(child.pid, 5_000);
+    },
+    restart: start,
+  };
 }

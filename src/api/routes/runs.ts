@@ -1,5 +1,5 @@
-import type { FastifyInstance } from 'fastify';
-import type { SluiceConfig } from '../../config/schema.js';
+import type { FastifyBaseLogger, FastifyInstance, FastifyReply } from 'fastify';
+import type { SluiceConfig, TenantConfig, WorkflowConfig } from '../../config/schema.js';
 import { ownEntry } from '../../config/lookup.js';
 import type { RunClass, RunRequested } from '../../events/schemas.js';
 import type { Metrics } from '../../obs/metrics.js';
@@ -10,18 +10,21 @@ import type { AdmissionDecision } from '../../admission/admission-policy.js';
 import { newRunId } from '../../runs/run-id.js';
 import { childTraceparent } from '../../runs/traceparent.js';
 import type { RunStore } from '../../status/run-store.js';
-import { sendProblem, type ProblemCode } from '../problem.js';
+import { sendProblem, type FieldError, type ProblemCode } from '../problem.js';
+import { serializeRunInput } from '../run-input.js';
 import { findOwnRun, tenantOf } from './own-run.js';
 import type { AdmissionController } from '../../admission/admission-controller.js';
-import { requestFingerprint, type IdempotencyStore, type StoredAnswer } from '../../admission/idempotency.js';
 import type { ReadLimits } from '../../admission/read-limits.js';
+import { requestFingerprint, type IdempotencyClaim, type IdempotencyStore, type StoredAnswer } from '../../admission/idempotency.js';
+import { infrastructureFailure } from '../../util/infrastructure-failure.js';
+import { withTimeout } from '../../util/with-timeout.js';
 
 export interface RunRouteDeps {
   config: SluiceConfig;
   metrics: Metrics;
   producer: Pick<EventProducer, 'publishRunRequested'>;
   runs: Pick<RunStore, 'recordAdmission' | 'getRun'>;
-  admission: Pick<AdmissionController, 'decide' | 'withdraw'>;
+  admission: Pick<AdmissionController, 'decide' | 'withdraw' | 'redisUnreachable'>;
   idempotency: Pick<IdempotencyStore, 'claim' | 'store' | 'forget'>;
   /** The tenant's read bounds, for `GET /v1/runs/:id`. */
   reads: Pick<ReadLimits, 'take'>;
@@ -68,16 +71,150 @@ function admissionMessage(d: AdmissionDecision): string {
   return d.outcome === 'queued' ? `queued: waiting for capacity, position ${d.queuePosition} in line` : 'queued: admitted, waiting for a processor';
 }
 
+function refuse(reply: FastifyReply, d: AdmissionDecision): FastifyReply {
+  return sendProblem(reply, d.reason as ProblemCode, { detail: refusalDetail(d), retryAfterSec: d.retryAfterSec });
+}
+
+/** What a validated request needs to become a run event; nothing in it has touched shared state. */
+interface Submission {
+  runId: string;
+  tenantId: string;
+  tenant: TenantConfig;
+  workflowName: string;
+  workflow: WorkflowConfig;
+  runClass: RunClass;
+  admittedAt: number;
+  deadline: number;
+  /** The input as canonical JSON text, serialized once within `api.input` bounds. */
+  inputJson: string;
+  traceparent: string | undefined;
+  /** The Idempotency-Key and the token of this request's claim on it. */
+  claim: { key: string; token: string } | undefined;
+}
+
+type SubmitOutcome =
+  | { kind: 'accepted'; answer: StoredAnswer }
+  | { kind: 'refused'; decision: AdmissionDecision }
+  | { kind: 'not_acknowledged' };
+
+const isRefusal = (d: AdmissionDecision) => d.outcome === 'deferred' || d.outcome === 'rejected';
+
+const linksFor = (runId: string) => ({ self: `/v1/runs/${runId}`, events: `/v1/runs/${runId}/events` });
+
+/**
+ * Admission, the produce and the read-model row for one submission. Whatever happens after
+ * admission — a refusal, Kafka not acknowledging, a throw anywhere — the `finally` settles what
+ * the request took, in one place: an accepted run keeps its backlog entry and stores its answer
+ * under the Idempotency-Key; anything else withdraws the entry and frees the key.
+ */
+async function admitAndPublish(deps: RunRouteDeps, s: Submission, log: FastifyBaseLogger): Promise<SubmitOutcome> {
+  const { config, metrics } = deps;
+  let decision: AdmissionDecision | undefined;
+  let outcome: SubmitOutcome | undefined;
+  try {
+    decision = await deps.admission.decide({
+      runId: s.runId,
+      tenantId: s.tenantId,
+      tenant: s.tenant,
+      workflow: s.workflow,
+      runClass: s.runClass,
+      deadline: s.deadline,
+      now: s.admittedAt,
+      idempotencyKey: s.claim !== undefined,
+    });
+    if (isRefusal(decision)) return (outcome = { kind: 'refused', decision });
+
+    const run: RunRequested = {
+      runId: s.runId,
+      tenantId: s.tenantId,
+      workflow: s.workflowName,
+      class: s.runClass,
+      admittedAt: s.admittedAt,
+      deadline: s.deadline,
+      attempt: 1,
+      traceparent: childTraceparent(s.traceparent),
+      input: s.inputJson,
+      idempotencyKey: s.claim?.key ?? null,
+      dueAt: null,
+    };
+    try {
+      await deps.producer.publishRunRequested(run, config.kafka.produceTimeoutMs);
+    } catch (err) {
+      const reason = err instanceof ProduceQueueFullError ? 'queue_full' : err instanceof ProduceTimeoutError ? 'timeout' : 'error';
+      metrics.submitFailures.inc({ reason });
+      metrics.admissionOutageDecisions.inc({ dependency: 'kafka', policy: 'fail-closed', outcome: 'refused' });
+      log.warn({ err, runId: s.runId, tenantId: s.tenantId }, 'Kafka did not acknowledge a submission');
+      return (outcome = { kind: 'not_acknowledged' });
+    }
+    outcome = {
+      kind: 'accepted',
+      answer: {
+        status: 202,
+        headers: { Location: `/v1/runs/${s.runId}` },
+        body: {
+          runId: s.runId,
+          status: 'queued',
+          admission: decision.outcome,
+          deadline: new Date(s.deadline).toISOString(),
+          ...(decision.queuePosition !== undefined ? { queuePosition: decision.queuePosition } : {}),
+          links: linksFor(s.runId),
+        },
+      },
+    };
+    metrics.runsSubmitted.inc({ tenant: s.tenantId, workflow: s.workflowName, class: s.runClass });
+
+    try {
+      // Bounded: the row is read-your-writes convenience, a dead Postgres must not hold every 202.
+      await withTimeout(deps.runs.recordAdmission({ ...run, message: admissionMessage(decision) }), config.api.recordAdmissionTimeoutMs, 'recording the admission');
+    } catch (err) {
+      // The event is durable in Kafka and will run; the status sink creates the row from the
+      // first status event. Refusing now would invite a retry that duplicates the run.
+      metrics.admissionRecordFailures.inc();
+      metrics.admissionOutageDecisions.inc({ dependency: 'postgres', policy: 'fail-open', outcome: 'admitted' });
+      log.error({ err, runId: s.runId }, 'could not record admission in Postgres');
+    }
+    return outcome;
+  } finally {
+    await settleSubmission(deps, s, outcome, decision, log);
+  }
+}
+
+/**
+ * Never throws: what cannot be settled is logged, counted and left to its lease (a backlog entry
+ * expires after the run's deadline plus `admission.leaseGraceMs`, a claim after
+ * `admission.idempotencyPendingMs`).
+ */
+async function settleSubmission(deps: RunRouteDeps, s: Submission, outcome: SubmitOutcome | undefined, decision: AdmissionDecision | undefined, log: FastifyBaseLogger): Promise<void> {
+  const attempt = async (step: 'withdraw' | 'store' | 'forget', settle: () => Promise<boolean | void>) => {
+    try {
+      // The claim outlived its lease and another request took the key: a duplicate may follow.
+      if ((await settle()) === false) log.warn({ tenantId: s.tenantId, idempotencyKey: s.claim?.key }, 'Idempotency-Key claim expired before it was settled');
+    } catch (err) {
+      deps.metrics.submitCleanupFailures.inc({ step });
+      log.error({ err, runId: s.runId, tenantId: s.tenantId, step }, 'could not settle a submission; its lease will');
+    }
+  };
+  const accepted = outcome?.kind === 'accepted' ? outcome.answer : undefined;
+  // An entry may be held unless the run was accepted (it keeps it), refused in Redis (nothing was
+  // taken) or decided by the outage policy (Redis was not reachable to take one).
+  const holdsEntry = !accepted && !(decision && (isRefusal(decision) || decision.redisOutage));
+  const { claim } = s;
+  await Promise.all([
+    holdsEntry ? attempt('withdraw', () => deps.admission.withdraw({ runId: s.runId, tenantId: s.tenantId, runClass: s.runClass })) : undefined,
+    claim && accepted ? attempt('store', () => deps.idempotency.store(s.tenantId, claim.key, claim.token, accepted)) : undefined,
+    claim && !accepted ? attempt('forget', () => deps.idempotency.forget(s.tenantId, claim.key, claim.token)) : undefined,
+  ]);
+}
 
 export function registerRunRoutes(app: FastifyInstance, deps: RunRouteDeps): void {
   const { config, metrics } = deps;
   const now = deps.now ?? Date.now;
-  const linksFor = (runId: string) => ({ self: `/v1/runs/${runId}`, events: `/v1/runs/${runId}/events` });
 
   /**
-   * Where a request becomes an event. Order matters: validation (no state touched), the
-   * Idempotency-Key claim (duplicates wait for the first answer), admission (bucket, backlog,
-   * deadline), then the produce — the 202 leaves only after Kafka acknowledged the event.
+   * Where a request becomes an event. Order matters: validation and the input serialized within
+   * bounds (no state touched), the Idempotency-Key claim (duplicates wait for the first answer),
+   * admission (bucket, backlog, deadline), then the produce — the 202 leaves only after Kafka
+   * acknowledged the event. Redis failing on the way is answered by the outage policy.
    */
   app.post<{ Body: SubmitBody }>('/v1/runs', { schema: submitSchema }, async (req, reply) => {
     const tenantId = tenantOf(req, reply);
@@ -95,88 +232,55 @@ export function registerRunRoutes(app: FastifyInstance, deps: RunRouteDeps): voi
     const runClass = body.class ?? workflow.defaultClass;
     const admittedAt = now();
     const deadline = resolveDeadline(body.deadlineMs, runClass, config.api.deadlineMs, admittedAt);
-    if (!deadline.ok) return sendProblem(reply, 'invalid_request', { errors: [{ path: '/deadlineMs', message: deadline.message }] });
-
-    let claimToken: string | undefined;
-    if (idempotencyKey !== undefined) {
-      const claim = await deps.idempotency.claim(tenantId, idempotencyKey, requestFingerprint(body.workflow, body));
-      if (claim.kind === 'replay') {
-        metrics.idempotentReplays.inc({ tenant: tenantId });
-        return reply.code(claim.answer.status).headers({ ...claim.answer.headers, 'Idempotent-Replayed': 'true' }).send(claim.answer.body);
-      }
-      if (claim.kind === 'conflict') return sendProblem(reply, 'idempotency_key_reused', { detail: 'a key identifies one request: use a new key for a different body' });
-      if (claim.kind === 'in_progress') return sendProblem(reply, 'idempotency_key_in_use', { detail: 'the first request with this key has not been answered yet', retryAfterSec: 1 });
-      claimToken = claim.token;
+    const input = serializeRunInput(body.input, config.api.input);
+    if (!deadline.ok || !input.ok) {
+      const errors: FieldError[] = [...(deadline.ok ? [] : [{ path: '/deadlineMs', message: deadline.message }]), ...(input.ok ? [] : [input.error])];
+      return sendProblem(reply, 'invalid_request', { errors });
     }
 
-    const settle = async (answer: StoredAnswer | undefined) => {
-      if (claimToken === undefined || idempotencyKey === undefined) return;
-      const settled = answer ? await deps.idempotency.store(tenantId, idempotencyKey, claimToken, answer) : await deps.idempotency.forget(tenantId, idempotencyKey, claimToken);
-      // The claim outlived its lease and another request took the key: a duplicate may follow.
-      if (!settled) req.log.warn({ tenantId, idempotencyKey }, 'Idempotency-Key claim expired before it was settled');
-    };
-
-    try {
-      const runId = newRunId(admittedAt);
-      const decision = await deps.admission.decide({ runId, tenantId, tenant, workflow, runClass, deadline: deadline.deadline, now: admittedAt });
-      if (decision.outcome === 'deferred' || decision.outcome === 'rejected') {
-        await settle(undefined);
-        return sendProblem(reply, decision.reason as ProblemCode, { detail: refusalDetail(decision), retryAfterSec: decision.retryAfterSec });
+    let claim: Submission['claim'];
+    if (idempotencyKey !== undefined) {
+      let keyClaim: IdempotencyClaim;
+      try {
+        keyClaim = await deps.idempotency.claim(tenantId, idempotencyKey, requestFingerprint(body.workflow, body, input.json));
+      } catch (err) {
+        if (!infrastructureFailure(err)) throw err;
+        return refuse(reply, deps.admission.redisUnreachable({ tenantId, runClass, idempotencyKey: true, now: admittedAt }, err));
       }
+      if (keyClaim.kind === 'replay') {
+        metrics.idempotentReplays.inc({ tenant: tenantId });
+        return reply.code(keyClaim.answer.status).headers({ ...keyClaim.answer.headers, 'Idempotent-Replayed': 'true' }).send(keyClaim.answer.body);
+      }
+      if (keyClaim.kind === 'conflict') return sendProblem(reply, 'idempotency_key_reused', { detail: 'a key identifies one request: use a new key for a different body' });
+      if (keyClaim.kind === 'in_progress') return sendProblem(reply, 'idempotency_key_in_use', { detail: 'the first request with this key has not been answered yet', retryAfterSec: 1 });
+      claim = { key: idempotencyKey, token: keyClaim.token };
+    }
 
-      const incomingTrace = req.headers.traceparent;
-      const run: RunRequested = {
-        runId,
+    const incomingTrace = req.headers.traceparent;
+    const outcome = await admitAndPublish(
+      deps,
+      {
+        runId: newRunId(admittedAt),
         tenantId,
-        workflow: body.workflow,
-        class: runClass,
+        tenant,
+        workflowName: body.workflow,
+        workflow,
+        runClass,
         admittedAt,
         deadline: deadline.deadline,
-        attempt: 1,
-        traceparent: childTraceparent(typeof incomingTrace === 'string' ? incomingTrace : undefined),
-        input: JSON.stringify(body.input),
-        idempotencyKey: idempotencyKey ?? null,
-        dueAt: null,
-      };
-
-      try {
-        await deps.producer.publishRunRequested(run, config.kafka.produceTimeoutMs);
-      } catch (err) {
-        const reason = err instanceof ProduceQueueFullError ? 'queue_full' : err instanceof ProduceTimeoutError ? 'timeout' : 'error';
-        metrics.submitFailures.inc({ reason });
-        req.log.warn({ err, runId, tenantId }, 'Kafka did not acknowledge a submission');
-        await deps.admission.withdraw({ runId, tenantId, runClass });
-        await settle(undefined);
+        inputJson: input.json,
+        traceparent: typeof incomingTrace === 'string' ? incomingTrace : undefined,
+        claim,
+      },
+      req.log,
+    );
+    switch (outcome.kind) {
+      case 'refused':
+        return refuse(reply, outcome.decision);
+      case 'not_acknowledged':
         return sendProblem(reply, 'overloaded', { detail: 'the event log did not acknowledge the run in time; it was not accepted', retryAfterSec: 1 });
-      }
-      metrics.runsSubmitted.inc({ tenant: tenantId, workflow: run.workflow, class: runClass });
-
-      try {
-        await deps.runs.recordAdmission({ ...run, message: admissionMessage(decision) });
-      } catch (err) {
-        // The event is durable in Kafka and will run; the status sink creates the row from the
-        // first status event. Refusing now would invite a retry that duplicates the run.
-        metrics.admissionRecordFailures.inc();
-        req.log.error({ err, runId }, 'could not record admission in Postgres');
-      }
-
-      const answer: StoredAnswer = {
-        status: 202,
-        headers: { Location: `/v1/runs/${runId}` },
-        body: {
-          runId,
-          status: 'queued',
-          admission: decision.outcome,
-          deadline: new Date(run.deadline).toISOString(),
-          ...(decision.queuePosition !== undefined ? { queuePosition: decision.queuePosition } : {}),
-          links: linksFor(runId),
-        },
-      };
-      await settle(answer).catch((err: unknown) => req.log.error({ err, runId }, 'could not store the idempotent answer'));
-      return reply.code(answer.status).headers(answer.headers).send(answer.body);
-    } catch (err) {
-      await settle(undefined).catch(() => undefined);
-      throw err;
+      case 'accepted':
+        return reply.code(outcome.answer.status).headers(outcome.answer.headers).send(outcome.answer.body);
     }
   });
 

@@ -4,8 +4,10 @@ import { AdmissionController } from '../../../src/admission/admission-controller
 import { maxAheadForDeadline } from '../../../src/admission/admission-policy.js';
 import { AdmissionStore, type BacklogRun } from '../../../src/admission/admission-store.js';
 import type { ServiceState } from '../../../src/admission/service-state.js';
+import { RedisOutageFallback } from '../../../src/admission/redis-outage.js';
 import type { SluiceConfig, TenantConfig, WorkflowConfig } from '../../../src/config/schema.js';
 import type { RunClass } from '../../../src/events/schemas.js';
+import { createLogger } from '../../../src/obs/logger.js';
 import type { Metrics } from '../../../src/obs/metrics.js';
 import { redisKeys, type RedisKeys } from '../../../src/redis/keys.js';
 import { LuaScripts } from '../../../src/redis/scripts.js';
@@ -142,9 +144,9 @@ describe('backlog-admit.lua', () => {
     const metrics = { admissions: { inc: () => {} }, admissionObserved: { inc: () => {} } } as unknown as Metrics;
     const tenant = { admission: { mode: 'enforce', bucket: { capacity: 100, refillPerSec: 100 }, maxBacklog: 100 } } as unknown as TenantConfig;
     const workflow = { steps: [{ kind: 'llm', dependency: 'anthropic' }] } as unknown as WorkflowConfig;
-    const controller = new AdmissionController(config, A, state, { all: () => new Map() }, metrics);
+    const controller = new AdmissionController(config, A, state, { all: () => new Map() }, metrics, new RedisOutageFallback({ policy: 'fail-closed', localBucket: { capacity: 1, refillPerSec: 1 }, maxAdmittedPerOutage: 1 }), createLogger('silent'));
     const now = Date.now();
-    const decision = await controller.decide({ runId: 'hopeless', tenantId: 'acme', tenant, workflow, runClass: 'interactive', deadline: now + 1_000, now });
+    const decision = await controller.decide({ runId: 'hopeless', tenantId: 'acme', tenant, workflow, runClass: 'interactive', deadline: now + 1_000, now, idempotencyKey: false });
     expect(decision).toMatchObject({ outcome: 'rejected', reason: 'deadline_unreachable' });
   });
 

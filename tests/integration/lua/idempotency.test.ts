@@ -3,6 +3,7 @@ import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { IdempotencyStore, requestFingerprint, type IdempotencyOptions, type StoredAnswer } from '../../../src/admission/idempotency.js';
 import { redisKeys } from '../../../src/redis/keys.js';
+import { canonicalJson } from '../../../src/util/canonical-json.js';
 import { LuaScripts } from '../../../src/redis/scripts.js';
 import { eventually, testNamespace } from '../harness.js';
 import { closeScriptPair, openScriptPair } from './redis-clients.js';
@@ -136,12 +137,12 @@ describe('IdempotencyStore', () => {
 
   it('replays the stored answer (status, headers, body) to the same request', async () => {
     const k = uniq('key');
-    const fp = requestFingerprint('triage', { input: { a: 1, b: 2 } });
+    const fp = requestFingerprint('triage', {}, canonicalJson({ a: 1, b: 2 }));
     const c = await storeA().claim('acme', k, fp);
     if (c.kind !== 'claimed') throw new Error(`expected a claim, got ${c.kind}`);
     await storeA().store('acme', k, c.token, answer('r1'));
     // key order in the body does not change the fingerprint
-    const again = await storeB().claim('acme', k, requestFingerprint('triage', { input: { b: 2, a: 1 } }));
+    const again = await storeB().claim('acme', k, requestFingerprint('triage', {}, canonicalJson({ b: 2, a: 1 })));
     expect(again).toEqual({ kind: 'replay', answer: answer('r1') });
     const pttl = await a.pttl(keys.idempotency('acme', digest(k)));
     expect(pttl).toBeGreaterThan(86_400_000 - 10_000);

@@ -48,7 +48,7 @@ function server(): FastifyInstance {
     reads: fakeRunStatus().reads,
     producer: { publishRunRequested: unused },
     runs: { recordAdmission: unused, getRun: unused },
-    admission: { decide: unused, withdraw: unused },
+    admission: { decide: unused, withdraw: unused, redisUnreachable: () => { throw new Error('not used by the limits routes'); } },
     idempotency: { claim: unused, store: unused, forget: unused },
     limits,
   } satisfies ApiDeps);

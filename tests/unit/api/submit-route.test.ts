@@ -1,15 +1,18 @@
+import { createHash } from 'node:crypto';
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
 import { buildApiServer } from '../../../src/api/server.js';
 import { loadConfig } from '../../../src/config/load.js';
+import type { SluiceConfig } from '../../../src/config/schema.js';
 import type { RunRequested } from '../../../src/events/schemas.js';
 import { createLogger } from '../../../src/obs/logger.js';
 import { createMetrics, type Metrics } from '../../../src/obs/metrics.js';
 import { ProduceQueueFullError, ProduceTimeoutError } from '../../../src/producers/produce-batcher.js';
 import { isRunId } from '../../../src/runs/run-id.js';
+import { canonicalJson } from '../../../src/util/canonical-json.js';
 import type { AdmittedRun, RunView } from '../../../src/status/run-store.js';
 import { fakeRunStatus } from '../../support/run-status-fakes.js';
-import type { AdmissionRequest } from '../../../src/admission/admission-controller.js';
+import type { AdmissionRequest, OutageRequest } from '../../../src/admission/admission-controller.js';
 import type { AdmissionDecision } from '../../../src/admission/admission-policy.js';
 import type { IdempotencyClaim, StoredAnswer } from '../../../src/admission/idempotency.js';
 
@@ -33,26 +36,70 @@ interface Harness {
 let current: Harness | undefined;
 
 interface HarnessOptions {
+  config?: SluiceConfig;
   publish?: (run: RunRequested) => Promise<void>;
   recordAdmission?: () => Promise<void>;
   decision?: AdmissionDecision;
-  claim?: IdempotencyClaim;
+  /** Replaces the fake decision; `take` records a backlog entry as the real store would. */
+  decide?: (req: AdmissionRequest, take: () => void) => Promise<AdmissionDecision>;
+  claim?: IdempotencyClaim | (() => Promise<IdempotencyClaim>);
+  withdraw?: () => Promise<void>;
+  store?: () => Promise<boolean>;
+  forget?: () => Promise<boolean>;
+  getRun?: () => Promise<RunView | undefined>;
 }
 
-/** In-memory stand-ins for the Redis-backed admission and idempotency stores (their real behaviour is tested against Redis). */
+/**
+ * In-memory stand-ins for the Redis-backed admission and idempotency stores (their real behaviour
+ * is tested against Redis). They keep the books a leak would show in: backlog entries held and
+ * Idempotency-Key claims open.
+ */
 function admissionFakes(opts: HarnessOptions) {
   const withdrawn: string[] = [];
   const settled: Array<{ kind: 'store' | 'forget'; key: string; answer?: StoredAnswer }> = [];
+  const held = new Set<string>();
+  const openClaims = new Set<string>();
+  const outages: OutageRequest[] = [];
+  const decided: AdmissionRequest[] = [];
+  const fingerprints: string[] = [];
   const admission = {
-    decide: async (_req: AdmissionRequest): Promise<AdmissionDecision> => opts.decision ?? { outcome: 'admitted', reason: 'capacity_available' },
-    withdraw: async (run: { runId: string }) => void withdrawn.push(run.runId),
+    decide: async (req: AdmissionRequest): Promise<AdmissionDecision> => {
+      decided.push(req);
+      const take = () => void held.add(req.runId);
+      if (opts.decide) return opts.decide(req, take);
+      const decision = opts.decision ?? { outcome: 'admitted', reason: 'capacity_available' };
+      if (decision.outcome === 'admitted' || decision.outcome === 'queued') take();
+      return decision;
+    },
+    withdraw: async (run: { runId: string }) => {
+      await opts.withdraw?.();
+      withdrawn.push(run.runId);
+      held.delete(run.runId);
+    },
+    redisUnreachable: (req: OutageRequest): AdmissionDecision => {
+      outages.push(req);
+      return { outcome: 'rejected', reason: 'overloaded', retryAfterSec: 2, redisOutage: true };
+    },
   };
   const idempotency = {
-    claim: async (): Promise<IdempotencyClaim> => opts.claim ?? { kind: 'claimed', token: 't-1' },
-    store: async (_t: string, key: string, _token: string, answer: StoredAnswer) => settled.push({ kind: 'store', key, answer }) > 0,
-    forget: async (_t: string, key: string) => settled.push({ kind: 'forget', key }) > 0,
+    claim: async (_t: string, key: string, fingerprint: string): Promise<IdempotencyClaim> => {
+      fingerprints.push(fingerprint);
+      const claim = typeof opts.claim === 'function' ? await opts.claim() : (opts.claim ?? { kind: 'claimed', token: 't-1' });
+      if (claim.kind === 'claimed') openClaims.add(key);
+      return claim;
+    },
+    store: async (_t: string, key: string, _token: string, answer: StoredAnswer) => {
+      const stored = opts.store ? await opts.store() : true;
+      openClaims.delete(key);
+      return settled.push({ kind: 'store', key, answer }) > 0 && stored;
+    },
+    forget: async (_t: string, key: string) => {
+      const forgotten = opts.forget ? await opts.forget() : true;
+      openClaims.delete(key);
+      return settled.push({ kind: 'forget', key }) > 0 && forgotten;
+    },
   };
-  return { admission, idempotency, withdrawn, settled };
+  return { admission, idempotency, withdrawn, settled, held, openClaims, outages, decided, fingerprints };
 }
 
 let fakes: ReturnType<typeof admissionFakes>;
@@ -65,7 +112,7 @@ function harness(opts: HarnessOptions = {}): Harness {
   const views: Harness['views'] = new Map();
   const metrics = createMetrics();
   const app = buildApiServer({
-    config,
+    config: opts.config ?? config,
     logger: createLogger('silent'),
     metrics,
     readiness: [],
@@ -88,6 +135,7 @@ function harness(opts: HarnessOptions = {}): Harness {
       },
       getRun: async (runId: string, tenantId: string) => {
         getRunCalls.push({ runId, tenantId });
+        if (opts.getRun) return opts.getRun();
         const entry = views.get(runId);
         return entry && entry.tenantId === tenantId ? entry.view : undefined;
       },
@@ -524,6 +572,198 @@ describe('POST /v1/runs with an Idempotency-Key', () => {
     const h = harness({ claim: { kind: 'in_progress' } });
     const body = expectProblem(await submit(h, VALID, { 'idempotency-key': 'k-6' }), 409, 'idempotency_key_in_use', true);
     expect(body.retryAfterSec).toBe(1);
+  });
+});
+
+/** `depth` arrays (or objects) nested in one another, as JSON text: too deep for any recursive serializer. */
+const nestedArrays = (depth: number) => '['.repeat(depth) + ']'.repeat(depth);
+const nestedObjects = (depth: number) => '{"a":'.repeat(depth) + '1' + '}'.repeat(depth);
+const bodyWithInput = (inputJson: string) => `{"workflow":"support-reply","input":${inputJson}}`;
+
+describe('POST /v1/runs input bounds, checked before anything is taken', () => {
+  for (const [shape, nested] of [['arrays', nestedArrays], ['objects', nestedObjects]] as const) {
+    it(`input of ${shape} nested 5,000 deep → 400 at /input; no claim, no token, no backlog entry`, async () => {
+      const h = harness();
+      const res = await submit(h, bodyWithInput(nested(5_000)), { 'idempotency-key': 'deep-1' });
+      const body = expectProblem(res, 400, 'invalid_request');
+      expect(body.errors).toEqual([{ path: '/input', message: `nests arrays and objects deeper than ${config.api.input.maxDepth} levels` }]);
+      expect(fakes.fingerprints).toHaveLength(0);
+      expect(fakes.decided).toHaveLength(0);
+      expect(fakes.held.size).toBe(0);
+      expect(h.published).toHaveLength(0);
+    });
+  }
+
+  it('nesting at api.input.maxDepth is accepted, one level more is refused', async () => {
+    const h = harness();
+    const max = config.api.input.maxDepth;
+    expect((await submit(h, bodyWithInput(nestedArrays(max)))).statusCode).toBe(202);
+    expect(h.published[0]!.run.input).toBe(nestedArrays(max));
+    expect(pathsOf(expectProblem(await submit(h, bodyWithInput(nestedArrays(max + 1))), 400, 'invalid_request'))).toEqual(['/input']);
+  });
+
+  it('an input at api.input.maxBytes as JSON is accepted, one byte more is refused', async () => {
+    const h = harness({ config: { ...config, api: { ...config.api, input: { maxDepth: 64, maxBytes: 1_024 } } } });
+    const ofBytes = (n: number) => JSON.stringify('x'.repeat(n - 2));
+    expect((await submit(h, bodyWithInput(ofBytes(1_024)))).statusCode).toBe(202);
+    const body = expectProblem(await submit(h, bodyWithInput(ofBytes(1_025))), 400, 'invalid_request');
+    expect(body.errors).toEqual([{ path: '/input', message: 'is 1025 bytes as JSON; the limit is 1024' }]);
+    expect(fakes.decided).toHaveLength(1);
+  });
+
+  it('an input that grows past the bound when re-encoded (invalid UTF-8 → U+FFFD) → 400, though the body fit', async () => {
+    const h = harness();
+    const raw = Buffer.concat([Buffer.from('{"workflow":"support-reply","input":"'), Buffer.alloc(100_000, 0xff), Buffer.from('"}')]);
+    expect(raw.length).toBeLessThan(config.api.bodyLimitBytes);
+    const res = await h.app.inject({ method: 'POST', url: '/v1/runs', headers: { 'content-type': 'application/json', authorization: KEY_A }, payload: raw });
+    const body = expectProblem(res, 400, 'invalid_request');
+    expect(body.errors).toEqual([{ path: '/input', message: `is ${300_002} bytes as JSON; the limit is ${config.api.input.maxBytes}` }]);
+    expect(fakes.decided).toHaveLength(0);
+  });
+
+  it('a bad deadline and a bad input are reported together', async () => {
+    const h = harness();
+    const body = expectProblem(await submit(h, `{"workflow":"support-reply","deadlineMs":1,"input":${nestedArrays(100)}}`), 400, 'invalid_request');
+    expect(pathsOf(body)).toEqual(['/deadlineMs', '/input']);
+  });
+
+  it('serializes the input once, canonically: the event and the Idempotency-Key fingerprint use the same text', async () => {
+    const h = harness();
+    const body = { workflow: 'support-reply', class: 'batch', input: { z: [{ b: 1, a: 2 }], a: 'first' } };
+    await submit(h, body, { 'idempotency-key': 'canon-1' });
+    expect(h.published[0]!.run.input).toBe('{"a":"first","z":[{"a":2,"b":1}]}');
+    // The fingerprint is what it always was: the hash of the canonical request.
+    expect(fakes.fingerprints).toEqual([createHash('sha256').update(canonicalJson({ workflow: body.workflow, body })).digest('hex')]);
+  });
+});
+
+describe('POST /v1/runs gives back what it took, whatever fails after admission', () => {
+  const timeout = () => Promise.reject(new ProduceTimeoutError(5_000, false));
+
+  async function expectNothingHeld(res: LightMyRequestResponse, status: number, code: string) {
+    expectProblem(res, status, code, true);
+    expect(fakes.held.size).toBe(0);
+    expect(fakes.openClaims.size).toBe(0);
+  }
+
+  it('admission takes the slot and then throws (a bug) → 500 problem+json, entry withdrawn, key freed', async () => {
+    const h = harness({
+      decide: async (_req, take) => {
+        take();
+        throw new TypeError('boom after the backlog script');
+      },
+    });
+    const res = await submit(h, VALID, { 'idempotency-key': 'bug-1' });
+    await expectNothingHeld(res, 500, 'internal');
+    expect(fakes.settled).toEqual([{ kind: 'forget', key: 'bug-1' }]);
+  });
+
+  it('Kafka does not acknowledge a queued run → 503, entry withdrawn, key freed', async () => {
+    const h = harness({ decision: { outcome: 'queued', reason: 'waiting_for_capacity', queuePosition: 3 }, publish: timeout });
+    await expectNothingHeld(await submit(h, VALID, { 'idempotency-key': 'q-1' }), 503, 'overloaded');
+  });
+
+  it('the producer throws synchronously → 503, entry withdrawn, key freed', async () => {
+    const h = harness({
+      publish: () => {
+        throw new TypeError('encoder blew up');
+      },
+    });
+    await expectNothingHeld(await submit(h, VALID, { 'idempotency-key': 's-1' }), 503, 'overloaded');
+  });
+
+  it('the withdrawal itself fails → still the 503 (never a 500), the key still freed, the failure counted', async () => {
+    const h = harness({ publish: timeout, withdraw: () => Promise.reject(new Error('Connection is closed.')) });
+    const res = await submit(h, VALID, { 'idempotency-key': 'w-1' });
+    expectProblem(res, 503, 'overloaded', true);
+    expect(fakes.openClaims.size).toBe(0);
+    expect((await h.metrics.submitCleanupFailures.get()).values).toEqual([expect.objectContaining({ value: 1, labels: { step: 'withdraw' } })]);
+  });
+
+  it('freeing the key fails after a refusal → the refusal is still answered, the failure counted', async () => {
+    const h = harness({ decision: { outcome: 'deferred', reason: 'rate_limited', retryAfterSec: 3 }, forget: () => Promise.reject(new Error('Command timed out')) });
+    expectProblem(await submit(h, VALID, { 'idempotency-key': 'f-1' }), 429, 'rate_limited', true);
+    expect(fakes.withdrawn).toEqual([]);
+    expect((await h.metrics.submitCleanupFailures.get()).values).toEqual([expect.objectContaining({ value: 1, labels: { step: 'forget' } })]);
+  });
+
+  it('storing the answer fails after Kafka acknowledged → still 202, the run keeps its entry', async () => {
+    const h = harness({ store: () => Promise.reject(new Error('Connection is closed.')) });
+    const res = await submit(h, VALID, { 'idempotency-key': 'st-1' });
+    expect(res.statusCode).toBe(202);
+    expect([...fakes.held]).toEqual([res.json().runId]);
+    expect(fakes.withdrawn).toEqual([]);
+    expect((await h.metrics.submitCleanupFailures.get()).values).toEqual([expect.objectContaining({ value: 1, labels: { step: 'store' } })]);
+  });
+
+  it('a run admitted by the Redis outage fallback is not withdrawn when Kafka fails: nothing was recorded', async () => {
+    const h = harness({ decision: { outcome: 'admitted', reason: 'capacity_available', redisOutage: true }, publish: timeout });
+    expectProblem(await submit(h, VALID), 503, 'overloaded', true);
+    expect(fakes.withdrawn).toEqual([]);
+  });
+
+  it('counts Kafka not acknowledging as an outage decision', async () => {
+    const h = harness({ publish: timeout });
+    await submit(h, VALID);
+    expect((await h.metrics.admissionOutageDecisions.get()).values).toEqual([expect.objectContaining({ value: 1, labels: { dependency: 'kafka', policy: 'fail-closed', outcome: 'refused' } })]);
+  });
+});
+
+describe('POST /v1/runs while Redis is unreachable', () => {
+  it('the Idempotency-Key claim fails → the outage policy answers: 503 overloaded with Retry-After', async () => {
+    const h = harness({ claim: () => Promise.reject(Object.assign(new Error('Reached the max retries per request limit (which is 1).'), { name: 'MaxRetriesPerRequestError' })) });
+    const res = await submit(h, VALID, { 'idempotency-key': 'o-1' });
+    const body = expectProblem(res, 503, 'overloaded', true);
+    expect(res.headers['retry-after']).toBe('2');
+    expect(body.retryAfterSec).toBe(2);
+    expect(fakes.outages).toEqual([{ tenantId: 'tenant-a', runClass: 'interactive', idempotencyKey: true, now: NOW }]);
+    expect(fakes.decided).toHaveLength(0);
+  });
+
+  it('the claim fails with a bug, not an outage → 500 internal problem+json, nothing taken', async () => {
+    const h = harness({ claim: () => Promise.reject(new TypeError('undefined is not a function')) });
+    const res = await submit(h, VALID, { 'idempotency-key': 'o-2' });
+    expectProblem(res, 500, 'internal', true);
+    expect(fakes.outages).toHaveLength(0);
+    expect(fakes.decided).toHaveLength(0);
+  });
+
+  it('an outage refusal from admission → 503 with its Retry-After and no withdrawal attempt', async () => {
+    const h = harness({ decision: { outcome: 'rejected', reason: 'overloaded', retryAfterSec: 2, redisOutage: true } });
+    const res = await submit(h, VALID);
+    expectProblem(res, 503, 'overloaded', true);
+    expect(res.headers['retry-after']).toBe('2');
+    expect(fakes.withdrawn).toEqual([]);
+  });
+});
+
+describe('POST /v1/runs while Postgres is slow or down', () => {
+  it('the admission row is waited for at most api.recordAdmissionTimeoutMs; the 202 does not wait longer', async () => {
+    const h = harness({ config: { ...config, api: { ...config.api, recordAdmissionTimeoutMs: 50 } }, recordAdmission: () => new Promise(() => undefined) });
+    const res = await submit(h, VALID);
+    expect(res.statusCode).toBe(202);
+    expect(h.published).toHaveLength(1);
+    expect((await h.metrics.admissionRecordFailures.get()).values[0]!.value).toBe(1);
+    expect((await h.metrics.admissionOutageDecisions.get()).values).toEqual([expect.objectContaining({ value: 1, labels: { dependency: 'postgres', policy: 'fail-open', outcome: 'admitted' } })]);
+  });
+});
+
+describe('the error handler tells outages from bugs', () => {
+  const id = '019b7a00-0000-7000-8000-000000000001';
+  const read = (h: Harness) => h.app.inject({ method: 'GET', url: `/v1/runs/${id}`, headers: { authorization: KEY_A } });
+
+  it('an infrastructure failure escaping a route → 503 dependency_unavailable with Retry-After', async () => {
+    const h = harness({ getRun: () => Promise.reject(Object.assign(new Error('terminating connection due to administrator command'), { severity: 'FATAL', code: '57P01' })) });
+    const res = await read(h);
+    const body = expectProblem(res, 503, 'dependency_unavailable', true);
+    expect(res.headers['retry-after']).toBe('2');
+    expect(body.retryAfterSec).toBe(2);
+  });
+
+  it('anything else is a bug → 500 internal, still problem+json', async () => {
+    const h = harness({ getRun: () => Promise.reject(new TypeError('cannot read properties of undefined')) });
+    const body = expectProblem(await read(h), 500, 'internal', true);
+    expect(body.detail).toBe('see the server log for this requestId');
   });
 });
 

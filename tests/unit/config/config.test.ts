@@ -171,6 +171,8 @@ describe('parseConfig defaults', () => {
       bodyLimitBytes: 256 * 1024,
       deadlineMs: { defaultInteractive: 30_000, defaultBatch: 3_600_000, min: 1_000, max: 86_400_000 },
       adminKeySha256: ADMIN,
+      input: { maxDepth: 64, maxBytes: 256 * 1024 },
+      recordAdmissionTimeoutMs: 1_000,
     });
     expect(cfg.processor).toEqual({ maxInFlight: 30, partitionBuffer: 100, shutdownGraceMs: 20_000, produceTimeoutMs: 10_000, permitLeaseMs: 15_000, enforceCaps: true, runRetry: { maxAttempts: 3, baseMs: 1_000, capMs: 30_000 } });
     expect(cfg.statusSink).toEqual({ batchSize: 500 });
@@ -185,6 +187,8 @@ describe('parseConfig defaults', () => {
     expect(cfg.tenants.t1).toEqual({ apiKeySha256: KEY_1, description: '', fallback: 'degrade', maxConcurrency: 16, admission, reads });
     expect(cfg.tenants.t2).toEqual({ apiKeySha256: KEY_2, description: 'second', fallback: 'fail', maxConcurrency: 16, admission, reads });
     expect(cfg.admission).toMatchObject({ maxBacklog: 5000, emergencyRefillFactor: 0.5, idempotencyTtlSec: 86_400 });
+    // Redis unreachable: refuse (503) unless a fail-open fallback is chosen explicitly.
+    expect(cfg.admission.redisOutage).toEqual({ policy: 'fail-closed', localBucket: { capacity: 20, refillPerSec: 2 }, maxAdmittedPerOutage: 500 });
     expect(cfg.limits).toEqual({ global: 64, batchShare: 0.8 });
     expect(cfg.workflows.wf!.description).toBe('');
     expect(cfg.workflows.wf!.defaultClass).toBe('interactive');
@@ -362,6 +366,27 @@ describe('parseConfig errors name the field path', () => {
     const err = configError(() => parseConfig(doc));
     expect(err.fields).toEqual(['api.adminKeySha256']);
     expect(err.message).toContain('the admin key must differ from every tenant key');
+  });
+
+  it('submit input bounds, the admission-row wait and the Redis outage policy out of range', () => {
+    const cases: Array<[string, (doc: Record<string, any>) => void]> = [
+      ['api.input.maxDepth', (d) => (d.api.input = { maxDepth: 0 })],
+      ['api.input.maxDepth', (d) => (d.api.input = { maxDepth: 5_000 })],
+      ['api.input.maxBytes', (d) => (d.api.input = { maxBytes: 2 * 1024 * 1024 })],
+      ['api.recordAdmissionTimeoutMs', (d) => (d.api.recordAdmissionTimeoutMs = 0)],
+      ['admission.redisOutage.policy', (d) => (d.admission = { redisOutage: { policy: 'fail-sometimes' } })],
+      ['admission.redisOutage.localBucket.capacity', (d) => (d.admission = { redisOutage: { localBucket: { capacity: 0 } } })],
+      ['admission.redisOutage.localBucket.refillPerSec', (d) => (d.admission = { redisOutage: { localBucket: { refillPerSec: -1 } } })],
+      ['admission.redisOutage.maxAdmittedPerOutage', (d) => (d.admission = { redisOutage: { maxAdmittedPerOutage: 0 } })],
+    ];
+    for (const [field, change] of cases) {
+      const doc = baseDoc();
+      change(doc);
+      expect(configError(() => parseConfig(doc)).fields, field).toEqual([field]);
+    }
+    const doc = baseDoc();
+    doc.admission = { redisOutage: { policy: 'fail-open', localBucket: { capacity: 5 } } };
+    expect(parseConfig(doc).admission.redisOutage).toEqual({ policy: 'fail-open', localBucket: { capacity: 5, refillPerSec: 2 }, maxAdmittedPerOutage: 500 });
   });
 
   it('a key hash that is not lowercase hex SHA-256', () => {

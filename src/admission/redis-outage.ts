@@ -1,0 +1,148 @@
+import type { RedisOutageConfig } from '../config/schema.js';
+import { bucketRefusal, type AdmissionDecision } from './admission-policy.js';
+
+/**
+ * What a submission gets while Redis — the token buckets, the backlog and Idempotency-Keys — does
+ * not answer. Fail closed (the default) refuses with 503 overloaded; fail open admits per a local
+ * token bucket per tenant in this API instance, bounded per outage, and records nothing in Redis.
+ */
+
+export type RedisOutagePolicy = RedisOutageConfig['policy'];
+
+/** How one submission was decided during an outage (the metric's `outcome` label). */
+export type RedisOutageOutcome = 'refused' | 'idempotency_key_refused' | 'bound_reached' | 'rate_limited' | 'admitted';
+
+export interface RedisOutageFacts {
+  policy: RedisOutagePolicy;
+  /** The request carries an Idempotency-Key: its contract lives in Redis and cannot be honoured now. */
+  idempotencyKey: boolean;
+  /** Runs this instance admitted through the fallback since the outage began. */
+  admittedThisOutage: number;
+  maxAdmittedPerOutage: number;
+  /** What the tenant's local bucket would answer for one token now. */
+  localBucket: LocalBucketAnswer;
+}
+
+export interface RedisOutageDecision {
+  outcome: RedisOutageOutcome;
+  decision: AdmissionDecision;
+}
+
+export interface LocalBucketAnswer {
+  allowed: boolean;
+  /** Milliseconds until a token exists; -1 when the bucket never refills. */
+  waitMs: number;
+}
+
+/**
+ * Retry hint while Redis is away: ioredis' reconnect backoff tops out at 2 s, so a retry after
+ * that finds a reconnect attempt made (or the instance answering again) rather than the same wait.
+ */
+export const REDIS_OUTAGE_RETRY_AFTER_SEC = 2;
+
+const overloaded: AdmissionDecision = { outcome: 'rejected', reason: 'overloaded', retryAfterSec: REDIS_OUTAGE_RETRY_AFTER_SEC, redisOutage: true };
+
+export function redisOutageDecision(f: RedisOutageFacts): RedisOutageDecision {
+  if (f.policy === 'fail-closed') return { outcome: 'refused', decision: overloaded };
+  // Admitting without the key's record would run a retried request twice: the promise the key makes.
+  if (f.idempotencyKey) return { outcome: 'idempotency_key_refused', decision: overloaded };
+  if (f.admittedThisOutage >= f.maxAdmittedPerOutage) return { outcome: 'bound_reached', decision: overloaded };
+  const refusal = bucketRefusal(f.localBucket);
+  if (refusal) return { outcome: 'rate_limited', decision: { ...refusal, redisOutage: true } };
+  return { outcome: 'admitted', decision: { outcome: 'admitted', reason: 'capacity_available', redisOutage: true } };
+}
+
+/**
+ * A token bucket in this process's memory, with the same arithmetic as `lua/token-bucket-take.lua`:
+ * refilled for the time elapsed up to its capacity, and a clock that steps back stops refilling
+ * rather than minting tokens. Time is passed in, so it is tested without waiting.
+ */
+export class LocalTokenBucket {
+  private tokens: number;
+  private at: number;
+
+  constructor(
+    private readonly capacity: number,
+    private readonly refillPerSec: number,
+    now: number,
+  ) {
+    this.tokens = capacity;
+    this.at = now;
+  }
+
+  /** Whether one token could be taken now, without taking it. */
+  peek(now: number): LocalBucketAnswer {
+    this.refill(now);
+    if (this.tokens >= 1) return { allowed: true, waitMs: 0 };
+    if (this.refillPerSec <= 0) return { allowed: false, waitMs: -1 };
+    return { allowed: false, waitMs: Math.ceil(((1 - this.tokens) * 1000) / this.refillPerSec) + Math.max(0, this.at - now) };
+  }
+
+  take(now: number): boolean {
+    if (!this.peek(now).allowed) return false;
+    this.tokens -= 1;
+    return true;
+  }
+
+  private refill(now: number): void {
+    if (now <= this.at) return;
+    this.tokens = Math.min(this.capacity, this.tokens + ((now - this.at) * this.refillPerSec) / 1000);
+    this.at = now;
+  }
+}
+
+/** How an outage ended, for the log line that says so. */
+export interface RedisOutageSummary {
+  lastedMs: number;
+  admitted: number;
+}
+
+/**
+ * This API instance's view of a Redis outage: when it began, how many runs the fallback admitted
+ * since, and a local bucket per tenant (tenants come from config, so the map is bounded). The
+ * outage ends when a Redis call answers again.
+ */
+export class RedisOutageFallback {
+  private readonly buckets = new Map<string, LocalTokenBucket>();
+  private since: number | undefined;
+  private admitted = 0;
+
+  constructor(private readonly config: RedisOutageConfig) {}
+
+  get policy(): RedisOutagePolicy {
+    return this.config.policy;
+  }
+
+  /** Decides one submission Redis could not decide; `began` is true for the outage's first one. */
+  decide(tenantId: string, idempotencyKey: boolean, now: number): RedisOutageDecision & { began: boolean } {
+    const began = this.since === undefined;
+    this.since ??= now;
+    const { capacity, refillPerSec } = this.config.localBucket;
+    let bucket = this.buckets.get(tenantId);
+    if (!bucket) {
+      bucket = new LocalTokenBucket(capacity, refillPerSec, now);
+      this.buckets.set(tenantId, bucket);
+    }
+    const result = redisOutageDecision({
+      policy: this.config.policy,
+      idempotencyKey,
+      admittedThisOutage: this.admitted,
+      maxAdmittedPerOutage: this.config.maxAdmittedPerOutage,
+      localBucket: bucket.peek(now),
+    });
+    if (result.outcome === 'admitted') {
+      bucket.take(now);
+      this.admitted += 1;
+    }
+    return { ...result, began };
+  }
+
+  /** Redis answered: ends the outage, if there was one, and says how it went. */
+  redisAnswered(now: number): RedisOutageSummary | undefined {
+    if (this.since === undefined) return undefined;
+    const summary = { lastedMs: now - this.since, admitted: this.admitted };
+    this.since = undefined;
+    this.admitted = 0;
+    return summary;
+  }
+}
