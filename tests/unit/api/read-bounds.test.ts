@@ -33,7 +33,7 @@ function server(opts: { maxStreams?: number; pollMs?: number } = {}): { fake: Fa
     reads: fake.reads,
     producer: { publishRunRequested: unused },
     runs: { recordAdmission: unused, getRun: fake.deps.runs.getRun },
-    admission: { decide: unused, withdraw: unused, redisUnreachable: unused },
+    admission: { decide: unused, withdraw: unused, redisUnreachable: () => { throw new Error('not used by reads'); } },
     idempotency: { claim: unused, store: unused, forget: unused },
     limits: { overrides: async () => new Map(), set: async () => undefined },
     now: () => NOW,

@@ -47,6 +47,8 @@ interface HarnessOptions {
   store?: () => Promise<boolean>;
   forget?: () => Promise<boolean>;
   getRun?: () => Promise<RunView | undefined>;
+  /** Replaces the tenant's read-bucket check, which routes leave to the error handler when it throws. */
+  readTake?: () => Promise<never>;
 }
 
 /**
@@ -111,13 +113,15 @@ function harness(opts: HarnessOptions = {}): Harness {
   const getRunCalls: Harness['getRunCalls'] = [];
   const views: Harness['views'] = new Map();
   const metrics = createMetrics();
+  const reads = fakeRunStatus().reads;
+  if (opts.readTake) reads.take = opts.readTake;
   const app = buildApiServer({
     config: opts.config ?? config,
     logger: createLogger('silent'),
     metrics,
     readiness: [],
     runStatus: fakeRunStatus().deps,
-    reads: fakeRunStatus().reads,
+    reads,
     limits: { overrides: async () => new Map(), set: async () => undefined },
     now: () => NOW,
     admission: fakes.admission,
@@ -753,7 +757,7 @@ describe('the error handler tells outages from bugs', () => {
   const read = (h: Harness) => h.app.inject({ method: 'GET', url: `/v1/runs/${id}`, headers: { authorization: KEY_A } });
 
   it('an infrastructure failure escaping a route → 503 dependency_unavailable with Retry-After', async () => {
-    const h = harness({ getRun: () => Promise.reject(Object.assign(new Error('terminating connection due to administrator command'), { severity: 'FATAL', code: '57P01' })) });
+    const h = harness({ readTake: () => Promise.reject(Object.assign(new Error('terminating connection due to administrator command'), { severity: 'FATAL', code: '57P01' })) });
     const res = await read(h);
     const body = expectProblem(res, 503, 'dependency_unavailable', true);
     expect(res.headers['retry-after']).toBe('2');
@@ -761,7 +765,7 @@ describe('the error handler tells outages from bugs', () => {
   });
 
   it('anything else is a bug → 500 internal, still problem+json', async () => {
-    const h = harness({ getRun: () => Promise.reject(new TypeError('cannot read properties of undefined')) });
+    const h = harness({ readTake: () => Promise.reject(new TypeError('cannot read properties of undefined')) });
     const body = expectProblem(await read(h), 500, 'internal', true);
     expect(body.detail).toBe('see the server log for this requestId');
   });
