@@ -1,5 +1,7 @@
 import type { RedisOutageConfig } from '../config/schema.js';
 import { bucketRefusal, type AdmissionDecision } from './admission-policy.js';
+import type { BucketTake } from './admission-store.js';
+import { takeFromBucket, type BucketState } from './local-token-bucket.js';
 
 /**
  * What a submission gets while Redis — the token buckets, the backlog and Idempotency-Keys — does
@@ -20,18 +22,12 @@ export interface RedisOutageFacts {
   admittedThisOutage: number;
   maxAdmittedPerOutage: number;
   /** What the tenant's local bucket would answer for one token now. */
-  localBucket: LocalBucketAnswer;
+  localBucket: Pick<BucketTake, 'allowed' | 'waitMs'>;
 }
 
 export interface RedisOutageDecision {
   outcome: RedisOutageOutcome;
   decision: AdmissionDecision;
-}
-
-export interface LocalBucketAnswer {
-  allowed: boolean;
-  /** Milliseconds until a token exists; -1 when the bucket never refills. */
-  waitMs: number;
 }
 
 /**
@@ -52,45 +48,6 @@ export function redisOutageDecision(f: RedisOutageFacts): RedisOutageDecision {
   return { outcome: 'admitted', decision: { outcome: 'admitted', reason: 'capacity_available', redisOutage: true } };
 }
 
-/**
- * A token bucket in this process's memory, with the same arithmetic as `lua/token-bucket-take.lua`:
- * refilled for the time elapsed up to its capacity, and a clock that steps back stops refilling
- * rather than minting tokens. Time is passed in, so it is tested without waiting.
- */
-export class LocalTokenBucket {
-  private tokens: number;
-  private at: number;
-
-  constructor(
-    private readonly capacity: number,
-    private readonly refillPerSec: number,
-    now: number,
-  ) {
-    this.tokens = capacity;
-    this.at = now;
-  }
-
-  /** Whether one token could be taken now, without taking it. */
-  peek(now: number): LocalBucketAnswer {
-    this.refill(now);
-    if (this.tokens >= 1) return { allowed: true, waitMs: 0 };
-    if (this.refillPerSec <= 0) return { allowed: false, waitMs: -1 };
-    return { allowed: false, waitMs: Math.ceil(((1 - this.tokens) * 1000) / this.refillPerSec) + Math.max(0, this.at - now) };
-  }
-
-  take(now: number): boolean {
-    if (!this.peek(now).allowed) return false;
-    this.tokens -= 1;
-    return true;
-  }
-
-  private refill(now: number): void {
-    if (now <= this.at) return;
-    this.tokens = Math.min(this.capacity, this.tokens + ((now - this.at) * this.refillPerSec) / 1000);
-    this.at = now;
-  }
-}
-
 /** How an outage ended, for the log line that says so. */
 export interface RedisOutageSummary {
   lastedMs: number;
@@ -103,7 +60,7 @@ export interface RedisOutageSummary {
  * outage ends when a Redis call answers again.
  */
 export class RedisOutageFallback {
-  private readonly buckets = new Map<string, LocalTokenBucket>();
+  private readonly buckets = new Map<string, BucketState>();
   private since: number | undefined;
   private admitted = 0;
 
@@ -117,21 +74,17 @@ export class RedisOutageFallback {
   decide(tenantId: string, idempotencyKey: boolean, now: number): RedisOutageDecision & { began: boolean } {
     const began = this.since === undefined;
     this.since ??= now;
-    const { capacity, refillPerSec } = this.config.localBucket;
-    let bucket = this.buckets.get(tenantId);
-    if (!bucket) {
-      bucket = new LocalTokenBucket(capacity, refillPerSec, now);
-      this.buckets.set(tenantId, bucket);
-    }
+    // The token is taken only if the run is admitted: a refusal for another reason costs nothing.
+    const { state, take } = takeFromBucket(this.buckets.get(tenantId), this.config.localBucket, now);
     const result = redisOutageDecision({
       policy: this.config.policy,
       idempotencyKey,
       admittedThisOutage: this.admitted,
       maxAdmittedPerOutage: this.config.maxAdmittedPerOutage,
-      localBucket: bucket.peek(now),
+      localBucket: take,
     });
     if (result.outcome === 'admitted') {
-      bucket.take(now);
+      this.buckets.set(tenantId, state);
       this.admitted += 1;
     }
     return { ...result, began };

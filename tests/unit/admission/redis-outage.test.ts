@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { LocalTokenBucket, REDIS_OUTAGE_RETRY_AFTER_SEC, RedisOutageFallback, redisOutageDecision, type RedisOutageFacts } from '../../../src/admission/redis-outage.js';
+import { REDIS_OUTAGE_RETRY_AFTER_SEC, RedisOutageFallback, redisOutageDecision, type RedisOutageFacts } from '../../../src/admission/redis-outage.js';
 
 const T0 = 1_767_225_600_000;
 const overloaded = { outcome: 'rejected', reason: 'overloaded', retryAfterSec: REDIS_OUTAGE_RETRY_AFTER_SEC, redisOutage: true };
@@ -47,45 +47,6 @@ describe('redisOutageDecision', () => {
     const d = redisOutageDecision({ policy: 'fail-open', idempotencyKey: true, admittedThisOutage: 0, maxAdmittedPerOutage: 100, localBucket: { allowed: true, waitMs: 0 } });
     expect(d.outcome).toBe('idempotency_key_refused');
     expect(d.decision.outcome).toBe('rejected');
-  });
-});
-
-describe('LocalTokenBucket', () => {
-  it('starts full and gives capacity tokens at once, then refuses with the wait for one token', () => {
-    const b = new LocalTokenBucket(3, 2, T0);
-    expect([b.take(T0), b.take(T0), b.take(T0), b.take(T0)]).toEqual([true, true, true, false]);
-    expect(b.peek(T0)).toEqual({ allowed: false, waitMs: 500 });
-  });
-
-  it('refills for the time elapsed, fractionally, up to its capacity', () => {
-    const b = new LocalTokenBucket(2, 4, T0);
-    b.take(T0);
-    b.take(T0);
-    expect(b.peek(T0 + 100)).toEqual({ allowed: false, waitMs: 150 });
-    expect(b.take(T0 + 250)).toBe(true);
-    expect(b.take(T0 + 250)).toBe(false);
-    // A long idle period refills to capacity, not beyond.
-    expect([b.take(T0 + 60_000), b.take(T0 + 60_000), b.take(T0 + 60_000)]).toEqual([true, true, false]);
-  });
-
-  it('peek takes nothing', () => {
-    const b = new LocalTokenBucket(1, 1, T0);
-    for (let i = 0; i < 5; i++) expect(b.peek(T0).allowed).toBe(true);
-    expect(b.take(T0)).toBe(true);
-  });
-
-  it('a clock that steps back mints nothing and waits until it passes the last refill again', () => {
-    const b = new LocalTokenBucket(1, 1, T0);
-    b.take(T0);
-    expect(b.take(T0 - 10_000)).toBe(false);
-    expect(b.peek(T0 - 10_000)).toEqual({ allowed: false, waitMs: 1_000 + 10_000 });
-    expect(b.take(T0 + 1_000)).toBe(true);
-  });
-
-  it('a bucket that never refills says so (-1)', () => {
-    const b = new LocalTokenBucket(1, 0, T0);
-    b.take(T0);
-    expect(b.peek(T0 + 3_600_000)).toEqual({ allowed: false, waitMs: -1 });
   });
 });
 
