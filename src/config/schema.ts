@@ -250,6 +250,19 @@ export const configSchema = z
             capMs: ms(1, 3_600_000).default(30_000),
           })
           .prefault({}),
+        /**
+         * Attempts that fail on Sluice's own infrastructure (Redis or Kafka unreachable), not in a
+         * step: repeated in the same processor with full-jitter backoff, the record uncommitted, and
+         * after `maxAttempts` the run is dead-lettered (`infrastructure_error`). The backoff also
+         * paces the retries of a dead-letter produce that fails, which go on until Kafka is back.
+         */
+        infraRetry: z
+          .object({
+            maxAttempts: z.number().int().min(1).max(100).default(8),
+            baseMs: ms(1, 600_000).default(500),
+            capMs: ms(1, 3_600_000).default(30_000),
+          })
+          .prefault({}),
       })
       .prefault({}),
     statusSink: z

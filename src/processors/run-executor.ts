@@ -7,6 +7,7 @@ import { buildDeadLetter, type DeadLetterSink } from '../dlq/dead-letter.js';
 import { fullJitterMs, nextRetryDelay } from './retry-policy.js';
 import { retryRecord } from './retry-enqueue.js';
 import { RetryBudget } from './retry-budget.js';
+import { InfrastructureError, resolveRunConfig, type InfraOperation, type RunFailure } from './run-faults.js';
 import { ownEntry } from '../config/lookup.js';
 import { groupId } from '../kafka/topics.js';
 import type { RunError, RunRequested, RunStatus, RunStatusChanged } from '../events/schemas.js';
@@ -88,6 +89,19 @@ type StepOutputs = Record<string, unknown>;
 const OUTCOME_PUBLISH_TRIES = 3;
 
 /**
+ * Awaits a call to Sluice's own infrastructure, naming the operation if it fails, so the dispatcher
+ * can repeat the attempt and the DLQ says what failed; a step error (a permit wait that reached the
+ * deadline) passes through as it is.
+ */
+async function infrastructure<T>(operation: InfraOperation, subject: string | undefined, call: () => Promise<T>): Promise<T> {
+  try {
+    return await call();
+  } catch (err) {
+    throw err instanceof StepError ? err : new InfrastructureError(operation, subject, err);
+  }
+}
+
+/**
  * Runs one attempt of a workflow step by step, emitting a status event per transition. The
  * outcome event is published (and acknowledged) before this resolves, because the caller commits
  * the record's offset on resolution: an unrecorded outcome must lead to redelivery, not loss.
@@ -133,13 +147,16 @@ export class RunExecutor {
     }
   }
 
+  /** Ends a run without further attempts: archived in the DLQ topic with its context, then reported failed. */
+  deadLetter(run: RunRequested, context: AttemptContext, failure: RunFailure): Promise<RunOutcome> {
+    return this.fail(run, context, failure.reason, `failed: ${failure.message}`, null, { code: failure.code, message: failure.message, retryable: failure.retryable });
+  }
+
   private async runSteps(run: RunRequested, context: AttemptContext): Promise<RunOutcome> {
-    const workflow = ownEntry(this.deps.config.workflows, run.workflow);
-    const tenant = ownEntry(this.deps.config.tenants, run.tenantId);
-    if (!workflow || !tenant) {
-      const what = workflow ? `tenant "${run.tenantId}"` : `workflow "${run.workflow}"`;
-      return this.fail(run, context, 'unknown_workflow', `failed: ${what} is no longer configured`, null, { code: 'unknown_workflow', message: `${what} is not configured on this processor`, retryable: false });
-    }
+    // The dispatcher ends such runs before they get here; this is for any other caller.
+    const configured = resolveRunConfig(this.deps.config, run);
+    if (!configured.ok) return this.deadLetter(run, context, configured.failure);
+    const { tenant, workflow } = configured;
     // Cancellation before expiry: the caller's explicit request is the more useful thing to report.
     if (await this.deps.cancellation.isCancelRequested(run.runId)) return this.cancel(run, 'before it started');
     if (isExpired(run.deadline, this.now())) return this.expire(run, 'before it started');
@@ -247,7 +264,7 @@ export class RunExecutor {
     const now = this.now();
     const failures = context.priorFailures + (failure ? 1 : 0);
     const next = retryRecord(run, { dueAt, failures, error: { kind: reason, message }, firstFailureAt: context.firstFailureAt ?? now, now });
-    await this.deps.enqueueRetry(next.event, next.headers);
+    await infrastructure('retry_enqueue', undefined, () => this.deps.enqueueRetry(next.event, next.headers));
     this.deps.metrics.runRetries.inc({ reason });
     const why = reason === 'breaker_open' ? `waiting for ${dependency} (breaker open)` : `${dependency} failed (${message.slice(0, 200)})`;
     await this.finish(run, 'waiting_dependency', `${why}; attempt ${next.event.attempt} at ${new Date(dueAt).toISOString()}`, null, null);
@@ -269,7 +286,7 @@ export class RunExecutor {
       lastFailureAt: now,
       run,
     });
-    await this.deps.deadLetters.publishDeadLetter(envelope, headers, this.deps.config.processor.produceTimeoutMs);
+    await infrastructure('dead_letter', undefined, () => this.deps.deadLetters.publishDeadLetter(envelope, headers, this.deps.config.processor.produceTimeoutMs));
     this.deps.metrics.deadLettered.inc({ topic: context.record.topic, reason });
     return this.finish(run, 'failed', message, step, error);
   }
@@ -316,7 +333,7 @@ export class RunExecutor {
   private async admitCall(run: RunRequested, dependency: string, token: string): Promise<string | undefined> {
     const gate = gateRun({ runClass: run.class, deadline: run.deadline, needed: [dependency], views: new Map([[dependency, this.deps.board.view(dependency)]]), now: this.now(), minCallMs: MIN_USEFUL_CALL_MS, probeRoom: () => true });
     if (gate.kind !== 'go') throw new DependencyUnavailable(dependency, gate.until, gate.kind === 'wait');
-    const admission = await this.deps.breakers.admit(dependency, token);
+    const admission = await infrastructure('breaker_admission', dependency, () => this.deps.breakers.admit(dependency, token));
     if (admission.allowed) return admission.probe ? token : undefined;
     // Half-open with its probes taken: the verdict comes with their answers, and a failed probe
     // reopens it for openMs, so look again by then rather than at the probes' lease expiry.
@@ -349,7 +366,7 @@ export class RunExecutor {
     const { metrics } = this.deps;
     const depName = step.kind === 'llm' ? step.dependency : step.tool;
     this.budgetFor(depName, dep).recordCall();
-    const releasePermit = await this.deps.dependencyPermits.acquire(depName, run);
+    const releasePermit = await infrastructure('dependency_permit', depName, () => this.deps.dependencyPermits.acquire(depName, run));
     // Measured from after the permit: waiting for capacity is not the dependency's time.
     const timeoutMs = clampTimeout(dep.timeouts.totalMs, run.deadline, this.now());
     const callStarted = this.now();
@@ -414,7 +431,7 @@ export class RunExecutor {
         await this.deps.publishStatus(event);
         return status;
       } catch (err) {
-        if (attempt >= OUTCOME_PUBLISH_TRIES) throw err;
+        if (attempt >= OUTCOME_PUBLISH_TRIES) throw new InfrastructureError('outcome_publish', undefined, err);
         this.deps.logger.warn({ err, runId: run.runId, attempt }, 'could not publish the run outcome; trying again');
         await new Promise((r) => setTimeout(r, 500 * attempt));
       }

@@ -5,8 +5,10 @@ import type { RunRequested, RunStatusChanged } from '../../../src/events/schemas
 import { heldSequence } from '../../../src/runs/status-sequence.js';
 import { createLogger } from '../../../src/obs/logger.js';
 import { createMetrics } from '../../../src/obs/metrics.js';
-import { RunExecutor } from '../../../src/processors/run-executor.js';
+import { RunExecutor, type RunExecutorDeps } from '../../../src/processors/run-executor.js';
+import { InfrastructureError } from '../../../src/processors/run-faults.js';
 import { toStepError } from '../../../src/processors/steps/llm-call.js';
+import { StepError } from '../../../src/processors/steps/step-error.js';
 import type { BreakerView } from '../../../src/breakers/breaker-gate.js';
 import type { BreakerAdmission } from '../../../src/breakers/breaker-store.js';
 import type { DeadLetterEnvelope } from '../../../src/events/schemas.js';
@@ -29,7 +31,7 @@ const run: RunRequested = {
 };
 
 /** An executor whose LLM answers at once (or fails as `llmFailures` says) and whose tools must never be called. */
-function executor(cancelAnswers: boolean[], journal: Map<string, unknown> = new Map(), llmFailures: Error[] = [], config = loadConfig({ env: {} }), opts: { breaker?: BreakerView; admit?: BreakerAdmission[]; tool?: () => Promise<unknown> } = {}) {
+function executor(cancelAnswers: boolean[], journal: Map<string, unknown> = new Map(), llmFailures: Error[] = [], config = loadConfig({ env: {} }), opts: { breaker?: BreakerView; admit?: BreakerAdmission[]; deps?: Partial<RunExecutorDeps> } = {}) {
   const published: RunStatusChanged[] = [];
   const retries: { run: RunRequested; headers: Record<string, string> }[] = [];
   const deadLetters: { envelope: DeadLetterEnvelope; headers: Record<string, string> }[] = [];
@@ -67,6 +69,7 @@ function executor(cancelAnswers: boolean[], journal: Map<string, unknown> = new 
     logger: createLogger('silent'),
     now: () => NOW,
     random: () => 0,
+    ...opts.deps,
   });
   return { exec, published, retries, deadLetters, recorded, metrics, llmCalls: () => llmCalls, checks: () => checks };
 }
@@ -288,4 +291,87 @@ describe('RunExecutor and the shared breakers', () => {
     expect(published[0]).toMatchObject({ status: 'waiting_dependency', sequence: heldSequence(1) });
     expect(published[0]!.message).toBe(`waiting for anthropic (breaker open); next probe at ${new Date(NOW + 5_000).toISOString()}`);
   });
+});
+
+describe('RunExecutor with a tenant or workflow no longer configured', () => {
+  it('dead-letters the run as unknown_tenant or unknown_workflow, calling nothing', async () => {
+    for (const [r, reason, message] of [
+      [{ ...run, tenantId: 'tenant-gone' }, 'unknown_tenant', 'tenant "tenant-gone" is not configured on this processor'],
+      [{ ...run, workflow: 'retired-flow' }, 'unknown_workflow', 'workflow "retired-flow" is not configured on this processor'],
+    ] as const) {
+      const { exec, published, deadLetters, llmCalls } = executor([]);
+      expect(await exec.execute(r, ATTEMPT)).toBe('failed');
+      expect(llmCalls()).toBe(0);
+      expect(deadLetters[0]!.headers['sluice-dlt-reason']).toBe(reason);
+      expect(published).toHaveLength(1);
+      expect(published[0]).toMatchObject({ status: 'failed', message: `failed: ${message}`, error: { code: reason, message, retryable: false } });
+    }
+  });
+
+  it('deadLetter() ends any run the same way: archived with the given reason, then failed', async () => {
+    const { exec, published, deadLetters } = executor([]);
+    const failure = { reason: 'infrastructure_error', code: 'infrastructure_error', message: 'gave up after 8 failed attempts: taking run permits (Redis) failed: Command timed out', retryable: true };
+    expect(await exec.deadLetter(run, ATTEMPT, failure)).toBe('failed');
+    expect(deadLetters[0]!.headers).toMatchObject({ 'sluice-dlt-reason': 'infrastructure_error', 'sluice-dlt-exception-message': failure.message });
+    expect(deadLetters[0]!.envelope.payload.toString()).toBe('original bytes');
+    expect(published.at(-1)).toMatchObject({ status: 'failed', sequence: terminalSequence(1), error: { code: 'infrastructure_error', message: failure.message, retryable: true } });
+  });
+});
+
+describe('RunExecutor names the infrastructure call that failed, so the attempt can be repeated', () => {
+  const failing = (message: string) => async () => Promise.reject(new Error(message));
+  const rejection = async (p: Promise<unknown>) => p.then(() => undefined, (err: unknown) => err);
+
+  it('the shared breaker (Redis) during admission', async () => {
+    const { exec, llmCalls, deadLetters } = executor([], new Map(), [], undefined, { deps: { breakers: { admit: failing('Connection is closed.'), record: async () => ({ state: 'closed', changed: false }) } } });
+    const err = await rejection(exec.execute(run, ATTEMPT));
+    expect(err).toBeInstanceOf(InfrastructureError);
+    expect(err).toMatchObject({ operation: 'breaker_admission', message: 'asking the shared breaker for anthropic (Redis) failed: Connection is closed.' });
+    expect(llmCalls()).toBe(0);
+    expect(deadLetters).toHaveLength(0);
+  });
+
+  it('a dependency permit (Redis), while a permit wait that reached the deadline still expires the run', async () => {
+    const { exec } = executor([], new Map(), [], undefined, { deps: { dependencyPermits: { acquire: failing('Command timed out') } } });
+    expect(await rejection(exec.execute(run, ATTEMPT))).toMatchObject({ operation: 'dependency_permit', message: 'taking a dependency permit for anthropic (Redis) failed: Command timed out' });
+    let now = NOW;
+    const late = executor([], new Map(), [], undefined, {
+      deps: {
+        now: () => now,
+        dependencyPermits: {
+          acquire: async () => {
+            now = run.deadline;
+            throw new StepError('deadline', 'anthropic', 'anthropic: no permit before the deadline (16/16 in use)', false);
+          },
+        },
+      },
+    });
+    expect(await late.exec.execute(run, ATTEMPT)).toBe('expired');
+  });
+
+  it('the retry topic (Kafka)', async () => {
+    const overloaded = () => Anthropic.APIError.generate(529, {}, 'busy', new Headers());
+    const { exec } = executor([], new Map(), [overloaded(), overloaded()], undefined, { deps: { enqueueRetry: failing('KafkaJSRequestTimeoutError') } });
+    expect(await rejection(exec.execute(run, ATTEMPT))).toMatchObject({ operation: 'retry_enqueue', message: 'producing the next attempt to the retry topic (Kafka) failed: KafkaJSRequestTimeoutError' });
+  });
+
+  it('the DLQ topic (Kafka): the run is not reported failed before its dead letter is acknowledged', async () => {
+    const { exec, published } = executor([], new Map(), [], undefined, { deps: { deadLetters: { publishDeadLetter: failing('KafkaJSConnectionError') } } });
+    expect(await rejection(exec.execute({ ...run, tenantId: 'tenant-gone' }, ATTEMPT))).toMatchObject({ operation: 'dead_letter', message: 'producing to the DLQ topic (Kafka) failed: KafkaJSConnectionError' });
+    expect(published).toHaveLength(0);
+  });
+
+  it('the outcome event (Kafka), after its own three tries', async () => {
+    let tries = 0;
+    const { exec } = executor([], new Map(), [], undefined, {
+      deps: {
+        publishStatus: async (e) => {
+          if (e.status !== 'running') tries++;
+          if (e.status !== 'running') throw new Error('KafkaJSNumberOfRetriesExceeded');
+        },
+      },
+    });
+    expect(await rejection(exec.execute({ ...run, tenantId: 'tenant-a' }, ATTEMPT))).toMatchObject({ operation: 'outcome_publish', message: 'publishing the run outcome (Kafka) failed: KafkaJSNumberOfRetriesExceeded' });
+    expect(tries).toBe(3);
+  }, 10_000);
 });
