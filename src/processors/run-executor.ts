@@ -159,7 +159,7 @@ export class RunExecutor {
     const { tenant, workflow } = configured;
     // Cancellation before expiry: the caller's explicit request is the more useful thing to report.
     if (await this.deps.cancellation.isCancelRequested(run.runId)) return this.cancel(run, 'before it started');
-    if (isExpired(run.deadline, this.now())) return this.expire(run, 'before it started');
+    if (isExpired(run.deadline, this.now())) return this.expire(run, context, 'before it started');
 
     let input: unknown;
     try {
@@ -176,7 +176,7 @@ export class RunExecutor {
       if (i > 0 && (await this.deps.cancellation.isCancelRequested(run.runId))) {
         return this.cancel(run, `at the step boundary before step ${i + 1}/${steps.length} (${step.id})`);
       }
-      if (isExpired(run.deadline, this.now())) return this.expire(run, `before step ${i + 1}/${steps.length} (${step.id})`);
+      if (isExpired(run.deadline, this.now())) return this.expire(run, context, `before step ${i + 1}/${steps.length} (${step.id})`);
       const target = step.kind === 'llm' ? step.dependency : step.tool;
       await this.publishProgress(run, stepSequence(run.attempt, i), `running: step ${i + 1}/${steps.length} (${step.id}) calling ${target}`, step.id);
       const where = `step ${i + 1}/${steps.length} (${step.id})`;
@@ -187,7 +187,7 @@ export class RunExecutor {
         outputs[step.id] = output;
         if (step.kind === 'llm') lastText = (output as { text: string }).text;
       } catch (err) {
-        if (isExpired(run.deadline, this.now())) return this.expire(run, `during ${where}`);
+        if (isExpired(run.deadline, this.now())) return this.expire(run, context, `during ${where}`);
         let gone: Unavailability;
         if (err instanceof DependencyUnavailable) {
           this.deps.metrics.breakerRefusals.inc({ dependency: err.dependency });
@@ -273,6 +273,12 @@ export class RunExecutor {
 
   /** A failed run dies here: archived in the DLQ topic with its context, then reported failed. */
   private async fail(run: RunRequested, context: AttemptContext, reason: string, message: string, step: string | null, error: RunError): Promise<RunOutcome> {
+    await this.archive(run, context, reason, error);
+    return this.finish(run, 'failed', message, step, error);
+  }
+
+  /** Produces the run's original record to the DLQ topic with the failure context; resolves once acknowledged. */
+  private async archive(run: RunRequested, context: AttemptContext, reason: string, error: RunError): Promise<void> {
     const now = this.now();
     const failure = new Error(error.message);
     failure.name = error.code;
@@ -288,7 +294,6 @@ export class RunExecutor {
     });
     await infrastructure('dead_letter', undefined, () => this.deps.deadLetters.publishDeadLetter(envelope, headers, this.deps.config.processor.produceTimeoutMs));
     this.deps.metrics.deadLettered.inc({ topic: context.record.topic, reason });
-    return this.finish(run, 'failed', message, step, error);
   }
 
   /**
@@ -401,8 +406,15 @@ export class RunExecutor {
     }
   }
 
-  private expire(run: RunRequested, when: string): Promise<RunOutcome> {
-    return this.finish(run, 'expired', `expired: the deadline ${new Date(run.deadline).toISOString()} passed ${when}`, null, { code: 'deadline_exceeded', message: `the deadline passed ${when}`, retryable: false });
+  /**
+   * A batch run that expires is archived in the DLQ first (reason `expired`): its work is still
+   * wanted, and a replay runs it with a fresh deadline window. An interactive one is only reported:
+   * its caller has stopped waiting, so a late answer is useless and replaying it would be wrong.
+   */
+  private async expire(run: RunRequested, context: AttemptContext, when: string): Promise<RunOutcome> {
+    const error: RunError = { code: 'deadline_exceeded', message: `the deadline passed ${when}`, retryable: false };
+    if (run.class === 'batch') await this.archive(run, context, 'expired', error);
+    return this.finish(run, 'expired', `expired: the deadline ${new Date(run.deadline).toISOString()} passed ${when}`, null, error);
   }
 
   private cancel(run: RunRequested, when: string): Promise<RunOutcome> {

@@ -293,6 +293,55 @@ describe('RunExecutor and the shared breakers', () => {
   });
 });
 
+describe('RunExecutor at a deadline: batch expiries are archived, interactive ones only reported', () => {
+  const batch: RunRequested = { ...run, workflow: 'report-digest', class: 'batch' };
+
+  it('dead-letters an expired batch run (reason expired, original bytes) before publishing expired', async () => {
+    const order: string[] = [];
+    const { exec, metrics } = executor([], new Map(), [], undefined, {
+      deps: {
+        publishStatus: async (e) => void order.push(`status:${e.status}`),
+        deadLetters: { publishDeadLetter: async (envelope, headers) => void order.push(`dlq:${headers['sluice-dlt-reason']}:${envelope.payload.toString()}`) },
+      },
+    });
+    expect(await exec.execute({ ...batch, deadline: NOW - 1 }, ATTEMPT)).toBe('expired');
+    expect(order).toEqual(['dlq:expired:original bytes', 'status:expired']);
+    expect(await metrics.registry.getSingleMetricAsString('sluice_dead_letters_total')).toContain('sluice_dead_letters_total{topic="sluice.runs.interactive",reason="expired"} 1');
+  });
+
+  it('archives the failure context a replay and an operator need', async () => {
+    const { exec, published, deadLetters } = executor([]);
+    expect(await exec.execute({ ...batch, deadline: NOW }, { ...ATTEMPT, priorFailures: 2, firstFailureAt: NOW - 90_000 })).toBe('expired');
+    expect(deadLetters).toHaveLength(1);
+    expect(deadLetters[0]!.envelope).toMatchObject({ runId: run.runId, tenantId: 'tenant-a', workflow: 'report-digest', errorClass: 'deadline_exceeded', errorMessage: 'the deadline passed before it started', firstFailureAt: NOW - 90_000 });
+    expect(published.at(-1)).toMatchObject({ status: 'expired', error: { code: 'deadline_exceeded' } });
+  });
+
+  it('dead-letters a batch run whose deadline passes during a step', async () => {
+    let now = NOW;
+    const { exec, deadLetters, published } = executor([], new Map(), [], undefined, {
+      deps: {
+        now: () => now,
+        llm: async () => {
+          now = batch.deadline + 1;
+          throw toStepError('anthropic', Anthropic.APIError.generate(529, {}, 'busy', new Headers()));
+        },
+      },
+    });
+    expect(await exec.execute(batch, ATTEMPT)).toBe('expired');
+    expect(deadLetters[0]!.headers['sluice-dlt-reason']).toBe('expired');
+    expect(deadLetters[0]!.envelope.errorMessage).toBe('the deadline passed during step 1/5 (plan)');
+    expect(published.at(-1)!.status).toBe('expired');
+  });
+
+  it('only reports an expired interactive run: a late answer is useless, so there is nothing to replay', async () => {
+    const { exec, published, deadLetters } = executor([]);
+    expect(await exec.execute({ ...run, deadline: NOW - 1 }, ATTEMPT)).toBe('expired');
+    expect(deadLetters).toHaveLength(0);
+    expect(published.at(-1)).toMatchObject({ status: 'expired', error: { code: 'deadline_exceeded' } });
+  });
+});
+
 describe('RunExecutor with a tenant or workflow no longer configured', () => {
   it('dead-letters the run as unknown_tenant or unknown_workflow, calling nothing', async () => {
     for (const [r, reason, message] of [
