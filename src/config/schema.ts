@@ -263,6 +263,16 @@ export const configSchema = z
             capMs: ms(1, 3_600_000).default(30_000),
           })
           .prefault({}),
+        /**
+         * Bytes of one step's output (JSON) kept in the Redis step journal and in the result; a
+         * larger output fails the run (`output_too_large`, not retryable) and is not stored.
+         */
+        maxStepOutputBytes: z.number().int().min(1_024).max(900_000).default(262_144),
+        /**
+         * Bytes of a run's result (all step outputs, JSON) carried by its status event, which must
+         * fit in one Kafka message (1 MB by default); a larger result fails the run (`result_too_large`).
+         */
+        maxResultBytes: z.number().int().min(1_024).max(900_000).default(524_288),
       })
       .prefault({}),
     statusSink: z

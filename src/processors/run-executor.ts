@@ -7,6 +7,7 @@ import { buildDeadLetter, type DeadLetterSink } from '../dlq/dead-letter.js';
 import { fullJitterMs, nextRetryDelay } from './retry-policy.js';
 import { retryRecord } from './retry-enqueue.js';
 import { RetryBudget } from './retry-budget.js';
+import { checkResult, checkStepOutput, jsonBytes } from './output-bounds.js';
 import { InfrastructureError, resolveRunConfig, type InfraOperation, type RunFailure } from './run-faults.js';
 import { ownEntry } from '../config/lookup.js';
 import { groupId } from '../kafka/topics.js';
@@ -169,6 +170,8 @@ export class RunExecutor {
     }
 
     const outputs: StepOutputs = {};
+    /** Bytes of the outputs kept so far, bounded by `processor.maxResultBytes`. */
+    let keptBytes = 0;
     const unavailable: Unavailability[] = [];
     let lastText: string | undefined;
     const steps = workflow.steps;
@@ -180,12 +183,11 @@ export class RunExecutor {
       const target = step.kind === 'llm' ? step.dependency : step.tool;
       await this.publishProgress(run, stepSequence(run.attempt, i), `running: step ${i + 1}/${steps.length} (${step.id}) calling ${target}`, step.id);
       const where = `step ${i + 1}/${steps.length} (${step.id})`;
+      let output: unknown;
+      let remembered: { output: unknown } | undefined;
       try {
-        const remembered = await this.deps.journal.recall(run.runId, step.id);
-        const output = remembered ? remembered.output : await this.callStep(run, step, input, outputs);
-        if (!remembered) await this.deps.journal.record(run.runId, step.id, output, run.deadline);
-        outputs[step.id] = output;
-        if (step.kind === 'llm') lastText = (output as { text: string }).text;
+        remembered = await this.deps.journal.recall(run.runId, step.id);
+        output = remembered ? remembered.output : await this.callStep(run, step, input, outputs);
       } catch (err) {
         if (isExpired(run.deadline, this.now())) return this.expire(run, context, `during ${where}`);
         let gone: Unavailability;
@@ -210,15 +212,34 @@ export class RunExecutor {
           });
         }
         unavailable.push(gone);
-        if (fallback.kind === 'answer') return this.finishDegraded(run, steps, outputs, unavailable, fallback.text);
+        if (fallback.kind === 'answer') return this.finishDegraded(run, context, steps, outputs, unavailable, fallback.text);
         outputs[step.id] = { unavailable: true, reason: gone.reason };
+        continue;
       }
+      // Checked before the journal write: an output over its bound is not stored anywhere.
+      const bytes = jsonBytes(output);
+      const bound = checkStepOutput(bytes, keptBytes, this.deps.config.processor);
+      if (!bound.ok) return this.fail(run, context, 'non_retryable', `failed: ${where} — ${bound.message}`, step.id, { code: bound.code, message: `${where}: ${bound.message}`, retryable: false });
+      keptBytes += bytes;
+      if (!remembered) await this.deps.journal.record(run.runId, step.id, output, run.deadline);
+      outputs[step.id] = output;
+      if (step.kind === 'llm') lastText = (output as { text: string }).text;
     }
-    if (unavailable.length > 0) return this.finishDegraded(run, steps, outputs, unavailable, lastText ?? null);
+    if (unavailable.length > 0) return this.finishDegraded(run, context, steps, outputs, unavailable, lastText ?? null);
     // A list, not a map: Postgres jsonb does not keep key order, and step order is meaningful.
     const result = JSON.stringify({ text: lastText ?? null, degraded: false, steps: steps.map((s) => ({ id: s.id, output: outputs[s.id] })) });
     const seconds = ((this.now() - run.admittedAt) / 1000).toFixed(1);
-    return this.finish(run, 'completed', `completed: ${steps.length} steps, ${seconds} s after admission, attempt ${run.attempt}`, null, null, result);
+    return this.complete(run, context, `completed: ${steps.length} steps, ${seconds} s after admission, attempt ${run.attempt}`, result);
+  }
+
+  /**
+   * Reports a run completed with its result, unless the result cannot travel in a status event:
+   * then it fails clearly, since a status event over Kafka's message limit could never be produced.
+   */
+  private complete(run: RunRequested, context: AttemptContext, message: string, result: string): Promise<RunOutcome> {
+    const bound = checkResult(result, this.deps.config.processor);
+    if (!bound.ok) return this.fail(run, context, 'non_retryable', `failed: ${bound.message}`, null, { code: bound.code, message: bound.message, retryable: false });
+    return this.finish(run, 'completed', message, null, null, result);
   }
 
   /**
@@ -235,10 +256,10 @@ export class RunExecutor {
     return workflow.fallback ? { kind: 'answer', text: workflow.fallback.text } : { kind: 'fail' };
   }
 
-  private finishDegraded(run: RunRequested, steps: readonly StepConfig[], outputs: StepOutputs, unavailable: readonly Unavailability[], text: string | null): Promise<RunOutcome> {
+  private finishDegraded(run: RunRequested, context: AttemptContext, steps: readonly StepConfig[], outputs: StepOutputs, unavailable: readonly Unavailability[], text: string | null): Promise<RunOutcome> {
     const names = [...new Set(unavailable.map((u) => u.dependency))].join(', ');
     const result = JSON.stringify({ text, degraded: true, unavailable, steps: steps.filter((s) => s.id in outputs).map((s) => ({ id: s.id, output: outputs[s.id] })) });
-    return this.finish(run, 'completed', `completed degraded: ${names} unavailable; the answer says so (attempt ${run.attempt})`, null, null, result);
+    return this.complete(run, context, `completed degraded: ${names} unavailable; the answer says so (attempt ${run.attempt})`, result);
   }
 
   /** When the next run-level attempt may start, or undefined when the attempts are used up. */

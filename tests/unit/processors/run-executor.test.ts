@@ -31,7 +31,7 @@ const run: RunRequested = {
 };
 
 /** An executor whose LLM answers at once (or fails as `llmFailures` says) and whose tools must never be called. */
-function executor(cancelAnswers: boolean[], journal: Map<string, unknown> = new Map(), llmFailures: Error[] = [], config = loadConfig({ env: {} }), opts: { breaker?: BreakerView; admit?: BreakerAdmission[]; deps?: Partial<RunExecutorDeps> } = {}) {
+function executor(cancelAnswers: boolean[], journal: Map<string, unknown> = new Map(), llmFailures: Error[] = [], config = loadConfig({ env: {} }), opts: { breaker?: BreakerView; admit?: BreakerAdmission[]; llmText?: string; deps?: Partial<RunExecutorDeps> } = {}) {
   const published: RunStatusChanged[] = [];
   const retries: { run: RunRequested; headers: Record<string, string> }[] = [];
   const deadLetters: { envelope: DeadLetterEnvelope; headers: Record<string, string> }[] = [];
@@ -45,7 +45,7 @@ function executor(cancelAnswers: boolean[], journal: Map<string, unknown> = new 
       llmCalls++;
       const failure = llmFailures.shift();
       if (failure) throw toStepError('anthropic', failure);
-      return { text: 'ok', model: 'sim', stopReason: 'end_turn', usage: { inputTokens: 1, outputTokens: 1 } };
+      return { text: opts.llmText ?? 'ok', model: 'sim', stopReason: 'end_turn', usage: { inputTokens: 1, outputTokens: 1 } };
     },
     simulatorUrl: 'http://127.0.0.1:1',
     publishStatus: async (e) => void published.push(e),
@@ -423,4 +423,56 @@ describe('RunExecutor names the infrastructure call that failed, so the attempt 
     expect(await rejection(exec.execute({ ...run, tenantId: 'tenant-a' }, ATTEMPT))).toMatchObject({ operation: 'outcome_publish', message: 'publishing the run outcome (Kafka) failed: KafkaJSNumberOfRetriesExceeded' });
     expect(tries).toBe(3);
   }, 10_000);
+});
+
+describe('RunExecutor bounds what it keeps of step outputs', () => {
+  const bounded = (maxStepOutputBytes: number, maxResultBytes: number) => {
+    const config = loadConfig({ env: {} });
+    config.processor.maxStepOutputBytes = maxStepOutputBytes;
+    config.processor.maxResultBytes = maxResultBytes;
+    return config;
+  };
+
+  it('fails the run with output_too_large when a step answers more than maxStepOutputBytes, and stores nothing of it', async () => {
+    const journal = new Map<string, unknown>();
+    const { exec, published, deadLetters } = executor([], journal, [], bounded(2_048, 100_000), { llmText: 'x'.repeat(2_100) });
+    expect(await exec.execute(run, ATTEMPT)).toBe('failed');
+    expect(journal.size).toBe(0);
+    const message = 'step 1/3 (understand): its output is 2168 bytes, over the bound of 2048 (processor.maxStepOutputBytes)';
+    expect(published.at(-1)).toMatchObject({ status: 'failed', step: 'understand', result: null, error: { code: 'output_too_large', message, retryable: false } });
+    expect(deadLetters[0]!.headers['sluice-dlt-reason']).toBe('non_retryable');
+  });
+
+  it('keeps an output exactly at the bound', async () => {
+    const journal = new Map<string, unknown>([['lookup-order', { orderId: '42' }]]);
+    const { exec } = executor([], journal, [], bounded(2_168, 100_000), { llmText: 'x'.repeat(2_100) });
+    expect(await exec.execute(run, ATTEMPT)).toBe('completed');
+    expect(journal.size).toBe(3);
+  });
+
+  it('applies the bound to an output recalled from the journal too (the bound may have been lowered since)', async () => {
+    const journal = new Map<string, unknown>([['understand', { text: 'y'.repeat(5_000) }]]);
+    const { exec, published, llmCalls } = executor([], journal, [], bounded(2_048, 100_000));
+    expect(await exec.execute(run, ATTEMPT)).toBe('failed');
+    expect(llmCalls()).toBe(0);
+    expect(published.at(-1)!.error).toMatchObject({ code: 'output_too_large' });
+  });
+
+  it('fails with result_too_large as soon as the outputs together pass maxResultBytes, before calling further steps', async () => {
+    const journal = new Map<string, unknown>([['lookup-order', { orderId: '4'.repeat(1_100) }]]);
+    const { exec, published, llmCalls } = executor([], journal, [], bounded(2_048, 3_000), { llmText: 'x'.repeat(1_900) });
+    expect(await exec.execute(run, ATTEMPT)).toBe('failed');
+    expect(published.at(-1)).toMatchObject({ step: 'lookup-order', error: { code: 'result_too_large', retryable: false } });
+    expect(published.at(-1)!.error!.message).toMatch(/^step 2\/3 \(lookup-order\): the step outputs so far are \d+ bytes, over the bound of 3000/);
+    expect(llmCalls()).toBe(1);
+    expect([...journal.keys()].sort()).toEqual(['lookup-order', 'understand']);
+  });
+
+  it('fails with result_too_large when the result as a whole (with the answer text) would not fit in a status event', async () => {
+    const journal = new Map<string, unknown>([['understand', { text: 'a' }], ['lookup-order', { orderId: '42' }], ['reply', { text: 'z'.repeat(2_000) }]]);
+    const { exec, published } = executor([], journal, [], bounded(2_048, 3_000));
+    expect(await exec.execute(run, ATTEMPT)).toBe('failed');
+    expect(published.at(-1)).toMatchObject({ status: 'failed', step: null, result: null, error: { code: 'result_too_large' } });
+    expect(published.at(-1)!.error!.message).toMatch(/^the result is \d+ bytes, over the bound of 3000 \(processor\.maxResultBytes\)$/);
+  });
 });
