@@ -273,6 +273,8 @@ async function sluiceMode(config: SluiceConfig, redisUrl: string, simUrl: string
       bump(outcomes, outcome === 'completed' && degraded.has(run.runId) ? 'completed degraded (fallback)' : outcome);
     },
     onFinished: () => undefined,
+    deadLetter: (task, failure) => executor.deadLetter(task.run, task.context, failure),
+    infraRetry: config.processor.infraRetry,
     maxInFlight: config.processor.maxInFlight,
     breakers: new RunBreakerGate(config, board),
     fallbackPollMs: 500,

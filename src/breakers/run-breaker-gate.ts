@@ -39,7 +39,7 @@ export class RunBreakerGate {
     return this.board.onChange(() => listener());
   }
 
-  /** A workflow no longer configured needs nothing: the executor fails it without calling anyone. */
+  /** A workflow no longer configured needs nothing: the run is dead-lettered without calling anyone. */
   private needed(run: RunRequested): string[] {
     let needed = this.needs.get(run.workflow);
     if (!needed) {

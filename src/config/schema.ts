@@ -317,6 +317,29 @@ export const configSchema = z
             capMs: ms(1, 3_600_000).default(30_000),
           })
           .prefault({}),
+        /**
+         * Attempts that fail on Sluice's own infrastructure (Redis or Kafka unreachable), not in a
+         * step: repeated in the same processor with full-jitter backoff, the record uncommitted, and
+         * after `maxAttempts` the run is dead-lettered (`infrastructure_error`). The backoff also
+         * paces the retries of a dead-letter produce that fails, which go on until Kafka is back.
+         */
+        infraRetry: z
+          .object({
+            maxAttempts: z.number().int().min(1).max(100).default(8),
+            baseMs: ms(1, 600_000).default(500),
+            capMs: ms(1, 3_600_000).default(30_000),
+          })
+          .prefault({}),
+        /**
+         * Bytes of one step's output (JSON) kept in the Redis step journal and in the result; a
+         * larger output fails the run (`output_too_large`, not retryable) and is not stored.
+         */
+        maxStepOutputBytes: z.number().int().min(1_024).max(900_000).default(262_144),
+        /**
+         * Bytes of a run's result (all step outputs, JSON) carried by its status event, which must
+         * fit in one Kafka message (1 MB by default); a larger result fails the run (`result_too_large`).
+         */
+        maxResultBytes: z.number().int().min(1_024).max(900_000).default(524_288),
       })
       .prefault({}),
     statusSink: z

@@ -72,6 +72,12 @@ export function createMetrics() {
     fallbacks: new Counter({ name: 'sluice_fallbacks_total', help: 'Runs or steps answered by the tenant\'s fallback policy because a dependency was unavailable', labelNames: ['tenant', 'dependency', 'policy'], registers: r }),
     runRetries: new Counter({ name: 'sluice_run_retries_total', help: 'Runs re-enqueued on the retry topic', labelNames: ['reason'], registers: r }),
     deadLettered: new Counter({ name: 'sluice_dead_letters_total', help: 'Records sent to the DLQ topic', labelNames: ['topic', 'reason'], registers: r }),
+    processorInfraFailures: new Counter({
+      name: 'sluice_processor_infra_failures_total',
+      help: 'Run attempts that failed on the infrastructure (Redis, Kafka), by operation, and whether the run was tried again or dead-lettered',
+      labelNames: ['operation', 'decision'],
+      registers: r,
+    }),
     dlqArchived: new Counter({ name: 'sluice_dlq_archived_total', help: 'Dead letters archived in Postgres by the DLQ sink', labelNames: ['tenant', 'reason'], registers: r }),
     dlqArchiveLag: new Histogram({
       name: 'sluice_dlq_archive_lag_seconds',

@@ -11,6 +11,7 @@ import { RunDispatcher, type DispatchBreakers, type DispatchTask, type RunPermit
 import { RUN_CLASSES } from '../events/schemas.js';
 import type { AttemptContext } from './run-executor.js';
 import { parseRetryFailures, parseRetryFirstFailureAt } from './retry-enqueue.js';
+import { resolveRunConfig, type RunFailure } from './run-faults.js';
 
 export interface RunConsumerDeps {
   kafka: Kafka;
@@ -18,6 +19,8 @@ export interface RunConsumerDeps {
   codec: EventCodec;
   deadLetters: DeadLetterSink;
   execute: (run: RunRequested, context: AttemptContext) => Promise<unknown>;
+  /** Ends a run without further attempts (DLQ, then `failed`); resolves once both are acknowledged. */
+  deadLetterRun: (run: RunRequested, context: AttemptContext, failure: RunFailure) => Promise<unknown>;
   permits: RunPermitSource;
   breakers?: DispatchBreakers;
   /** Told once when a run starts waiting for an open dependency (to publish its status). */
@@ -83,9 +86,13 @@ export class RunConsumer {
       ...(deps.breakers ? { breakers: deps.breakers } : {}),
       onHeld: (task, dependency, until) => deps.onHeld?.(task.run, dependency, until),
       onRound: () => this.reviewBreakerPauses(),
-      onFinished: (task, outcome) => {
-        if (outcome === 'done') this.onTaskFinished(task);
+      onFinished: (task) => this.onTaskFinished(task),
+      deadLetter: (task, failure) => deps.deadLetterRun(task.run, task.context, failure),
+      unconfigured: (run) => {
+        const configured = resolveRunConfig(config, run);
+        return configured.ok ? undefined : configured.failure;
       },
+      infraRetry: config.processor.infraRetry,
       maxInFlight: config.processor.maxInFlight,
       fallbackPollMs: FALLBACK_POLL_MS,
       logger: this.log,

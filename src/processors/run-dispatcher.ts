@@ -5,6 +5,8 @@ import type { Logger } from '../obs/logger.js';
 import type { Metrics } from '../obs/metrics.js';
 import { isExpired } from '../runs/deadline.js';
 import { FairQueue, type Waiting } from './fair-queue.js';
+import type { RetryPolicy } from './retry-policy.js';
+import { InfrastructureError, afterInfrastructureFailure, asInfrastructureError, infrastructureFailure, keepTryingDelayMs, type RunFailure } from './run-faults.js';
 
 /** A granted set of run permits (global, class share, tenant, workflow), released exactly once. */
 export interface HeldPermits {
@@ -41,6 +43,8 @@ export interface DispatchTask {
   heldFor?: string;
   /** Dependencies this run counts as a probe of in this instance while it runs. */
   probes?: string[];
+  /** Attempts of this record that failed on the infrastructure in this instance (see `infraRetry`). */
+  infraFailures?: number;
 }
 
 /** Permit requests in flight at once per dispatch round. */
@@ -49,8 +53,17 @@ const ACQUIRE_BATCH = 16;
 export interface RunDispatcherDeps {
   permits: RunPermitSource;
   execute: (run: RunRequested, task: DispatchTask) => Promise<unknown>;
-  /** Called once per task when its outcome is recorded (or it was dropped as expired). */
-  onFinished: (task: DispatchTask, outcome: 'done' | 'failed') => void;
+  /** Called once per task when its outcome is recorded, so its record may be committed. */
+  onFinished: (task: DispatchTask) => void;
+  /**
+   * Ends a run without (further) attempts: produces it to the DLQ and reports it failed; resolves
+   * once both are acknowledged. Tried until it succeeds, since only then may the record be committed.
+   */
+  deadLetter: (task: DispatchTask, failure: RunFailure) => Promise<unknown>;
+  /** Why a run cannot be served by this configuration (unknown tenant or workflow), if so. */
+  unconfigured?: (run: RunRequested) => RunFailure | undefined;
+  /** Attempts that fail on the infrastructure (Redis, Kafka) are repeated here with this backoff, then dead-lettered. */
+  infraRetry: RetryPolicy;
   maxInFlight: number;
   breakers?: DispatchBreakers;
   /** Called when a run starts waiting for an open dependency (once per hold). */
@@ -62,6 +75,8 @@ export interface RunDispatcherDeps {
   logger: Logger;
   metrics: Metrics;
   now?: () => number;
+  /** Source for backoff jitter; injectable so tests are deterministic. */
+  random?: () => number;
 }
 
 /**
@@ -73,6 +88,10 @@ export interface RunDispatcherDeps {
  * open are set aside (held) until a breaker changes or the periodic poll looks again, so they
  * neither block other runs nor reach the dependency; while a breaker is being probed, only as many
  * runs as it has probes start.
+ *
+ * Every task ends: a run naming an unknown tenant or workflow is dead-lettered at once; an attempt
+ * that fails on the infrastructure (not in a step: those the executor handles) is repeated here
+ * after a backoff, its record still uncommitted, and dead-lettered once `infraRetry` is used up.
  */
 export class RunDispatcher {
   private readonly queue = new FairQueue<DispatchTask>();
@@ -81,9 +100,14 @@ export class RunDispatcher {
   private readonly running = new Set<Promise<void>>();
   /** Held runs in arrival order, with the dependency they wait for. */
   private held: { waiting: Waiting<DispatchTask>; dependency: string }[] = [];
+  /** Runs waiting out the backoff after an infrastructure failure, with the timer that resubmits them. */
+  private readonly backingOff = new Map<DispatchTask, NodeJS.Timeout>();
+  /** Runs being dead-lettered; a revoked partition's are given up (their new owner redelivers them). */
+  private readonly ending = new Set<DispatchTask>();
   /** Runs started while a dependency they need was not closed: this instance's probes of it. */
   private readonly probing = new Map<string, number>();
   private readonly now: () => number;
+  private readonly random: () => number;
   private pumping = false;
   private pumpAgain = false;
   private stopped = false;
@@ -93,6 +117,7 @@ export class RunDispatcher {
 
   constructor(private readonly deps: RunDispatcherDeps) {
     this.now = deps.now ?? Date.now;
+    this.random = deps.random ?? Math.random;
     this.unsubscribe = deps.permits.onWake(() => this.wake());
     this.unsubscribeBreakers = deps.breakers?.onChange(() => this.wake()) ?? (() => undefined);
     this.poll = setInterval(() => this.wake(), deps.fallbackPollMs);
@@ -100,7 +125,7 @@ export class RunDispatcher {
   }
 
   get waiting(): number {
-    return this.queue.size + this.held.length;
+    return this.queue.size + this.held.length + this.backingOff.size;
   }
 
   /** Held runs that came from one partition. */
@@ -122,7 +147,9 @@ export class RunDispatcher {
   }
 
   waitingOf(runClass: RunClass): number {
-    return this.queue.sizeOf(runClass) + this.held.filter((h) => h.waiting.runClass === runClass).length;
+    let backingOff = 0;
+    for (const task of this.backingOff.keys()) if (task.run.class === runClass) backingOff++;
+    return this.queue.sizeOf(runClass) + this.held.filter((h) => h.waiting.runClass === runClass).length + backingOff;
   }
 
   oldestWaiting(runClass: RunClass): number | undefined {
@@ -140,13 +167,23 @@ export class RunDispatcher {
   forget(source: (s: string) => boolean): number {
     const before = this.held.length;
     this.held = this.held.filter((h) => !source(h.waiting.item.source));
-    return this.queue.removeWhere((t) => source(t.source)).length + before - this.held.length;
+    let dropped = this.queue.removeWhere((t) => source(t.source)).length + before - this.held.length;
+    for (const [task, timer] of this.backingOff) {
+      if (!source(task.source)) continue;
+      clearTimeout(timer);
+      this.backingOff.delete(task);
+      dropped++;
+    }
+    for (const task of this.ending) if (source(task.source)) this.ending.delete(task);
+    return dropped;
   }
 
   /** Stops starting new work and waits (bounded) for running work; returns how many were still running. */
   async stop(graceMs: number): Promise<number> {
     this.stopped = true;
     clearInterval(this.poll);
+    for (const timer of this.backingOff.values()) clearTimeout(timer);
+    this.backingOff.clear();
     this.unsubscribe();
     this.unsubscribeBreakers();
     const drained = Promise.all([...this.running]).then(() => true);
@@ -200,18 +237,22 @@ export class RunDispatcher {
       const batch: Waiting<DispatchTask>[] = [];
       for (let next = this.queue.peek(this.isBlocked); next && batch.length < room; next = this.queue.peek(this.isBlocked)) {
         this.queue.take(next);
-        if (isExpired(next.item.run.deadline, this.now())) this.start(next, undefined);
+        const unconfigured = this.deps.unconfigured?.(next.item.run);
+        if (unconfigured) this.end(next.item, unconfigured);
+        else if (isExpired(next.item.run.deadline, this.now())) this.start(next, undefined);
         else if (!this.holdIfBlocked(next)) batch.push(next);
       }
       if (batch.length === 0) return;
-      // One failed request (a Redis timeout) must not lose the batch: it counts as a refusal that
-      // blocks nothing, and the next wake-up or poll asks again.
+      // One failed request (a Redis timeout) must not lose the batch: that run backs off and is
+      // asked again, as any attempt that failed on the infrastructure.
       const settled = await Promise.allSettled(batch.map((w) => this.deps.permits.tryAcquire(w.item.run)));
       const refused: boolean[] = settled.map((result, i) => {
         const w = batch[i]!;
         if (result.status === 'rejected') {
-          this.deps.logger.warn({ err: result.reason, runId: w.item.run.runId }, 'could not ask for run permits; the run stays queued');
-          return true;
+          this.countProbes(w.item.probes ?? [], -1);
+          w.item.probes = undefined;
+          this.afterInfrastructureFailure(w.item, new InfrastructureError('run_permits', undefined, result.reason));
+          return false;
         }
         const answer = result.value;
         if (answer.granted) {
@@ -230,7 +271,6 @@ export class RunDispatcher {
         w.item.probes = undefined;
         this.queue.putBack(w);
       }
-      if (settled.some((r) => r.status === 'rejected')) return;
     }
   }
 
@@ -269,11 +309,8 @@ export class RunDispatcher {
     const done: Promise<void> = this.deps
       .execute(task.run, task)
       .then(
-        () => this.deps.onFinished(task, 'done'),
-        (err: unknown) => {
-          this.deps.logger.error({ err, runId: task.run.runId }, 'run outcome not recorded; the record stays uncommitted and will be redelivered');
-          this.deps.onFinished(task, 'failed');
-        },
+        () => this.deps.onFinished(task),
+        (err: unknown) => this.afterInfrastructureFailure(task, asInfrastructureError(err)),
       )
       .finally(async () => {
         this.countProbes(probed, -1);
@@ -283,6 +320,60 @@ export class RunDispatcher {
         this.running.delete(done);
         this.pump();
       });
+    this.running.add(done);
+  }
+
+  /**
+   * An attempt failed outside its steps (Redis or Kafka unreachable, or a fault in the processor):
+   * the run is not failed by that. It waits out a backoff and is queued again, its record still
+   * uncommitted, or, once `infraRetry.maxAttempts` attempts failed, it is dead-lettered.
+   */
+  private afterInfrastructureFailure(task: DispatchTask, error: InfrastructureError): void {
+    if (this.stopped) return;
+    const failures = (task.infraFailures ?? 0) + 1;
+    task.infraFailures = failures;
+    const now = this.now();
+    const decision = afterInfrastructureFailure({ failures, policy: this.deps.infraRetry, now, deadline: task.run.deadline, random: this.random });
+    this.deps.metrics.processorInfraFailures.inc({ operation: error.operation, decision: decision.kind });
+    const log = { err: error, runId: task.run.runId, failures };
+    if (decision.kind === 'dead_letter') {
+      this.deps.logger.error(log, 'attempts keep failing on the infrastructure; dead-lettering the run');
+      this.end(task, infrastructureFailure(error, failures));
+      return;
+    }
+    this.deps.logger.warn({ ...log, retryInMs: decision.at - now }, 'attempt failed on the infrastructure; the run is tried again here after a backoff');
+    const timer = setTimeout(() => {
+      this.backingOff.delete(task);
+      this.submit(task);
+    }, decision.at - now);
+    timer.unref();
+    this.backingOff.set(task, timer);
+  }
+
+  /**
+   * Dead-letters a run and reports it failed, trying again with capped backoff for as long as that
+   * fails (Kafka down): its record stays uncommitted meanwhile, so it is never lost, and the run
+   * ends as soon as Kafka is back. Counted as running, so `maxInFlight` bounds these too.
+   */
+  private end(task: DispatchTask, failure: RunFailure): void {
+    this.ending.add(task);
+    const done: Promise<void> = (async () => {
+      for (let tries = 0; !this.stopped && this.ending.has(task); tries++) {
+        try {
+          await this.deps.deadLetter(task, failure);
+          this.deps.onFinished(task);
+          return;
+        } catch (err) {
+          const waitMs = keepTryingDelayMs(tries, this.deps.infraRetry, this.random);
+          this.deps.logger.error({ err, runId: task.run.runId, reason: failure.reason, waitMs }, 'could not dead-letter the run; its record stays uncommitted and this is tried again');
+          await new Promise((r) => setTimeout(r, waitMs).unref());
+        }
+      }
+    })().finally(() => {
+      this.ending.delete(task);
+      this.running.delete(done);
+      this.pump();
+    });
     this.running.add(done);
   }
 }

@@ -7,6 +7,8 @@ import { buildDeadLetter, type DeadLetterSink } from '../dlq/dead-letter.js';
 import { fullJitterMs, nextRetryDelay } from './retry-policy.js';
 import { retryRecord } from './retry-enqueue.js';
 import { RetryBudget } from './retry-budget.js';
+import { checkResult, checkStepOutput, jsonBytes } from './output-bounds.js';
+import { InfrastructureError, resolveRunConfig, type InfraOperation, type RunFailure } from './run-faults.js';
 import { ownEntry } from '../config/lookup.js';
 import { groupId } from '../kafka/topics.js';
 import type { RunError, RunRequested, RunStatus, RunStatusChanged } from '../events/schemas.js';
@@ -88,6 +90,19 @@ type StepOutputs = Record<string, unknown>;
 const OUTCOME_PUBLISH_TRIES = 3;
 
 /**
+ * Awaits a call to Sluice's own infrastructure, naming the operation if it fails, so the dispatcher
+ * can repeat the attempt and the DLQ says what failed; a step error (a permit wait that reached the
+ * deadline) passes through as it is.
+ */
+async function infrastructure<T>(operation: InfraOperation, subject: string | undefined, call: () => Promise<T>): Promise<T> {
+  try {
+    return await call();
+  } catch (err) {
+    throw err instanceof StepError ? err : new InfrastructureError(operation, subject, err);
+  }
+}
+
+/**
  * Runs one attempt of a workflow step by step, emitting a status event per transition. The
  * outcome event is published (and acknowledged) before this resolves, because the caller commits
  * the record's offset on resolution: an unrecorded outcome must lead to redelivery, not loss.
@@ -133,16 +148,19 @@ export class RunExecutor {
     }
   }
 
+  /** Ends a run without further attempts: archived in the DLQ topic with its context, then reported failed. */
+  deadLetter(run: RunRequested, context: AttemptContext, failure: RunFailure): Promise<RunOutcome> {
+    return this.fail(run, context, failure.reason, `failed: ${failure.message}`, null, { code: failure.code, message: failure.message, retryable: failure.retryable });
+  }
+
   private async runSteps(run: RunRequested, context: AttemptContext): Promise<RunOutcome> {
-    const workflow = ownEntry(this.deps.config.workflows, run.workflow);
-    const tenant = ownEntry(this.deps.config.tenants, run.tenantId);
-    if (!workflow || !tenant) {
-      const what = workflow ? `tenant "${run.tenantId}"` : `workflow "${run.workflow}"`;
-      return this.fail(run, context, 'unknown_workflow', `failed: ${what} is no longer configured`, null, { code: 'unknown_workflow', message: `${what} is not configured on this processor`, retryable: false });
-    }
+    // The dispatcher ends such runs before they get here; this is for any other caller.
+    const configured = resolveRunConfig(this.deps.config, run);
+    if (!configured.ok) return this.deadLetter(run, context, configured.failure);
+    const { tenant, workflow } = configured;
     // Cancellation before expiry: the caller's explicit request is the more useful thing to report.
     if (await this.deps.cancellation.isCancelRequested(run.runId)) return this.cancel(run, 'before it started');
-    if (isExpired(run.deadline, this.now())) return this.expire(run, 'before it started');
+    if (isExpired(run.deadline, this.now())) return this.expire(run, context, 'before it started');
 
     let input: unknown;
     try {
@@ -152,6 +170,8 @@ export class RunExecutor {
     }
 
     const outputs: StepOutputs = {};
+    /** Bytes of the outputs kept so far, bounded by `processor.maxResultBytes`. */
+    let keptBytes = 0;
     const unavailable: Unavailability[] = [];
     let lastText: string | undefined;
     const steps = workflow.steps;
@@ -159,18 +179,17 @@ export class RunExecutor {
       if (i > 0 && (await this.deps.cancellation.isCancelRequested(run.runId))) {
         return this.cancel(run, `at the step boundary before step ${i + 1}/${steps.length} (${step.id})`);
       }
-      if (isExpired(run.deadline, this.now())) return this.expire(run, `before step ${i + 1}/${steps.length} (${step.id})`);
+      if (isExpired(run.deadline, this.now())) return this.expire(run, context, `before step ${i + 1}/${steps.length} (${step.id})`);
       const target = step.kind === 'llm' ? step.dependency : step.tool;
       await this.publishProgress(run, stepSequence(run.attempt, i), `running: step ${i + 1}/${steps.length} (${step.id}) calling ${target}`, step.id);
       const where = `step ${i + 1}/${steps.length} (${step.id})`;
+      let output: unknown;
+      let remembered: { output: unknown } | undefined;
       try {
-        const remembered = await this.deps.journal.recall(run.runId, step.id);
-        const output = remembered ? remembered.output : await this.callStep(run, step, input, outputs);
-        if (!remembered) await this.deps.journal.record(run.runId, step.id, output, run.deadline);
-        outputs[step.id] = output;
-        if (step.kind === 'llm') lastText = (output as { text: string }).text;
+        remembered = await this.deps.journal.recall(run.runId, step.id);
+        output = remembered ? remembered.output : await this.callStep(run, step, input, outputs);
       } catch (err) {
-        if (isExpired(run.deadline, this.now())) return this.expire(run, `during ${where}`);
+        if (isExpired(run.deadline, this.now())) return this.expire(run, context, `during ${where}`);
         let gone: Unavailability;
         if (err instanceof DependencyUnavailable) {
           this.deps.metrics.breakerRefusals.inc({ dependency: err.dependency });
@@ -193,15 +212,34 @@ export class RunExecutor {
           });
         }
         unavailable.push(gone);
-        if (fallback.kind === 'answer') return this.finishDegraded(run, steps, outputs, unavailable, fallback.text);
+        if (fallback.kind === 'answer') return this.finishDegraded(run, context, steps, outputs, unavailable, fallback.text);
         outputs[step.id] = { unavailable: true, reason: gone.reason };
+        continue;
       }
+      // Checked before the journal write: an output over its bound is not stored anywhere.
+      const bytes = jsonBytes(output);
+      const bound = checkStepOutput(bytes, keptBytes, this.deps.config.processor);
+      if (!bound.ok) return this.fail(run, context, 'non_retryable', `failed: ${where} — ${bound.message}`, step.id, { code: bound.code, message: `${where}: ${bound.message}`, retryable: false });
+      keptBytes += bytes;
+      if (!remembered) await this.deps.journal.record(run.runId, step.id, output, run.deadline);
+      outputs[step.id] = output;
+      if (step.kind === 'llm') lastText = (output as { text: string }).text;
     }
-    if (unavailable.length > 0) return this.finishDegraded(run, steps, outputs, unavailable, lastText ?? null);
+    if (unavailable.length > 0) return this.finishDegraded(run, context, steps, outputs, unavailable, lastText ?? null);
     // A list, not a map: Postgres jsonb does not keep key order, and step order is meaningful.
     const result = JSON.stringify({ text: lastText ?? null, degraded: false, steps: steps.map((s) => ({ id: s.id, output: outputs[s.id] })) });
     const seconds = ((this.now() - run.admittedAt) / 1000).toFixed(1);
-    return this.finish(run, 'completed', `completed: ${steps.length} steps, ${seconds} s after admission, attempt ${run.attempt}`, null, null, result);
+    return this.complete(run, context, `completed: ${steps.length} steps, ${seconds} s after admission, attempt ${run.attempt}`, result);
+  }
+
+  /**
+   * Reports a run completed with its result, unless the result cannot travel in a status event:
+   * then it fails clearly, since a status event over Kafka's message limit could never be produced.
+   */
+  private complete(run: RunRequested, context: AttemptContext, message: string, result: string): Promise<RunOutcome> {
+    const bound = checkResult(result, this.deps.config.processor);
+    if (!bound.ok) return this.fail(run, context, 'non_retryable', `failed: ${bound.message}`, null, { code: bound.code, message: bound.message, retryable: false });
+    return this.finish(run, 'completed', message, null, null, result);
   }
 
   /**
@@ -218,10 +256,10 @@ export class RunExecutor {
     return workflow.fallback ? { kind: 'answer', text: workflow.fallback.text } : { kind: 'fail' };
   }
 
-  private finishDegraded(run: RunRequested, steps: readonly StepConfig[], outputs: StepOutputs, unavailable: readonly Unavailability[], text: string | null): Promise<RunOutcome> {
+  private finishDegraded(run: RunRequested, context: AttemptContext, steps: readonly StepConfig[], outputs: StepOutputs, unavailable: readonly Unavailability[], text: string | null): Promise<RunOutcome> {
     const names = [...new Set(unavailable.map((u) => u.dependency))].join(', ');
     const result = JSON.stringify({ text, degraded: true, unavailable, steps: steps.filter((s) => s.id in outputs).map((s) => ({ id: s.id, output: outputs[s.id] })) });
-    return this.finish(run, 'completed', `completed degraded: ${names} unavailable; the answer says so (attempt ${run.attempt})`, null, null, result);
+    return this.complete(run, context, `completed degraded: ${names} unavailable; the answer says so (attempt ${run.attempt})`, result);
   }
 
   /** When the next run-level attempt may start, or undefined when the attempts are used up. */
@@ -247,7 +285,7 @@ export class RunExecutor {
     const now = this.now();
     const failures = context.priorFailures + (failure ? 1 : 0);
     const next = retryRecord(run, { dueAt, failures, error: { kind: reason, message }, firstFailureAt: context.firstFailureAt ?? now, now });
-    await this.deps.enqueueRetry(next.event, next.headers);
+    await infrastructure('retry_enqueue', undefined, () => this.deps.enqueueRetry(next.event, next.headers));
     this.deps.metrics.runRetries.inc({ reason });
     const why = reason === 'breaker_open' ? `waiting for ${dependency} (breaker open)` : `${dependency} failed (${message.slice(0, 200)})`;
     await this.finish(run, 'waiting_dependency', `${why}; attempt ${next.event.attempt} at ${new Date(dueAt).toISOString()}`, null, null);
@@ -256,6 +294,12 @@ export class RunExecutor {
 
   /** A failed run dies here: archived in the DLQ topic with its context, then reported failed. */
   private async fail(run: RunRequested, context: AttemptContext, reason: string, message: string, step: string | null, error: RunError): Promise<RunOutcome> {
+    await this.archive(run, context, reason, error);
+    return this.finish(run, 'failed', message, step, error);
+  }
+
+  /** Produces the run's original record to the DLQ topic with the failure context; resolves once acknowledged. */
+  private async archive(run: RunRequested, context: AttemptContext, reason: string, error: RunError): Promise<void> {
     const now = this.now();
     const failure = new Error(error.message);
     failure.name = error.code;
@@ -269,9 +313,8 @@ export class RunExecutor {
       lastFailureAt: now,
       run,
     });
-    await this.deps.deadLetters.publishDeadLetter(envelope, headers, this.deps.config.processor.produceTimeoutMs);
+    await infrastructure('dead_letter', undefined, () => this.deps.deadLetters.publishDeadLetter(envelope, headers, this.deps.config.processor.produceTimeoutMs));
     this.deps.metrics.deadLettered.inc({ topic: context.record.topic, reason });
-    return this.finish(run, 'failed', message, step, error);
   }
 
   /**
@@ -316,7 +359,7 @@ export class RunExecutor {
   private async admitCall(run: RunRequested, dependency: string, token: string): Promise<string | undefined> {
     const gate = gateRun({ runClass: run.class, deadline: run.deadline, needed: [dependency], views: new Map([[dependency, this.deps.board.view(dependency)]]), now: this.now(), minCallMs: MIN_USEFUL_CALL_MS, probeRoom: () => true });
     if (gate.kind !== 'go') throw new DependencyUnavailable(dependency, gate.until, gate.kind === 'wait');
-    const admission = await this.deps.breakers.admit(dependency, token);
+    const admission = await infrastructure('breaker_admission', dependency, () => this.deps.breakers.admit(dependency, token));
     if (admission.allowed) return admission.probe ? token : undefined;
     // Half-open with its probes taken: the verdict comes with their answers, and a failed probe
     // reopens it for openMs, so look again by then rather than at the probes' lease expiry.
@@ -349,7 +392,7 @@ export class RunExecutor {
     const { metrics } = this.deps;
     const depName = step.kind === 'llm' ? step.dependency : step.tool;
     this.budgetFor(depName, dep).recordCall();
-    const releasePermit = await this.deps.dependencyPermits.acquire(depName, run);
+    const releasePermit = await infrastructure('dependency_permit', depName, () => this.deps.dependencyPermits.acquire(depName, run));
     // Measured from after the permit: waiting for capacity is not the dependency's time.
     const timeoutMs = clampTimeout(dep.timeouts.totalMs, run.deadline, this.now());
     const callStarted = this.now();
@@ -384,8 +427,15 @@ export class RunExecutor {
     }
   }
 
-  private expire(run: RunRequested, when: string): Promise<RunOutcome> {
-    return this.finish(run, 'expired', `expired: the deadline ${new Date(run.deadline).toISOString()} passed ${when}`, null, { code: 'deadline_exceeded', message: `the deadline passed ${when}`, retryable: false });
+  /**
+   * A batch run that expires is archived in the DLQ first (reason `expired`): its work is still
+   * wanted, and a replay runs it with a fresh deadline window. An interactive one is only reported:
+   * its caller has stopped waiting, so a late answer is useless and replaying it would be wrong.
+   */
+  private async expire(run: RunRequested, context: AttemptContext, when: string): Promise<RunOutcome> {
+    const error: RunError = { code: 'deadline_exceeded', message: `the deadline passed ${when}`, retryable: false };
+    if (run.class === 'batch') await this.archive(run, context, 'expired', error);
+    return this.finish(run, 'expired', `expired: the deadline ${new Date(run.deadline).toISOString()} passed ${when}`, null, error);
   }
 
   private cancel(run: RunRequested, when: string): Promise<RunOutcome> {
@@ -414,7 +464,7 @@ export class RunExecutor {
         await this.deps.publishStatus(event);
         return status;
       } catch (err) {
-        if (attempt >= OUTCOME_PUBLISH_TRIES) throw err;
+        if (attempt >= OUTCOME_PUBLISH_TRIES) throw new InfrastructureError('outcome_publish', undefined, err);
         this.deps.logger.warn({ err, runId: run.runId, attempt }, 'could not publish the run outcome; trying again');
         await new Promise((r) => setTimeout(r, 500 * attempt));
       }

@@ -147,6 +147,7 @@ async function startProcessor(ctx: RoleContext, simulatorUrl: string): Promise<v
     codec: clients.codec,
     deadLetters: producer,
     execute: (run, context) => executor.execute(run, context),
+    deadLetterRun: (run, context, failure) => executor.deadLetter(run, context, failure),
     permits: unlimited ?? new RedisRunPermits(permitDeps),
     breakers: new RunBreakerGate(config, board),
     onHeld: (run, dependency, until) => void executor.publishHeld(run, dependency, until),

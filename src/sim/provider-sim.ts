@@ -34,7 +34,8 @@ export const SIMULATE_FAILURE_HEADER = 'x-simulate-failure';
 export const TENANT_HEADER = 'x-sluice-tenant';
 
 const BODY_LIMIT_BYTES = 1024 * 1024;
-const MAX_IDEMPOTENCY_KEYS = 50_000;
+/** The tool ledger's bounds: keys, one kept response, and keys plus kept responses together. */
+const LEDGER_BOUNDS: LedgerBounds = { maxKeys: 50_000, maxResponseBytes: 64 * 1024, maxTotalBytes: 64 * 1024 * 1024 };
 const MAX_IDEMPOTENCY_KEY_LENGTH = 256;
 const REPLY_SNIPPET_CHARS = 200;
 const STREAM_CHUNKS = 5;
@@ -80,7 +81,7 @@ export function createProviderSim(opts: ProviderSimOptions): FastifyInstance {
   if (unknownDefaults.length > 0) throw new Error(`provider-sim: defaults for unknown targets: ${unknownDefaults.join(', ')}`);
   const faults = new Map(baselines);
   const stats = new CallStats();
-  const ledger = new ToolLedger(MAX_IDEMPOTENCY_KEYS);
+  const ledger = new ToolLedger(LEDGER_BOUNDS);
 
   const logger: FastifyBaseLogger = opts.logger;
   const app = Fastify({
@@ -225,28 +226,63 @@ function baselineProfile(target: string, defaults: Partial<FaultProfile> | undef
   return { ...ZERO_PROFILE, ...parsed.value.patch };
 }
 
-/** Remembers each idempotency key's first response so a redelivered call has no second effect. */
+export interface LedgerBounds {
+  /** Idempotency keys remembered at most. */
+  maxKeys: number;
+  /** A first response larger than this (as JSON) is not kept, only its key. */
+  maxResponseBytes: number;
+  /** Bytes of keys and kept responses together. */
+  maxTotalBytes: number;
+}
+
+interface FirstDelivery {
+  /** The first response, or undefined when it was too large to keep. */
+  body: unknown;
+  kept: boolean;
+  /** What this entry counts against `maxTotalBytes`. */
+  bytes: number;
+}
+
+/**
+ * Remembers each idempotency key's first response so a redelivered call has no second effect.
+ * Responses echo caller data, so the ledger is bounded in bytes as well as keys: the oldest keys
+ * are forgotten first, and a response over `maxResponseBytes` is not kept at all, only its key.
+ * A repeat of such a key is still a duplicate (no second effect) but is answered afresh, which for
+ * these tools, a pure function of their input, is the first answer when the input is the same.
+ */
 export class ToolLedger {
-  private readonly firstResponses = new Map<string, unknown>();
+  private readonly first = new Map<string, FirstDelivery>();
+  private totalBytes = 0;
   private readonly sideEffects = new Map<string, number>();
   private readonly duplicates = new Map<string, number>();
 
-  constructor(private readonly maxKeys: number) {}
+  constructor(private readonly bounds: LedgerBounds) {}
 
   deliver(tool: string, key: string | undefined, respond: () => unknown): { body: unknown; replayed: boolean } {
     const slot = key === undefined ? undefined : JSON.stringify([tool, key]);
-    if (slot !== undefined && this.firstResponses.has(slot)) {
+    const earlier = slot === undefined ? undefined : this.first.get(slot);
+    if (earlier) {
       bump(this.duplicates, tool);
-      return { body: this.firstResponses.get(slot), replayed: true };
+      return { body: earlier.kept ? earlier.body : respond(), replayed: true };
     }
     const body = respond();
     bump(this.sideEffects, tool);
-    if (slot !== undefined) {
-      // Maps iterate in insertion order, so the first key is the oldest.
-      if (this.firstResponses.size >= this.maxKeys) this.firstResponses.delete(this.firstResponses.keys().next().value ?? '');
-      this.firstResponses.set(slot, body);
-    }
+    if (slot !== undefined) this.remember(slot, body);
     return { body, replayed: false };
+  }
+
+  private remember(slot: string, body: unknown): void {
+    const bodyBytes = Buffer.byteLength(JSON.stringify(body ?? null), 'utf8');
+    const kept = bodyBytes <= this.bounds.maxResponseBytes;
+    const bytes = Buffer.byteLength(slot, 'utf8') + (kept ? bodyBytes : 0);
+    // Maps iterate in insertion order, so the first keys are the oldest.
+    for (const [oldest, entry] of this.first) {
+      if (this.first.size < this.bounds.maxKeys && this.totalBytes + bytes <= this.bounds.maxTotalBytes) break;
+      this.first.delete(oldest);
+      this.totalBytes -= entry.bytes;
+    }
+    this.first.set(slot, { body: kept ? body : undefined, kept, bytes });
+    this.totalBytes += bytes;
   }
 
   counters(): Pick<ProviderSimStats, 'sideEffects' | 'duplicateDeliveries'> {

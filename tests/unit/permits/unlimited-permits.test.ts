@@ -5,7 +5,7 @@ import { createMetrics } from '../../../src/obs/metrics.js';
 import { UnlimitedPermits } from '../../../src/permits/unlimited-permits.js';
 import { RunDispatcher } from '../../../src/processors/run-dispatcher.js';
 import type { RunExecutorDeps } from '../../../src/processors/run-executor.js';
-import { ATTEMPT } from '../processors/fixtures.js';
+import { ATTEMPT, INFRA_RETRY } from '../processors/fixtures.js';
 
 const NOW = 1_800_000_000_000;
 
@@ -43,6 +43,8 @@ describe('UnlimitedPermits', () => {
       permits: new UnlimitedPermits(),
       execute: () => new Promise<void>((resolve) => finishers.push(resolve)),
       onFinished: () => undefined,
+      deadLetter: async () => undefined,
+      infraRetry: INFRA_RETRY,
       maxInFlight: 4,
       fallbackPollMs: 60_000,
       logger: createLogger('silent'),

@@ -5,7 +5,7 @@ import { createLogger } from '../../../src/obs/logger.js';
 import { createMetrics } from '../../../src/obs/metrics.js';
 import { RunDispatcher, type DispatchBreakers, type DispatchTask, type RunDispatcherDeps, type RunPermitAnswer, type RunPermitSource } from '../../../src/processors/run-dispatcher.js';
 import { isExpired, MIN_USEFUL_CALL_MS } from '../../../src/runs/deadline.js';
-import { ATTEMPT } from './fixtures.js';
+import { ATTEMPT, INFRA_RETRY } from './fixtures.js';
 
 const NOW = 1_800_000_000_000;
 const FAR = NOW + 3_600_000;
@@ -155,7 +155,9 @@ function setup(opts: { probes?: Record<string, number>; pollMs?: number; maxInFl
   const deps: RunDispatcherDeps = {
     permits: p.source,
     execute: ex.execute,
-    onFinished: (t, outcome) => finished.push(`${t.run.runId}:${outcome}`),
+    onFinished: (t) => finished.push(t.run.runId),
+    deadLetter: async () => undefined,
+    infraRetry: INFRA_RETRY,
     maxInFlight: opts.maxInFlight ?? 100,
     breakers: b.breakers,
     onHeld: (t, dependency, untilMs) => held.push({ runId: t.run.runId, dependency, until: untilMs }),
@@ -276,7 +278,7 @@ describe('RunDispatcher with breakers: holding', () => {
     await until(() => s.ex.expired.length === 2, 'the interactive run to expire');
     expect(s.ex.expired).toEqual(['late-batch', 'late-interactive']);
     expect(s.p.attempts).toEqual([]);
-    expect(s.finished.sort()).toEqual(['late-batch:done', 'late-interactive:done']);
+    expect(s.finished.sort()).toEqual(['late-batch', 'late-interactive']);
     expect(s.d.waiting).toBe(0);
     expect(s.d.heldByDependency().size).toBe(0);
   });
@@ -407,7 +409,7 @@ describe('RunDispatcher with breakers: probing', () => {
     s.ex.finish('r3');
     s.ex.finish('r4');
     await settle();
-    expect(s.finished.sort()).toEqual(['r0:done', 'r1:done', 'r2:done', 'r3:done', 'r4:done']);
+    expect(s.finished.sort()).toEqual(['r0', 'r1', 'r2', 'r3', 'r4']);
     // Every reservation was given back: a new run is judged with nobody probing.
     s.d.submit(task(run('last', 'tl')));
     await settle();
@@ -426,6 +428,9 @@ describe('RunDispatcher with breakers: probing', () => {
         if (r.runId === 'bad') throw new Error('outcome not recorded');
       },
       onFinished: () => undefined,
+      deadLetter: async () => undefined,
+      // Dead-lettered at its first failure, so it is not started again within the test.
+      infraRetry: { ...INFRA_RETRY, maxAttempts: 1 },
       maxInFlight: 10,
       breakers: b.breakers,
       fallbackPollMs: 60_000,

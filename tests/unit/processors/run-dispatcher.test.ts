@@ -2,8 +2,9 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { RunClass, RunRequested } from '../../../src/events/schemas.js';
 import { createLogger } from '../../../src/obs/logger.js';
 import { createMetrics } from '../../../src/obs/metrics.js';
-import { RunDispatcher, type RunPermitAnswer, type RunPermitSource } from '../../../src/processors/run-dispatcher.js';
-import { ATTEMPT } from './fixtures.js';
+import { RunDispatcher, type DispatchTask, type RunDispatcherDeps, type RunPermitAnswer, type RunPermitSource } from '../../../src/processors/run-dispatcher.js';
+import { InfrastructureError, type RunFailure } from '../../../src/processors/run-faults.js';
+import { ATTEMPT, INFRA_RETRY } from './fixtures.js';
 
 const NOW = 1_800_000_000_000;
 
@@ -70,16 +71,20 @@ afterEach(async () => {
   dispatcher = undefined;
 });
 
-function make(permits: RunPermitSource, execute: (r: RunRequested) => Promise<unknown>, maxInFlight = 100, finished: string[] = [], now = () => NOW) {
+function make(permits: RunPermitSource, execute: (r: RunRequested) => Promise<unknown>, maxInFlight = 100, finished: string[] = [], now = () => NOW, more: Partial<RunDispatcherDeps> = {}) {
   dispatcher = new RunDispatcher({
     permits,
     execute,
-    onFinished: (t, outcome) => finished.push(`${t.run.runId}:${outcome}`),
+    onFinished: (t) => finished.push(t.run.runId),
+    deadLetter: async () => undefined,
+    infraRetry: INFRA_RETRY,
     maxInFlight,
     fallbackPollMs: 60_000,
     logger: createLogger('silent'),
     metrics: createMetrics(),
     now,
+    random: () => 0,
+    ...more,
   });
   return dispatcher;
 }
@@ -145,16 +150,14 @@ describe('RunDispatcher', () => {
     expect(p.attempts).toEqual([]);
   });
 
-  it('reports each finished run once, and a failed outcome as failed', async () => {
+  it('reports each finished run once, and gives its permits back', async () => {
     const p = permitSource({ global: 10, perTenant: 10 });
     const finished: string[] = [];
-    const d = make(p.source, async (r) => {
-      if (r.runId === 'bad') throw new Error('outcome not recorded');
-    }, 10, finished);
-    d.submit({ run: run('good', 'a'), source: 'p0', offset: 0, context: ATTEMPT });
-    d.submit({ run: run('bad', 'b'), source: 'p0', offset: 1, context: ATTEMPT });
+    const d = make(p.source, async () => undefined, 10, finished);
+    d.submit({ run: run('one', 'a'), source: 'p0', offset: 0, context: ATTEMPT });
+    d.submit({ run: run('two', 'b'), source: 'p0', offset: 1, context: ATTEMPT });
     await settle();
-    expect(finished.sort()).toEqual(['bad:failed', 'good:done']);
+    expect(finished.sort()).toEqual(['one', 'two']);
     expect(p.held().total).toBe(0);
   });
 
@@ -176,5 +179,188 @@ describe('RunDispatcher', () => {
     await settle();
     expect(await d.stop(20)).toBe(1);
     dispatcher = undefined;
+  });
+});
+
+/** Waits until `check` holds (real timers: backoffs in these tests are a few ms), bounded. */
+async function until(check: () => boolean, what: string, timeoutMs = 2_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 2));
+  }
+}
+
+/** A dead-letter sink that records what it was asked to end, failing its first `failures` calls (Kafka down). */
+function deadLetterSink(failures = 0) {
+  const calls: { runId: string; failure: RunFailure }[] = [];
+  let left = failures;
+  return {
+    calls,
+    deadLetter: async (task: DispatchTask, failure: RunFailure) => {
+      calls.push({ runId: task.run.runId, failure });
+      if (left-- > 0) throw new Error('KafkaJSConnectionError: Connection error: connect ECONNREFUSED');
+    },
+  };
+}
+
+const redisDown = () => new InfrastructureError('breaker_admission', 'anthropic', new Error('Connection is closed.'));
+
+describe('RunDispatcher when the infrastructure fails (no run waits forever)', () => {
+  it('tries an attempt that failed on the infrastructure again after a backoff, and records its outcome once', async () => {
+    const p = permitSource({ global: 10, perTenant: 10 });
+    const finished: string[] = [];
+    const sink = deadLetterSink();
+    let calls = 0;
+    const d = make(p.source, async () => {
+      if (++calls === 1) throw redisDown();
+    }, 10, finished, () => NOW, { deadLetter: sink.deadLetter });
+    d.submit({ run: run('blip', 'a'), source: 'p0', offset: 0, context: ATTEMPT });
+    await until(() => finished.length > 0, 'the run to finish');
+    expect(calls).toBe(2);
+    expect(finished).toEqual(['blip']);
+    expect(sink.calls).toEqual([]);
+    expect(p.held().total).toBe(0);
+    expect(d.waiting).toBe(0);
+  });
+
+  it('dead-letters the run after infraRetry.maxAttempts failed attempts, naming the failing operation', async () => {
+    const p = permitSource({ global: 10, perTenant: 10 });
+    const finished: string[] = [];
+    const sink = deadLetterSink();
+    const metrics = createMetrics();
+    let calls = 0;
+    const d = make(p.source, async () => {
+      calls++;
+      throw redisDown();
+    }, 10, finished, () => NOW, { deadLetter: sink.deadLetter, metrics });
+    d.submit({ run: run('stuck', 'a'), source: 'p0', offset: 0, context: ATTEMPT });
+    await until(() => finished.length > 0, 'the run to be dead-lettered');
+    expect(calls).toBe(INFRA_RETRY.maxAttempts);
+    expect(finished).toEqual(['stuck']);
+    expect(sink.calls).toHaveLength(1);
+    expect(sink.calls[0]!.failure).toEqual({
+      reason: 'infrastructure_error',
+      code: 'infrastructure_error',
+      message: 'gave up after 3 failed attempts: asking the shared breaker for anthropic (Redis) failed: Connection is closed.',
+      retryable: true,
+    });
+    const counted = (await metrics.registry.getSingleMetricAsString('sluice_processor_infra_failures_total')).split('\n').filter((l) => !l.startsWith('#'));
+    expect(counted.sort()).toEqual([
+      'sluice_processor_infra_failures_total{operation="breaker_admission",decision="dead_letter"} 1',
+      'sluice_processor_infra_failures_total{operation="breaker_admission",decision="retry"} 2',
+    ]);
+  });
+
+  it('treats any other error escaping an attempt (a processor fault) the same way', async () => {
+    const sink = deadLetterSink();
+    const finished: string[] = [];
+    make(permitSource({ global: 10, perTenant: 10 }).source, async () => {
+      throw new RangeError('step index out of range');
+    }, 10, finished, () => NOW, { deadLetter: sink.deadLetter }).submit({ run: run('bug', 'a'), source: 'p0', offset: 0, context: ATTEMPT });
+    await until(() => finished.length > 0, 'the run to be dead-lettered');
+    expect(sink.calls[0]!.failure.message).toBe('gave up after 3 failed attempts: running the attempt (processor) failed: step index out of range');
+  });
+
+  it('a run-permit request that fails (Redis down) backs off and asks again; the run is not lost', async () => {
+    const p = permitSource({ global: 10, perTenant: 10 });
+    let failures = 1;
+    const flaky: RunPermitSource = { ...p.source, tryAcquire: async (r) => (failures-- > 0 ? Promise.reject(new Error('Command timed out')) : p.source.tryAcquire(r)) };
+    const ex = controllableExecutor();
+    const d = make(flaky, ex.execute);
+    d.submit({ run: run('r', 'a'), source: 'p0', offset: 0, context: ATTEMPT });
+    await until(() => ex.started.length > 0, 'the run to start');
+    expect(ex.started).toEqual(['r']);
+    expect(d.waiting).toBe(0);
+  });
+
+  it('dead-letters a run whose permits could never be asked for, without running it', async () => {
+    const down: RunPermitSource = { tryAcquire: async () => Promise.reject(new Error('Command timed out')), onWake: () => () => undefined };
+    const sink = deadLetterSink();
+    const finished: string[] = [];
+    const ex = controllableExecutor();
+    make(down, ex.execute, 10, finished, () => NOW, { deadLetter: sink.deadLetter }).submit({ run: run('r', 'a'), source: 'p0', offset: 0, context: ATTEMPT });
+    await until(() => finished.length > 0, 'the run to be dead-lettered');
+    expect(ex.started).toEqual([]);
+    expect(sink.calls[0]!.failure.message).toBe('gave up after 3 failed attempts: taking run permits (Redis) failed: Command timed out');
+  });
+
+  it('keeps trying to dead-letter while that fails (Kafka down), and reports the run finished only once it succeeded', async () => {
+    const sink = deadLetterSink(4);
+    const finished: string[] = [];
+    const d = make(permitSource({ global: 10, perTenant: 10 }).source, async () => {
+      throw redisDown();
+    }, 10, finished, () => NOW, { deadLetter: sink.deadLetter });
+    d.submit({ run: run('r', 'a'), source: 'p0', offset: 0, context: ATTEMPT });
+    await until(() => finished.length > 0, 'the run to be dead-lettered');
+    expect(sink.calls).toHaveLength(5);
+    expect(finished).toEqual(['r']);
+    expect(d.inFlight).toBe(0);
+  });
+
+  it('dead-letters a run of an unknown tenant or workflow at once, without asking for permits or running it', async () => {
+    const p = permitSource({ global: 10, perTenant: 10 });
+    const ex = controllableExecutor();
+    const sink = deadLetterSink();
+    const finished: string[] = [];
+    const gone: RunFailure = { reason: 'unknown_tenant', code: 'unknown_tenant', message: 'tenant "gone" is not configured on this processor', retryable: false };
+    const d = make(p.source, ex.execute, 10, finished, () => NOW, { deadLetter: sink.deadLetter, unconfigured: (r) => (r.tenantId === 'gone' ? gone : undefined) });
+    d.submit({ run: run('orphan', 'gone'), source: 'p0', offset: 0, context: ATTEMPT });
+    d.submit({ run: run('fine', 'a'), source: 'p0', offset: 1, context: ATTEMPT });
+    await until(() => finished.length > 0, 'the orphan to be dead-lettered');
+    expect(sink.calls).toEqual([{ runId: 'orphan', failure: gone }]);
+    expect(p.attempts).toEqual(['fine']);
+    expect(ex.started).toEqual(['fine']);
+    expect(finished).toEqual(['orphan']);
+  });
+
+  it('stop() drops runs backing off (redelivered from the uncommitted offset) and tries nothing more', async () => {
+    let calls = 0;
+    const d = make(permitSource({ global: 10, perTenant: 10 }).source, async () => {
+      calls++;
+      throw redisDown();
+    }, 10, [], () => NOW, { infraRetry: { maxAttempts: 3, baseMs: 50, capMs: 50 }, random: () => 0.99 });
+    d.submit({ run: run('r', 'a'), source: 'p0', offset: 0, context: ATTEMPT });
+    await until(() => calls === 1 && d.waiting === 1, 'the first failure');
+    expect(await d.stop(0)).toBe(0);
+    dispatcher = undefined;
+    await new Promise((r) => setTimeout(r, 80));
+    expect(calls).toBe(1);
+  });
+
+  it('forget() drops a revoked partition\'s runs backing off and gives up dead-lettering them', async () => {
+    const sink = deadLetterSink(Number.MAX_SAFE_INTEGER);
+    const finished: string[] = [];
+    let calls = 0;
+    const d = make(permitSource({ global: 10, perTenant: 10 }).source, async (r) => {
+      calls++;
+      if (r.runId === 'b') throw redisDown();
+    }, 10, finished, () => NOW, { deadLetter: sink.deadLetter, infraRetry: { maxAttempts: 1, baseMs: 5, capMs: 5 }, unconfigured: (r) => (r.tenantId === 'gone' ? { reason: 'unknown_tenant', code: 'unknown_tenant', message: 'x', retryable: false } : undefined) });
+    d.submit({ run: run('a', 'gone'), source: 'p0', offset: 0, context: ATTEMPT });
+    d.submit({ run: run('b', 'b'), source: 'p1', offset: 0, context: ATTEMPT });
+    await until(() => sink.calls.some((c) => c.runId === 'a') && sink.calls.some((c) => c.runId === 'b'), 'both dead-letters to be tried');
+    expect(d.inFlight).toBe(2);
+    d.forget(() => true);
+    await until(() => d.inFlight === 0, 'the dead-letter loops to give up');
+    expect(finished).toEqual([]);
+    expect(calls).toBe(1);
+  });
+
+  it('every run ends, whatever fails and how often: none stays queued or running', async () => {
+    let seed = 7;
+    const random = () => ((seed = (seed * 16807) % 2147483647) / 2147483647);
+    const p = permitSource({ global: 5, perTenant: 2 });
+    const flaky: RunPermitSource = { ...p.source, tryAcquire: async (r) => (random() < 0.3 ? Promise.reject(new Error('Command timed out')) : p.source.tryAcquire(r)) };
+    const sink = { calls: 0, deadLetter: async () => (++sink.calls, random() < 0.5 ? Promise.reject(new Error('Kafka down')) : undefined) };
+    const finished: string[] = [];
+    const d = make(flaky, async () => {
+      if (random() < 0.5) throw redisDown();
+    }, 4, finished, () => NOW, { deadLetter: sink.deadLetter });
+    for (let i = 0; i < 40; i++) d.submit({ run: run(`r${i}`, `t${i % 5}`), source: 'p0', offset: i, context: ATTEMPT });
+    await until(() => finished.length === 40, 'every run to end', 10_000);
+    expect(new Set(finished).size).toBe(40);
+    expect(d.waiting).toBe(0);
+    expect(d.inFlight).toBe(0);
+    expect(p.held().total).toBe(0);
   });
 });

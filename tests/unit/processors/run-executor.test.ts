@@ -5,8 +5,10 @@ import type { RunRequested, RunStatusChanged } from '../../../src/events/schemas
 import { heldSequence } from '../../../src/runs/status-sequence.js';
 import { createLogger } from '../../../src/obs/logger.js';
 import { createMetrics } from '../../../src/obs/metrics.js';
-import { RunExecutor } from '../../../src/processors/run-executor.js';
+import { RunExecutor, type RunExecutorDeps } from '../../../src/processors/run-executor.js';
+import { InfrastructureError } from '../../../src/processors/run-faults.js';
 import { toStepError } from '../../../src/processors/steps/llm-call.js';
+import { StepError } from '../../../src/processors/steps/step-error.js';
 import type { BreakerView } from '../../../src/breakers/breaker-gate.js';
 import type { BreakerAdmission } from '../../../src/breakers/breaker-store.js';
 import type { DeadLetterEnvelope } from '../../../src/events/schemas.js';
@@ -29,7 +31,7 @@ const run: RunRequested = {
 };
 
 /** An executor whose LLM answers at once (or fails as `llmFailures` says) and whose tools must never be called. */
-function executor(cancelAnswers: boolean[], journal: Map<string, unknown> = new Map(), llmFailures: Error[] = [], config = loadConfig({ env: {} }), opts: { breaker?: BreakerView; admit?: BreakerAdmission[]; tool?: () => Promise<unknown> } = {}) {
+function executor(cancelAnswers: boolean[], journal: Map<string, unknown> = new Map(), llmFailures: Error[] = [], config = loadConfig({ env: {} }), opts: { breaker?: BreakerView; admit?: BreakerAdmission[]; llmText?: string; deps?: Partial<RunExecutorDeps> } = {}) {
   const published: RunStatusChanged[] = [];
   const retries: { run: RunRequested; headers: Record<string, string> }[] = [];
   const deadLetters: { envelope: DeadLetterEnvelope; headers: Record<string, string> }[] = [];
@@ -43,7 +45,7 @@ function executor(cancelAnswers: boolean[], journal: Map<string, unknown> = new 
       llmCalls++;
       const failure = llmFailures.shift();
       if (failure) throw toStepError('anthropic', failure);
-      return { text: 'ok', model: 'sim', stopReason: 'end_turn', usage: { inputTokens: 1, outputTokens: 1 } };
+      return { text: opts.llmText ?? 'ok', model: 'sim', stopReason: 'end_turn', usage: { inputTokens: 1, outputTokens: 1 } };
     },
     simulatorUrl: 'http://127.0.0.1:1',
     publishStatus: async (e) => void published.push(e),
@@ -67,6 +69,7 @@ function executor(cancelAnswers: boolean[], journal: Map<string, unknown> = new 
     logger: createLogger('silent'),
     now: () => NOW,
     random: () => 0,
+    ...opts.deps,
   });
   return { exec, published, retries, deadLetters, recorded, metrics, llmCalls: () => llmCalls, checks: () => checks };
 }
@@ -287,5 +290,189 @@ describe('RunExecutor and the shared breakers', () => {
     await exec.publishHeld(run, 'anthropic', NOW + 5_000);
     expect(published[0]).toMatchObject({ status: 'waiting_dependency', sequence: heldSequence(1) });
     expect(published[0]!.message).toBe(`waiting for anthropic (breaker open); next probe at ${new Date(NOW + 5_000).toISOString()}`);
+  });
+});
+
+describe('RunExecutor at a deadline: batch expiries are archived, interactive ones only reported', () => {
+  const batch: RunRequested = { ...run, workflow: 'report-digest', class: 'batch' };
+
+  it('dead-letters an expired batch run (reason expired, original bytes) before publishing expired', async () => {
+    const order: string[] = [];
+    const { exec, metrics } = executor([], new Map(), [], undefined, {
+      deps: {
+        publishStatus: async (e) => void order.push(`status:${e.status}`),
+        deadLetters: { publishDeadLetter: async (envelope, headers) => void order.push(`dlq:${headers['sluice-dlt-reason']}:${envelope.payload.toString()}`) },
+      },
+    });
+    expect(await exec.execute({ ...batch, deadline: NOW - 1 }, ATTEMPT)).toBe('expired');
+    expect(order).toEqual(['dlq:expired:original bytes', 'status:expired']);
+    expect(await metrics.registry.getSingleMetricAsString('sluice_dead_letters_total')).toContain('sluice_dead_letters_total{topic="sluice.runs.interactive",reason="expired"} 1');
+  });
+
+  it('archives the failure context a replay and an operator need', async () => {
+    const { exec, published, deadLetters } = executor([]);
+    expect(await exec.execute({ ...batch, deadline: NOW }, { ...ATTEMPT, priorFailures: 2, firstFailureAt: NOW - 90_000 })).toBe('expired');
+    expect(deadLetters).toHaveLength(1);
+    expect(deadLetters[0]!.envelope).toMatchObject({ runId: run.runId, tenantId: 'tenant-a', workflow: 'report-digest', errorClass: 'deadline_exceeded', errorMessage: 'the deadline passed before it started', firstFailureAt: NOW - 90_000 });
+    expect(published.at(-1)).toMatchObject({ status: 'expired', error: { code: 'deadline_exceeded' } });
+  });
+
+  it('dead-letters a batch run whose deadline passes during a step', async () => {
+    let now = NOW;
+    const { exec, deadLetters, published } = executor([], new Map(), [], undefined, {
+      deps: {
+        now: () => now,
+        llm: async () => {
+          now = batch.deadline + 1;
+          throw toStepError('anthropic', Anthropic.APIError.generate(529, {}, 'busy', new Headers()));
+        },
+      },
+    });
+    expect(await exec.execute(batch, ATTEMPT)).toBe('expired');
+    expect(deadLetters[0]!.headers['sluice-dlt-reason']).toBe('expired');
+    expect(deadLetters[0]!.envelope.errorMessage).toBe('the deadline passed during step 1/5 (plan)');
+    expect(published.at(-1)!.status).toBe('expired');
+  });
+
+  it('only reports an expired interactive run: a late answer is useless, so there is nothing to replay', async () => {
+    const { exec, published, deadLetters } = executor([]);
+    expect(await exec.execute({ ...run, deadline: NOW - 1 }, ATTEMPT)).toBe('expired');
+    expect(deadLetters).toHaveLength(0);
+    expect(published.at(-1)).toMatchObject({ status: 'expired', error: { code: 'deadline_exceeded' } });
+  });
+});
+
+describe('RunExecutor with a tenant or workflow no longer configured', () => {
+  it('dead-letters the run as unknown_tenant or unknown_workflow, calling nothing', async () => {
+    for (const [r, reason, message] of [
+      [{ ...run, tenantId: 'tenant-gone' }, 'unknown_tenant', 'tenant "tenant-gone" is not configured on this processor'],
+      [{ ...run, workflow: 'retired-flow' }, 'unknown_workflow', 'workflow "retired-flow" is not configured on this processor'],
+    ] as const) {
+      const { exec, published, deadLetters, llmCalls } = executor([]);
+      expect(await exec.execute(r, ATTEMPT)).toBe('failed');
+      expect(llmCalls()).toBe(0);
+      expect(deadLetters[0]!.headers['sluice-dlt-reason']).toBe(reason);
+      expect(published).toHaveLength(1);
+      expect(published[0]).toMatchObject({ status: 'failed', message: `failed: ${message}`, error: { code: reason, message, retryable: false } });
+    }
+  });
+
+  it('deadLetter() ends any run the same way: archived with the given reason, then failed', async () => {
+    const { exec, published, deadLetters } = executor([]);
+    const failure = { reason: 'infrastructure_error', code: 'infrastructure_error', message: 'gave up after 8 failed attempts: taking run permits (Redis) failed: Command timed out', retryable: true };
+    expect(await exec.deadLetter(run, ATTEMPT, failure)).toBe('failed');
+    expect(deadLetters[0]!.headers).toMatchObject({ 'sluice-dlt-reason': 'infrastructure_error', 'sluice-dlt-exception-message': failure.message });
+    expect(deadLetters[0]!.envelope.payload.toString()).toBe('original bytes');
+    expect(published.at(-1)).toMatchObject({ status: 'failed', sequence: terminalSequence(1), error: { code: 'infrastructure_error', message: failure.message, retryable: true } });
+  });
+});
+
+describe('RunExecutor names the infrastructure call that failed, so the attempt can be repeated', () => {
+  const failing = (message: string) => async () => Promise.reject(new Error(message));
+  const rejection = async (p: Promise<unknown>) => p.then(() => undefined, (err: unknown) => err);
+
+  it('the shared breaker (Redis) during admission', async () => {
+    const { exec, llmCalls, deadLetters } = executor([], new Map(), [], undefined, { deps: { breakers: { admit: failing('Connection is closed.'), record: async () => ({ state: 'closed', changed: false }) } } });
+    const err = await rejection(exec.execute(run, ATTEMPT));
+    expect(err).toBeInstanceOf(InfrastructureError);
+    expect(err).toMatchObject({ operation: 'breaker_admission', message: 'asking the shared breaker for anthropic (Redis) failed: Connection is closed.' });
+    expect(llmCalls()).toBe(0);
+    expect(deadLetters).toHaveLength(0);
+  });
+
+  it('a dependency permit (Redis), while a permit wait that reached the deadline still expires the run', async () => {
+    const { exec } = executor([], new Map(), [], undefined, { deps: { dependencyPermits: { acquire: failing('Command timed out') } } });
+    expect(await rejection(exec.execute(run, ATTEMPT))).toMatchObject({ operation: 'dependency_permit', message: 'taking a dependency permit for anthropic (Redis) failed: Command timed out' });
+    let now = NOW;
+    const late = executor([], new Map(), [], undefined, {
+      deps: {
+        now: () => now,
+        dependencyPermits: {
+          acquire: async () => {
+            now = run.deadline;
+            throw new StepError('deadline', 'anthropic', 'anthropic: no permit before the deadline (16/16 in use)', false);
+          },
+        },
+      },
+    });
+    expect(await late.exec.execute(run, ATTEMPT)).toBe('expired');
+  });
+
+  it('the retry topic (Kafka)', async () => {
+    const overloaded = () => Anthropic.APIError.generate(529, {}, 'busy', new Headers());
+    const { exec } = executor([], new Map(), [overloaded(), overloaded()], undefined, { deps: { enqueueRetry: failing('KafkaJSRequestTimeoutError') } });
+    expect(await rejection(exec.execute(run, ATTEMPT))).toMatchObject({ operation: 'retry_enqueue', message: 'producing the next attempt to the retry topic (Kafka) failed: KafkaJSRequestTimeoutError' });
+  });
+
+  it('the DLQ topic (Kafka): the run is not reported failed before its dead letter is acknowledged', async () => {
+    const { exec, published } = executor([], new Map(), [], undefined, { deps: { deadLetters: { publishDeadLetter: failing('KafkaJSConnectionError') } } });
+    expect(await rejection(exec.execute({ ...run, tenantId: 'tenant-gone' }, ATTEMPT))).toMatchObject({ operation: 'dead_letter', message: 'producing to the DLQ topic (Kafka) failed: KafkaJSConnectionError' });
+    expect(published).toHaveLength(0);
+  });
+
+  it('the outcome event (Kafka), after its own three tries', async () => {
+    let tries = 0;
+    const { exec } = executor([], new Map(), [], undefined, {
+      deps: {
+        publishStatus: async (e) => {
+          if (e.status !== 'running') tries++;
+          if (e.status !== 'running') throw new Error('KafkaJSNumberOfRetriesExceeded');
+        },
+      },
+    });
+    expect(await rejection(exec.execute({ ...run, tenantId: 'tenant-a' }, ATTEMPT))).toMatchObject({ operation: 'outcome_publish', message: 'publishing the run outcome (Kafka) failed: KafkaJSNumberOfRetriesExceeded' });
+    expect(tries).toBe(3);
+  }, 10_000);
+});
+
+describe('RunExecutor bounds what it keeps of step outputs', () => {
+  const bounded = (maxStepOutputBytes: number, maxResultBytes: number) => {
+    const config = loadConfig({ env: {} });
+    config.processor.maxStepOutputBytes = maxStepOutputBytes;
+    config.processor.maxResultBytes = maxResultBytes;
+    return config;
+  };
+
+  it('fails the run with output_too_large when a step answers more than maxStepOutputBytes, and stores nothing of it', async () => {
+    const journal = new Map<string, unknown>();
+    const { exec, published, deadLetters } = executor([], journal, [], bounded(2_048, 100_000), { llmText: 'x'.repeat(2_100) });
+    expect(await exec.execute(run, ATTEMPT)).toBe('failed');
+    expect(journal.size).toBe(0);
+    const message = 'step 1/3 (understand): its output is 2168 bytes, over the bound of 2048 (processor.maxStepOutputBytes)';
+    expect(published.at(-1)).toMatchObject({ status: 'failed', step: 'understand', result: null, error: { code: 'output_too_large', message, retryable: false } });
+    expect(deadLetters[0]!.headers['sluice-dlt-reason']).toBe('non_retryable');
+  });
+
+  it('keeps an output exactly at the bound', async () => {
+    const journal = new Map<string, unknown>([['lookup-order', { orderId: '42' }]]);
+    const { exec } = executor([], journal, [], bounded(2_168, 100_000), { llmText: 'x'.repeat(2_100) });
+    expect(await exec.execute(run, ATTEMPT)).toBe('completed');
+    expect(journal.size).toBe(3);
+  });
+
+  it('applies the bound to an output recalled from the journal too (the bound may have been lowered since)', async () => {
+    const journal = new Map<string, unknown>([['understand', { text: 'y'.repeat(5_000) }]]);
+    const { exec, published, llmCalls } = executor([], journal, [], bounded(2_048, 100_000));
+    expect(await exec.execute(run, ATTEMPT)).toBe('failed');
+    expect(llmCalls()).toBe(0);
+    expect(published.at(-1)!.error).toMatchObject({ code: 'output_too_large' });
+  });
+
+  it('fails with result_too_large as soon as the outputs together pass maxResultBytes, before calling further steps', async () => {
+    const journal = new Map<string, unknown>([['lookup-order', { orderId: '4'.repeat(1_100) }]]);
+    const { exec, published, llmCalls } = executor([], journal, [], bounded(2_048, 3_000), { llmText: 'x'.repeat(1_900) });
+    expect(await exec.execute(run, ATTEMPT)).toBe('failed');
+    expect(published.at(-1)).toMatchObject({ step: 'lookup-order', error: { code: 'result_too_large', retryable: false } });
+    expect(published.at(-1)!.error!.message).toMatch(/^step 2\/3 \(lookup-order\): the step outputs so far are \d+ bytes, over the bound of 3000/);
+    expect(llmCalls()).toBe(1);
+    expect([...journal.keys()].sort()).toEqual(['lookup-order', 'understand']);
+  });
+
+  it('fails with result_too_large when the result as a whole (with the answer text) would not fit in a status event', async () => {
+    const journal = new Map<string, unknown>([['understand', { text: 'a' }], ['lookup-order', { orderId: '42' }], ['reply', { text: 'z'.repeat(2_000) }]]);
+    const { exec, published } = executor([], journal, [], bounded(2_048, 3_000));
+    expect(await exec.execute(run, ATTEMPT)).toBe('failed');
+    expect(published.at(-1)).toMatchObject({ status: 'failed', step: null, result: null, error: { code: 'result_too_large' } });
+    expect(published.at(-1)!.error!.message).toMatch(/^the result is \d+ bytes, over the bound of 3000 \(processor\.maxResultBytes\)$/);
   });
 });

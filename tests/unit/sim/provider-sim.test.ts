@@ -421,7 +421,7 @@ describe('demo tools', () => {
   });
 
   it('forgets the oldest key once the ledger is full', () => {
-    const ledger = new ToolLedger(2);
+    const ledger = new ToolLedger({ maxKeys: 2, maxResponseBytes: 1_000, maxTotalBytes: 1_000_000 });
     const respond = (body: string) => () => body;
     ledger.deliver('notify', 'a', respond('first a'));
     ledger.deliver('notify', 'b', respond('first b'));
@@ -430,6 +430,57 @@ describe('demo tools', () => {
     expect(ledger.deliver('notify', 'a', respond('second a'))).toEqual({ body: 'second a', replayed: false });
     expect(ledger.deliver('report', 'a', respond('report a'))).toEqual({ body: 'report a', replayed: false });
     expect(ledger.counters()).toEqual({ sideEffects: { notify: 4, report: 1 }, duplicateDeliveries: { notify: 1 } });
+  });
+
+  /** A slot is JSON.stringify([tool, key]): ["notify","a"] is 14 bytes; a body of n x's is n + 2. */
+  const body = (n: number) => () => 'x'.repeat(n);
+
+  it('forgets the oldest keys once the kept bytes would pass maxTotalBytes', () => {
+    // Each entry costs 14 + 52 = 66 bytes: two fit in 140, a third pushes the oldest out.
+    const ledger = new ToolLedger({ maxKeys: 100, maxResponseBytes: 1_000, maxTotalBytes: 140 });
+    ledger.deliver('notify', 'a', body(50));
+    ledger.deliver('notify', 'b', body(50));
+    expect(ledger.deliver('notify', 'a', body(1))).toEqual({ body: 'x'.repeat(50), replayed: true });
+    ledger.deliver('notify', 'c', body(50));
+    expect(ledger.deliver('notify', 'a', body(1))).toEqual({ body: 'x', replayed: false });
+    expect(ledger.deliver('notify', 'c', body(1))).toEqual({ body: 'x'.repeat(50), replayed: true });
+  });
+
+  it('forgets as many old keys as one large response needs', () => {
+    const ledger = new ToolLedger({ maxKeys: 100, maxResponseBytes: 1_000, maxTotalBytes: 200 });
+    for (const key of ['a', 'b', 'c', 'd', 'e']) ledger.deliver('notify', key, body(10));
+    // Five entries of 14 + 12 = 26 bytes; f costs 14 + 152 = 166, and only e still fits beside it.
+    ledger.deliver('notify', 'f', body(150));
+    expect(ledger.deliver('notify', 'f', body(0)).replayed).toBe(true);
+    expect(ledger.deliver('notify', 'e', body(0)).replayed).toBe(true);
+    expect(ledger.deliver('notify', 'd', body(0)).replayed).toBe(false);
+  });
+
+  it('keeps only the key of a response over maxResponseBytes: a repeat has no second effect and is answered afresh', () => {
+    const ledger = new ToolLedger({ maxKeys: 100, maxResponseBytes: 100, maxTotalBytes: 1_000 });
+    let effects = 0;
+    const echo = (text: string) => () => (effects++, text);
+    expect(ledger.deliver('notify', 'big', echo('y'.repeat(99)))).toEqual({ body: 'y'.repeat(99), replayed: false });
+    expect(ledger.deliver('notify', 'big', echo('y'.repeat(99)))).toEqual({ body: 'y'.repeat(99), replayed: true });
+    expect(ledger.counters()).toEqual({ sideEffects: { notify: 1 }, duplicateDeliveries: { notify: 1 } });
+    // Only the key counted: 900 more bytes of kept responses still fit.
+    ledger.deliver('notify', 'k1', body(98));
+    expect(ledger.deliver('notify', 'big', body(1)).replayed).toBe(true);
+    expect(effects).toBe(2);
+  });
+
+  it('keeps a response of exactly maxResponseBytes', () => {
+    const ledger = new ToolLedger({ maxKeys: 100, maxResponseBytes: 100, maxTotalBytes: 1_000 });
+    ledger.deliver('notify', 'k', body(98));
+    expect(ledger.deliver('notify', 'k', body(1))).toEqual({ body: 'x'.repeat(98), replayed: true });
+  });
+
+  it('never holds more than maxTotalBytes however many large responses arrive', () => {
+    const ledger = new ToolLedger({ maxKeys: 1_000_000, maxResponseBytes: 10_000, maxTotalBytes: 50_000 });
+    for (let i = 0; i < 1_000; i++) ledger.deliver('report', `k${i}`, body(9_000));
+    // Each entry costs 17 + 9,002 bytes: the five newest fit in 50,000, a sixth would not.
+    for (let i = 999; i >= 995; i--) expect(ledger.deliver('report', `k${i}`, body(0)).replayed).toBe(true);
+    expect(ledger.deliver('report', 'k994', body(0)).replayed).toBe(false);
   });
 });
 
