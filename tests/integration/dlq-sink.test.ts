@@ -1,5 +1,4 @@
 import { spawn } from 'node:child_process';
-import { createServer, connect, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -13,6 +12,7 @@ import { loadConfig } from '../../src/config/load.js';
 import { createLogger } from '../../src/obs/logger.js';
 import { EventProducer } from '../../src/producers/event-producer.js';
 import { packageRoot } from '../../src/util/package-root.js';
+import { postgresProxy } from '../support/postgres-proxy.js';
 import { ADMIN_KEY, TENANT_A_KEY, TENANT_C_KEY, eventually, freePort, http, startSluice, testNamespace, waitForStatus, writeTestConfig, type SluiceProcess } from './harness.js';
 
 /** The compiled CLI, run as an operator would, against the test's infrastructure and namespace. */
@@ -70,38 +70,6 @@ async function produceDeadLetters(namespace: string, count: number): Promise<str
     await producer.close();
   }
   return origin;
-}
-
-/** A TCP hop in front of the real Postgres that the test can cut, as a network outage would. */
-async function postgresProxy(): Promise<{ url: string; cut: () => Promise<void>; restore: () => Promise<void>; close: () => Promise<void> }> {
-  const target = new URL(inject('infra').databaseUrl);
-  const port = await freePort();
-  const sockets = new Set<Socket>();
-  let server: Server;
-  const listen = () =>
-    new Promise<void>((resolve) => {
-      server = createServer((client) => {
-        const upstream = connect(Number(target.port || 5432), target.hostname);
-        for (const s of [client, upstream]) {
-          sockets.add(s);
-          s.on('close', () => sockets.delete(s));
-          s.on('error', () => s.destroy());
-        }
-        client.pipe(upstream).pipe(client);
-      });
-      server.listen(port, '127.0.0.1', () => resolve());
-    });
-  const cut = async () => {
-    await new Promise<void>((resolve) => {
-      server.close(() => resolve());
-      for (const s of sockets) s.destroy();
-    });
-  };
-  await listen();
-  const url = new URL(inject('infra').databaseUrl);
-  url.hostname = '127.0.0.1';
-  url.port = String(port);
-  return { url: url.toString(), cut, restore: listen, close: cut };
 }
 
 describe('DLQ sink: failed runs and poison come to rest in Postgres', () => {
@@ -223,7 +191,7 @@ describe('DLQ sink: crashes and outages lose nothing and duplicate nothing', () 
 
   it('keeps every dead letter through a 20 s Postgres outage and archives them once it is back', async () => {
     const namespace = testNamespace('dlq-outage');
-    const proxy = await postgresProxy();
+    const proxy = await postgresProxy(inject('infra').databaseUrl);
     const configPath = writeTestConfig({ dlqSink: { batchSize: 50 } });
     const sink = await startSluice({ configPath, roles: 'dlq-sink', namespace, env: { DATABASE_URL: proxy.url } });
     try {
