@@ -22,7 +22,8 @@ export function testNamespace(label: string): string {
 
 type Json = Record<string, unknown>;
 
-function deepMerge(base: Json, patch: Json): Json {
+/** `patch` over `base`, objects merged key by key, anything else replaced. */
+export function deepMerge(base: Json, patch: Json): Json {
   const out: Json = { ...base };
   for (const [k, v] of Object.entries(patch)) {
     const b = out[k];
