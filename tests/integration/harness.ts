@@ -46,6 +46,7 @@ export interface SluiceProcess {
   /** Every JSON log line so far. */
   logs: Json[];
   stdout: () => string;
+  stderr: () => string;
   waitForLog: (predicate: (line: Json) => boolean, timeoutMs?: number) => Promise<Json>;
   /** SIGTERM and wait for exit; returns the exit code. */
   stop: (timeoutMs?: number) => Promise<number | null>;
@@ -118,6 +119,7 @@ export async function startSluice(opts: { configPath: string; roles: string; nam
     child,
     logs,
     stdout: () => raw,
+    stderr: () => stderr,
     waitForLog,
     stop: async (timeoutMs = 30_000) => {
       if (child.exitCode !== null) return child.exitCode;

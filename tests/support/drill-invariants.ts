@@ -1,6 +1,6 @@
 import { expect } from 'vitest';
 import type { SluiceConfig } from '../../src/config/schema.js';
-import { ADMIN_KEY, http } from '../integration/harness.js';
+import { ADMIN_KEY, http, type SluiceProcess } from '../integration/harness.js';
 import type { DrillLog, Exchange } from './drill-load.js';
 
 /** The contract's terminal statuses: a run that reads one of these is done for good. */
@@ -15,6 +15,8 @@ export interface DrillVerdict {
   notTerminal: { runId: string; tenant: string; last: string }[];
   /** Runs by final status. */
   byStatus: Record<string, number>;
+  /** The last `GET /v1/runs/:id` body of each run that answered 200. */
+  views: Map<string, any>;
   /** 5xx answers outside the contract: anything but 503 problem+json with Retry-After. */
   bad5xx: Exchange[];
   allowed5xx: number;
@@ -26,6 +28,8 @@ export interface DrillVerdict {
   extraEffects: number;
   /** Tool outputs in completed results that no side effect at the simulator accounts for. */
   missingEffects: number;
+  /** Sluice processes that should still run but exited, with the end of their stderr. */
+  exited: { code: number | null; signal: string | null; stderr: string }[];
 }
 
 /**
@@ -59,13 +63,22 @@ const sum = (values: Record<string, number> | undefined) => Object.values(values
  * `duplicateDelivery` (absorbed), not a second effect. The effects counted must therefore lie
  * between the tool outputs in completed results and one per (admitted run, tool step).
  */
-export async function settleAndWeigh(opts: { name: string; log: DrillLog; sim: string; config: SluiceConfig; terminalWithinMs: number }): Promise<DrillVerdict> {
+export async function settleAndWeigh(opts: {
+  name: string;
+  log: DrillLog;
+  sim: string;
+  config: SluiceConfig;
+  terminalWithinMs: number;
+  /** The Sluice processes that must still run at the end (not those the drill killed). */
+  processes: SluiceProcess[];
+}): Promise<DrillVerdict> {
   const { log, config } = opts;
   const runs = [...log.accepted.values()];
   const last = new Map<string, { status: string; body: any }>();
   const until = Date.now() + opts.terminalWithinMs;
   let pending = runs;
-  while (pending.length > 0 && Date.now() < until) {
+  const apiGone = () => opts.processes.length > 0 && opts.processes.every((p) => p.child.exitCode !== null || p.child.signalCode !== null);
+  while (pending.length > 0 && Date.now() < until && !apiGone()) {
     let backOffMs = POLL_INTERVAL_MS;
     for (let i = 0; i < pending.length; i += POLL_CONCURRENCY) {
       await Promise.all(
@@ -89,7 +102,10 @@ export async function settleAndWeigh(opts: { name: string; log: DrillLog; sim: s
   }
   const notTerminal = pending.map((r) => ({ runId: r.runId, tenant: r.tenant, last: last.get(r.runId)?.status ?? 'never read' }));
 
-  const stats = (await http(`${opts.sim}/admin/stats`, { key: ADMIN_KEY })).body as SimStats;
+  const stats = await http(`${opts.sim}/admin/stats`, { key: ADMIN_KEY }).then(
+    (r) => r.body as SimStats,
+    () => undefined,
+  );
   const toolOf = (workflow: string, stepId: string) => config.workflows[workflow]?.steps.find((s) => s.id === stepId && s.kind === 'tool');
   const possible = new Map<string, number>();
   const shown = new Map<string, number>();
@@ -102,28 +118,32 @@ export async function settleAndWeigh(opts: { name: string; log: DrillLog; sim: s
       if (step?.kind === 'tool' && s.output !== undefined && s.output?.unavailable !== true) shown.set(step.tool, (shown.get(step.tool) ?? 0) + 1);
     }
   }
-  const effects = stats.sideEffects ?? {};
+  const effects = stats?.sideEffects ?? {};
   const tools = new Set([...Object.keys(effects), ...possible.keys()]);
-  let extraEffects = 0;
-  let missingEffects = 0;
+  // Without the simulator's figures nothing can be said about side effects: that fails too.
+  let extraEffects = stats ? 0 : NaN;
+  let missingEffects = stats ? 0 : NaN;
   for (const tool of tools) {
     extraEffects += Math.max(0, (effects[tool] ?? 0) - (possible.get(tool) ?? 0));
     missingEffects += Math.max(0, (shown.get(tool) ?? 0) - (effects[tool] ?? 0));
   }
-  const duplicateDeliveries = sum(stats.duplicateDeliveries);
+  const duplicateDeliveries = sum(stats?.duplicateDeliveries);
 
   const fiveXx = log.exchanges.filter((e) => e.status >= 500);
   const bad5xx = fiveXx.filter((e) => !isAllowed5xx(e));
   const noAnswer = log.exchanges.filter((e) => e.status === 0);
   const submitted = log.exchanges.filter((e) => e.method === 'POST' && e.path === '/v1/runs').length;
   const terminal = runs.length - notTerminal.length;
+  const exited = opts.processes
+    .filter((p) => p.child.exitCode !== null || p.child.signalCode !== null)
+    .map((p) => ({ code: p.child.exitCode, signal: p.child.signalCode, stderr: p.stderr().slice(-1_500) }));
   const statuses = Object.entries(byStatus).map(([s, n]) => `${s}=${n}`).join(' ');
   const summary =
     `DRILL ${opts.name}: submitted=${submitted} accepted=${runs.length} terminal=${terminal}/${runs.length} (${statuses}) ` +
     `duplicates=${duplicateDeliveries} extraEffects=${extraEffects} missingEffects=${missingEffects} ` +
-    `5xx=${fiveXx.length} (503 problem+json=${fiveXx.length - bad5xx.length}, other=${bad5xx.length}) noAnswer=${noAnswer.length} requests=${log.exchanges.length}`;
+    `5xx=${fiveXx.length} (503 problem+json=${fiveXx.length - bad5xx.length}, other=${bad5xx.length}) noAnswer=${noAnswer.length} requests=${log.exchanges.length} exited=${exited.length}`;
   console.log(summary);
-  return { summary, notTerminal, byStatus, bad5xx, allowed5xx: fiveXx.length - bad5xx.length, noAnswer, duplicateDeliveries, extraEffects, missingEffects };
+  return { summary, notTerminal, byStatus, bad5xx, allowed5xx: fiveXx.length - bad5xx.length, noAnswer, duplicateDeliveries, extraEffects, missingEffects, exited, views: new Map([...last].filter(([, v]) => !v.status.startsWith('HTTP')).map(([id, v]) => [id, v.body])) };
 }
 
 const brief = (e: Exchange) => `${e.method} ${e.path} → ${e.status} ${e.contentType ?? ''} ${e.error ?? JSON.stringify(e.body)?.slice(0, 160)}`;
@@ -140,4 +160,5 @@ export function expectDrillInvariants(v: DrillVerdict): void {
   expect.soft(sampleOf(v.noAnswer), 'every request is answered').toEqual({ count: 0, first: [] });
   expect.soft(v.extraEffects, 'each tool step takes effect at most once').toBe(0);
   expect.soft(v.missingEffects, 'each tool output in a completed result took effect').toBe(0);
+  expect.soft(v.exited, 'Sluice is still running').toEqual([]);
 }

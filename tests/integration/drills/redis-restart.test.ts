@@ -36,9 +36,8 @@ describe('drill: Redis stopped and restarted empty', () => {
     const restartedAt = Date.now();
     await load;
 
-    const verdict = await settleAndWeigh({ name: 'redis-restart-empty', log, sim: stack.sim, config: stack.config, terminalWithinMs: 60_000 });
+    const verdict = await settleAndWeigh({ name: 'redis-restart-empty', log, sim: stack.sim, config: stack.config, terminalWithinMs: 60_000, processes: [stack.front] });
     expectDrillInvariants(verdict);
     expect.soft(log.exchanges.filter((e) => e.method === 'POST' && e.at > restartedAt + 2_000 && e.status === 202).length, 'submissions are admitted again once Redis is back').toBeGreaterThan(0);
-    expect(stack.front.child.exitCode, 'Sluice is still running').toBeNull();
   }, 120_000);
 });
