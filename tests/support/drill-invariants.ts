@@ -71,6 +71,8 @@ export async function settleAndWeigh(opts: {
   terminalWithinMs: number;
   /** The Sluice processes that must still run at the end (not those the drill killed). */
   processes: SluiceProcess[];
+  /** Requests sent, when they were not made through the log (the fuzz). */
+  submitted?: number;
 }): Promise<DrillVerdict> {
   const { log, config } = opts;
   const runs = [...log.accepted.values()];
@@ -132,7 +134,7 @@ export async function settleAndWeigh(opts: {
   const fiveXx = log.exchanges.filter((e) => e.status >= 500);
   const bad5xx = fiveXx.filter((e) => !isAllowed5xx(e));
   const noAnswer = log.exchanges.filter((e) => e.status === 0);
-  const submitted = log.exchanges.filter((e) => e.method === 'POST' && e.path === '/v1/runs').length;
+  const submitted = opts.submitted ?? log.exchanges.filter((e) => e.method === 'POST' && e.path === '/v1/runs').length;
   const terminal = runs.length - notTerminal.length;
   const exited = opts.processes
     .filter((p) => p.child.exitCode !== null || p.child.signalCode !== null)
