@@ -1,5 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { ensureExecutable } from '../../src/infra/apt.js';
 import { redisServerPid } from '../../src/infra/redis.js';
+import { createLogger } from '../../src/obs/logger.js';
 import { terminate, waitFor } from '../../src/infra/process.js';
 import { freePort } from '../../src/util/free-port.js';
 
@@ -25,6 +27,7 @@ export interface ThrowawayRedis {
  * a process exit hook kills it should the test process die before `stop`.
  */
 export async function startThrowawayRedis(): Promise<ThrowawayRedis> {
+  const { path: redisServer } = await ensureExecutable('redis-server', 'redis-server', 'run the drill where redis-server is installed', createLogger('warn', 'throwaway-redis'));
   const port = await freePort();
   if (port === SHARED_REDIS_PORT) throw new Error('refusing to run a throwaway Redis on the shared port 6379');
   const url = `redis://127.0.0.1:${port}`;
@@ -34,7 +37,7 @@ export async function startThrowawayRedis(): Promise<ThrowawayRedis> {
 
   const start = async () => {
     if (child) throw new Error('the throwaway Redis is already running');
-    const server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+    const server = spawn(redisServer, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
     child = server;
     server.once('exit', () => {
       if (child === server) child = undefined;
