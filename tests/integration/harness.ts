@@ -7,8 +7,6 @@ import { inject } from 'vitest';
 import { parse, stringify } from 'yaml';
 import { packageRoot } from '../../src/util/package-root.js';
 import { freePort } from '../../src/util/free-port.js';
-import { redisServerPid } from '../../src/infra/redis.js';
-import { terminate, waitFor } from '../../src/infra/process.js';
 
 export { freePort };
 
@@ -24,7 +22,8 @@ export function testNamespace(label: string): string {
 
 type Json = Record<string, unknown>;
 
-function deepMerge(base: Json, patch: Json): Json {
+/** `patch` over `base`, objects merged key by key, anything else replaced. */
+export function deepMerge(base: Json, patch: Json): Json {
   const out: Json = { ...base };
   for (const [k, v] of Object.entries(patch)) {
     const b = out[k];
@@ -47,6 +46,7 @@ export interface SluiceProcess {
   /** Every JSON log line so far. */
   logs: Json[];
   stdout: () => string;
+  stderr: () => string;
   waitForLog: (predicate: (line: Json) => boolean, timeoutMs?: number) => Promise<Json>;
   /** SIGTERM and wait for exit; returns the exit code. */
   stop: (timeoutMs?: number) => Promise<number | null>;
@@ -119,6 +119,7 @@ export async function startSluice(opts: { configPath: string; roles: string; nam
     child,
     logs,
     stdout: () => raw,
+    stderr: () => stderr,
     waitForLog,
     stop: async (timeoutMs = 30_000) => {
       if (child.exitCode !== null) return child.exitCode;
@@ -187,38 +188,4 @@ export async function waitForStatus(apiUrl: string, runId: string, key: string, 
     timeoutMs,
     `run ${runId} to reach ${statuses.join('|')}`,
   );
-}
-
-export interface ThrowawayRedis {
-  url: string;
-  /** Stops the server (SIGTERM, then SIGKILL) and waits until it is gone. */
-  stop: () => Promise<void>;
-  /** Starts it again on the same port, empty (no persistence). */
-  restart: () => Promise<void>;
-}
-
-/**
- * A redis-server of the test's own on a free port, without persistence, for drills that stop
- * Redis: the machine's Redis is never touched. It is stopped by the pid it answers with, which
- * must be the child this helper spawned.
- */
-export async function startThrowawayRedis(): Promise<ThrowawayRedis> {
-  const port = await freePort();
-  if (port === 6379) throw new Error('refusing to run a throwaway Redis on the machine Redis port');
-  const url = `redis://127.0.0.1:${port}`;
-  let child: ChildProcess | undefined;
-  const start = async () => {
-    const spawned = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
-    child = spawned;
-    const pid = await waitFor(10_000, 50, async () => (await redisServerPid(url)) ?? undefined);
-    if (pid !== spawned.pid) throw new Error(`the Redis answering on ${url} is pid ${pid}, not the one started (${spawned.pid})`);
-  };
-  await start();
-  return {
-    url,
-    stop: async () => {
-      if (child?.pid !== undefined) await terminate(child.pid, 5_000);
-    },
-    restart: start,
-  };
 }

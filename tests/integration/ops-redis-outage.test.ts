@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readStatusStream } from '../support/sse.js';
-import { throwawayRedis, type ThrowawayRedis } from '../support/throwaway-redis.js';
+import { startThrowawayRedis, type ThrowawayRedis } from '../support/throwaway-redis.js';
 import { TENANT_A_KEY, TENANT_B_KEY, TENANT_C_KEY, eventually, freePort, http, startSluice, testNamespace, writeTestConfig, type SluiceProcess } from './harness.js';
 
 /** A run id in the right format that no run has: reads of it are answered 404 after the lookup. */
@@ -27,7 +27,7 @@ describe('ops endpoints and read limits while Redis is down', () => {
   let openStream: Promise<unknown> | undefined;
 
   beforeAll(async () => {
-    redis = await throwawayRedis();
+    redis = await startThrowawayRedis();
     const apiPort = await freePort();
     const configPath = writeTestConfig({
       api: { port: apiPort },
@@ -43,7 +43,7 @@ describe('ops endpoints and read limits while Redis is down', () => {
   afterAll(async () => {
     await sluice?.stop();
     await openStream;
-    await redis?.stop();
+    await redis?.close();
   });
 
   const scrape = async () => {

@@ -1,6 +1,5 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { once } from 'node:events';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -14,22 +13,7 @@ import { createLogger } from '../../src/obs/logger.js';
 import { EventProducer } from '../../src/producers/event-producer.js';
 import { packageRoot } from '../../src/util/package-root.js';
 import { TENANT_A_KEY, TENANT_B_KEY, eventually, freePort, http, startSluice, testNamespace, waitForStatus, writeTestConfig, type SluiceProcess } from './harness.js';
-
-/** A Redis of this test's own, on a free port, that it can stop and start again empty. */
-async function throwawayRedis(port: number): Promise<ChildProcess> {
-  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  child.stdout!.on('data', (c: Buffer) => (out += c.toString()));
-  await eventually(async () => (out.includes('Ready to accept connections') ? true : undefined), 10_000, `redis-server on port ${port}`);
-  return child;
-}
-
-async function stopRedis(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = once(child, 'exit');
-  process.kill(child.pid!, 'SIGKILL');
-  await exited;
-}
+import { startThrowawayRedis, type ThrowawayRedis } from '../support/throwaway-redis.js';
 
 /** `sluice dlq ...` as an operator runs it, against this file's namespace. */
 function dlqCli(args: string[], namespace: string, redisUrl: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
@@ -58,9 +42,8 @@ const TERMINAL = ['completed', 'failed', 'dead_lettered', 'expired', 'cancelled'
 describe('processor faults, end to end', () => {
   const namespace = testNamespace('proc-faults');
   const topics = topicNames(namespace);
-  let redisPort: number;
   let redisUrl: string;
-  let redis: ChildProcess;
+  let redis: ThrowawayRedis;
   let sluice: SluiceProcess;
   let api: string;
   let db: pg.Pool;
@@ -78,9 +61,8 @@ describe('processor faults, end to end', () => {
   }
 
   beforeAll(async () => {
-    redisPort = await freePort();
-    redisUrl = `redis://127.0.0.1:${redisPort}`;
-    redis = await throwawayRedis(redisPort);
+    redis = await startThrowawayRedis();
+    redisUrl = redis.url;
     const [apiPort, simPort] = [await freePort(), await freePort()];
     const configPath = writeTestConfig({
       api: { port: apiPort },
@@ -100,7 +82,7 @@ describe('processor faults, end to end', () => {
   afterAll(async () => {
     await producer?.close();
     await sluice?.stop();
-    if (redis) await stopRedis(redis);
+    await redis?.close();
     await db?.end();
   });
 
@@ -151,7 +133,7 @@ describe('processor faults, end to end', () => {
     await eventually(async () => ((await statusOf(submitted[0]!.runId))?.status === 'running' ? true : undefined), 20_000, 'the first run to start');
 
     // Down until the processor gives up on a run: its attempts are bounded, not its patience.
-    await stopRedis(redis);
+    await redis.stop();
     await eventually(
       async () => {
         for (const s of submitted) if ((await archived(s.runId))?.reason === 'infrastructure_error') return true;
@@ -161,7 +143,7 @@ describe('processor faults, end to end', () => {
       'a run dead-lettered as infrastructure_error while Redis is down',
       500,
     );
-    redis = await throwawayRedis(redisPort);
+    await redis.start();
 
     const ends = await Promise.all(submitted.map((s) => waitForStatus(api, s.runId, s.key, TERMINAL, 60_000)));
     const byStatus: Record<string, number> = {};

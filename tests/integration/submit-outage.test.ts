@@ -1,7 +1,8 @@
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { redisKeys } from '../../src/redis/keys.js';
-import { TENANT_A_KEY, TENANT_B_KEY, eventually, freePort, http, startSluice, startThrowawayRedis, testNamespace, writeTestConfig, type HttpResult, type SluiceProcess, type ThrowawayRedis } from './harness.js';
+import { TENANT_A_KEY, TENANT_B_KEY, eventually, freePort, http, startSluice, testNamespace, writeTestConfig, type HttpResult, type SluiceProcess } from './harness.js';
+import { startThrowawayRedis, type ThrowawayRedis } from '../support/throwaway-redis.js';
 
 /**
  * The submit path against its own Redis, which the test stops and starts again empty: hostile
@@ -42,7 +43,7 @@ describe('submit path: input bounds and a Redis outage', () => {
 
   afterAll(async () => {
     for (const api of [closedApi, openApi]) if (api) expect(await api.stop()).toBe(0);
-    await redis?.stop();
+    await redis?.close();
   });
 
   const submit = (url: string, body: unknown, headers: Record<string, string> = {}, key = TENANT_A_KEY) => http(`${url}/v1/runs`, { method: 'POST', key, body: typeof body === 'string' ? body : JSON.stringify(body), headers: { 'content-type': 'application/json', ...headers } });
@@ -101,7 +102,7 @@ describe('submit path: input bounds and a Redis outage', () => {
     });
 
     it('after Redis comes back empty, submissions are admitted again and every outage decision was counted', async () => {
-      await redis.restart();
+      await redis.start();
       for (const url of [closedUrl, openUrl]) {
         await eventually(async () => ((await submit(url, { workflow: 'support-reply', input: { back: true } })).status === 202 ? true : undefined), 20_000, `${url} to admit again`, 250);
       }

@@ -1,46 +1,53 @@
-import { createServer, connect, type Server, type Socket } from 'node:net';
+import { connect, createServer, type Server, type Socket } from 'node:net';
 import { freePort } from '../../src/util/free-port.js';
 
 export interface PostgresProxy {
-  /** `databaseUrl` with the proxy's host and port: give it to the process under test. */
+  /** `targetUrl` with its host and port replaced by the proxy's. */
   url: string;
-  /** Drops every open connection and refuses new ones, as a network outage would. */
+  /** A network outage: open connections are dropped and new ones refused. */
   cut: () => Promise<void>;
-  /** Accepts connections again (on the same port). */
+  /** Accepts connections again on the same port. */
   restore: () => Promise<void>;
   close: () => Promise<void>;
 }
 
 /**
- * A TCP hop in front of the real Postgres that a test can cut: the machine's Postgres is shared
- * and must never be stopped, so an outage drill cuts this hop instead.
+ * A TCP hop in front of the real Postgres that a test can cut and restore, as a network outage
+ * would, without touching the server itself.
  */
-export async function postgresProxy(databaseUrl: string): Promise<PostgresProxy> {
-  const target = new URL(databaseUrl);
+export async function postgresProxy(targetUrl: string): Promise<PostgresProxy> {
+  const target = new URL(targetUrl);
   const port = await freePort();
   const sockets = new Set<Socket>();
-  let server: Server;
+  let server: Server | undefined;
   const listen = () =>
-    new Promise<void>((resolve) => {
-      server = createServer((client) => {
+    new Promise<void>((resolve, reject) => {
+      const s = createServer((client) => {
         const upstream = connect(Number(target.port || 5432), target.hostname);
-        for (const s of [client, upstream]) {
-          sockets.add(s);
-          s.on('close', () => sockets.delete(s));
-          s.on('error', () => s.destroy());
+        for (const socket of [client, upstream]) {
+          sockets.add(socket);
+          socket.on('close', () => sockets.delete(socket));
+          socket.on('error', () => socket.destroy());
         }
         client.pipe(upstream).pipe(client);
       });
-      server.listen(port, '127.0.0.1', () => resolve());
+      s.once('error', reject);
+      s.listen(port, '127.0.0.1', () => {
+        server = s;
+        resolve();
+      });
     });
   const cut = async () => {
+    const s = server;
+    server = undefined;
     await new Promise<void>((resolve) => {
-      server.close(() => resolve());
-      for (const s of sockets) s.destroy();
+      if (!s) return resolve();
+      s.close(() => resolve());
+      for (const socket of sockets) socket.destroy();
     });
   };
   await listen();
-  const url = new URL(databaseUrl);
+  const url = new URL(targetUrl);
   url.hostname = '127.0.0.1';
   url.port = String(port);
   return { url: url.toString(), cut, restore: listen, close: cut };

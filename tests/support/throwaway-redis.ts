@@ -1,27 +1,65 @@
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { ensureRedis, stopRedis } from '../../src/infra/redis.js';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { ensureExecutable } from '../../src/infra/apt.js';
+import { redisServerPid } from '../../src/infra/redis.js';
 import { createLogger } from '../../src/obs/logger.js';
+import { terminate, waitFor } from '../../src/infra/process.js';
 import { freePort } from '../../src/util/free-port.js';
+
+const START_TIMEOUT_MS = 10_000;
+/** The machine's own Redis: a drill never stops it. */
+const SHARED_REDIS_PORT = 6379;
 
 export interface ThrowawayRedis {
   url: string;
-  pid: number;
-  /** Stops this server by its pid (a no-op once stopped). */
+  /** The running server's pid, undefined while it is stopped. */
+  pid: () => number | undefined;
+  /** Stops the server (SIGTERM, SIGKILL after 5 s); its data is gone, as it is never saved. */
   stop: () => Promise<void>;
+  /** Starts a new, empty server on the same port. */
+  start: () => Promise<void>;
+  /** Stops it for good (afterAll). */
+  close: () => Promise<void>;
 }
 
 /**
- * A redis-server of the test's own on a free port, without persistence, for drills that stop
- * Redis: the machine's Redis (6379) is shared and must never be stopped.
+ * A `redis-server` of the test's own on a free loopback port, with persistence off, so a drill
+ * can stop it and bring it back empty without touching the shared Redis. Stopped by pid only;
+ * a process exit hook kills it should the test process die before `stop`.
  */
-export async function throwawayRedis(): Promise<ThrowawayRedis> {
-  const stateDir = mkdtempSync(join(tmpdir(), 'sluice-redis-'));
-  const url = `redis://127.0.0.1:${await freePort()}`;
-  const logger = createLogger('silent');
-  const up = await ensureRedis({ stateDir, url, mayStart: true, logger });
-  if (!up.started || up.pid === undefined) throw new Error(`something already answers at ${url}; it is not ours to stop`);
-  const pid = up.pid;
-  return { url, pid, stop: async () => void (await stopRedis(stateDir, pid, logger)) };
+export async function startThrowawayRedis(): Promise<ThrowawayRedis> {
+  const { path: redisServer } = await ensureExecutable('redis-server', 'redis-server', 'run the drill where redis-server is installed', createLogger('warn', 'throwaway-redis'));
+  const port = await freePort();
+  if (port === SHARED_REDIS_PORT) throw new Error('refusing to run a throwaway Redis on the shared port 6379');
+  const url = `redis://127.0.0.1:${port}`;
+  let child: ChildProcess | undefined;
+  const killOnExit = () => child?.kill('SIGKILL');
+  process.once('exit', killOnExit);
+
+  const start = async () => {
+    if (child) throw new Error('the throwaway Redis is already running');
+    const server = spawn(redisServer, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+    child = server;
+    server.once('exit', () => {
+      if (child === server) child = undefined;
+    });
+    const answering = await waitFor(START_TIMEOUT_MS, 50, async () => ((await redisServerPid(url, 500)) === server.pid ? true : undefined));
+    if (!answering) {
+      server.kill('SIGKILL');
+      throw new Error(`the throwaway redis-server on port ${port} did not answer within ${START_TIMEOUT_MS} ms`);
+    }
+  };
+
+  const stop = async () => {
+    const pid = child?.pid;
+    child = undefined;
+    if (pid !== undefined) await terminate(pid, 5_000);
+  };
+
+  const close = async () => {
+    await stop();
+    process.off('exit', killOnExit);
+  };
+
+  await start();
+  return { url, pid: () => child?.pid, stop, start, close };
 }
