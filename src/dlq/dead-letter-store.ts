@@ -1,4 +1,5 @@
 import type { Pool, PoolClient } from 'pg';
+import { inTransaction } from '../db/pool.js';
 import { storableJson, storableNullableText, storableText } from '../db/storable-text.js';
 
 /** One record of the DLQ topic as archived: the envelope's fields, its headers and, when decodable, the run. */
@@ -343,38 +344,20 @@ export class DeadLetterStore {
    * stays pending although its event went out.
    */
   async replayOne<T>(id: string, who: string, produce: (row: DeadLetterRow) => Promise<T>): Promise<ReplayOutcome<T>> {
-    let client: PoolClient;
+    let produced = false;
     try {
-      client = await this.pool.connect();
-    } catch (err) {
-      return { id, result: 'failed', error: err as Error };
-    }
-    let connectionBroken = false;
-    try {
-      await client.query('BEGIN');
-      await client.query(`SELECT set_config('statement_timeout', $1, true)`, [String(this.statementTimeoutMs)]);
-      const { rows } = await client.query<RowRecord>(`SELECT ${ROW_SELECT} FROM dead_letter_events WHERE id = $1 AND namespace = $2 AND status = 'pending' FOR UPDATE SKIP LOCKED`, [id, this.namespace]);
-      if (!rows[0]) {
-        await client.query('ROLLBACK');
-        return { id, result: 'skipped', why: await skipReason(client, id, this.namespace) };
-      }
-      const value = await produce(toRow(rows[0]));
-      try {
+      return await inTransaction(this.pool, async (client): Promise<ReplayOutcome<T>> => {
+        await client.query(`SELECT set_config('statement_timeout', $1, true)`, [String(this.statementTimeoutMs)]);
+        const { rows } = await client.query<RowRecord>(`SELECT ${ROW_SELECT} FROM dead_letter_events WHERE id = $1 AND namespace = $2 AND status = 'pending' FOR UPDATE SKIP LOCKED`, [id, this.namespace]);
+        if (!rows[0]) return { id, result: 'skipped', why: await skipReason(client, id, this.namespace) };
+        const value = await produce(toRow(rows[0]));
+        produced = true;
         await client.query(`UPDATE dead_letter_events SET status = 'replayed', replayed_at = now(), replayed_by = $2, replay_count = replay_count + 1 WHERE id = $1`, [id, who]);
-        await client.query('COMMIT');
-      } catch (err) {
-        throw new Error(`the event was produced, but the row could not be marked replayed and stays pending: ${(err as Error).message}`, { cause: err });
-      }
-      return { id, result: 'replayed', value };
+        return { id, result: 'replayed', value };
+      });
     } catch (err) {
-      connectionBroken = !(await client.query('ROLLBACK').then(
-        () => true,
-        () => false,
-      ));
-      return { id, result: 'failed', error: err as Error };
-    } finally {
-      // A connection that cannot even roll back is not handed to the next caller.
-      client.release(connectionBroken);
+      const error = produced ? new Error(`the event was produced, but the row could not be marked replayed and stays pending: ${(err as Error).message}`, { cause: err }) : (err as Error);
+      return { id, result: 'failed', error };
     }
   }
 

@@ -1,4 +1,5 @@
 import type { Pool, PoolClient } from 'pg';
+import { inTransaction } from '../db/pool.js';
 import type { RunClass, RunError, RunStatus, RunStatusChanged } from '../events/schemas.js';
 import { foldStatusEvents } from './run-history.js';
 import { ADMITTED_SEQUENCE } from '../runs/status-sequence.js';
@@ -154,20 +155,12 @@ export class RunStore {
   async applyStatusEvents(batch: readonly RunStatusChanged[]): Promise<void> {
     if (batch.length === 0) return;
     const events = batch.map(storableStatusEvent);
-    const client = await this.pool.connect();
-    try {
-      await client.query('BEGIN');
+    await inTransaction(this.pool, async (client) => {
       await insertEvents(client, events);
       await upsertRuns(client, events);
       // Delivered only when the transaction commits, so a listener that wakes finds the rows.
       await client.query('SELECT pg_notify($1, id) FROM unnest($2::text[]) AS id', [RUN_EVENTS_CHANNEL, [...new Set(events.map((e) => e.runId))]]);
-      await client.query('COMMIT');
-    } catch (err) {
-      await client.query('ROLLBACK').catch(() => undefined);
-      throw err;
-    } finally {
-      client.release();
-    }
+    });
   }
 
   async getRun(runId: string, tenantId: string): Promise<RunView | undefined> {
