@@ -1,10 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import type { IncomingMessage } from 'node:http';
+import { STATUS_CODES, type IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
 import type { Logger } from '../obs/logger.js';
 import type { Metrics } from '../obs/metrics.js';
 import { KeyDirectory, type Principal } from './auth.js';
-import { sendProblem, type FieldError } from './problem.js';
+import { PROBLEMS, problemBody, sendProblem, type FieldError, type ProblemCode } from './problem.js';
 import { infrastructureFailure } from '../util/infrastructure-failure.js';
 import type { SluiceConfig } from '../config/schema.js';
 import { registerRunRoutes, type RunRouteDeps } from './routes/runs.js';
@@ -79,6 +80,25 @@ export function validationErrors(validation: NonNullable<FastifyError['validatio
   });
 }
 
+const CLIENT_ERRORS: Partial<Record<string, ProblemCode>> = { ERR_HTTP_REQUEST_TIMEOUT: 'request_timeout', HPE_HEADER_OVERFLOW: 'headers_too_large' };
+
+/**
+ * Node's HTTP parser refuses some requests before Fastify sees them (a header section over 16 KiB,
+ * bytes that are not HTTP, a request that never finished): they get a problem+json answer too, and
+ * `Connection: close`, since the socket is closed right after and a kept-alive client must not
+ * send its next request into it.
+ */
+export function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  if (socket.writable) {
+    const code = CLIENT_ERRORS[err.code ?? ''] ?? 'invalid_request';
+    const body = JSON.stringify(problemBody(code, randomUUID(), undefined, { detail: 'the request could not be read as HTTP' }));
+    const { status } = PROBLEMS[code];
+    socket.write(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/problem+json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+  }
+  socket.destroy();
+}
+
 export function buildApiServer(deps: ApiDeps): FastifyInstance {
   const { config, logger, metrics } = deps;
   const keys = new KeyDirectory(config);
@@ -95,6 +115,16 @@ export function buildApiServer(deps: ApiDeps): FastifyInstance {
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
     },
     ajv: { customOptions: { allErrors: true, coerceTypes: false, removeAdditional: false, useDefaults: false } },
+    // The router's own refusals, before any hook runs, answer in the contract's shape too.
+    frameworkErrors: (err, req, reply) => {
+      void reply.header('X-Request-Id', req.id);
+      // A path parameter over the router's length bound cannot be a run id: as unknown as any other.
+      if (err.code === 'FST_ERR_MAX_PARAM_LENGTH') return sendProblem(reply, 'not_found', { detail: 'no such resource' });
+      if (err.code === 'FST_ERR_BAD_URL') return sendProblem(reply, 'invalid_request', { detail: 'the path is not valid percent-encoding', errors: [{ path: '/', message: 'the path is not valid percent-encoding' }] });
+      req.log.error({ err }, 'router error');
+      return sendProblem(reply, 'internal', { detail: 'see the server log for this requestId' });
+    },
+    clientErrorHandler: answerClientError,
   });
 
   // The contract is JSON only; Fastify's built-in text/plain parser would turn a wrong media type
