@@ -247,7 +247,7 @@ async function sluiceMode(config: SluiceConfig, redisUrl: string, simUrl: string
     publishStatus: async (e) => {
       if (e.status === 'completed' && e.result && (JSON.parse(e.result) as { degraded?: boolean }).degraded) degraded.add(e.runId);
     },
-    cancellation: { isCancelRequested: async () => false },
+    cancellation: { cancelReason: async () => undefined },
     dependencyPermits: { acquire: async () => async () => undefined },
     journal: { recall: async (runId, step) => (journal.has(`${runId}:${step}`) ? { output: journal.get(`${runId}:${step}`) } : undefined), record: async (runId, step, output) => void journal.set(`${runId}:${step}`, output) },
     breakers: new BreakerStore(new LuaScripts(redis), keys, (d) => config.dependencies[d]?.breaker),

@@ -3,9 +3,16 @@ import { withTimeout } from '../util/with-timeout.js';
 import type { Logger } from '../obs/logger.js';
 import type { RedisKeys } from '../redis/keys.js';
 
-/** Asked by the processor before each step: has the caller cancelled this run? */
+/**
+ * Why a run must stop before its next step: its caller cancelled it (`DELETE /v1/runs/:id`), or
+ * the submit adapter answered its submission 503 after the event may already have reached Kafka
+ * (not acknowledged in time), and a refused submission must not run.
+ */
+export type CancelReason = 'requested' | 'not_acknowledged';
+
+/** Asked by the processor before a run starts and before each step. */
 export interface CancellationCheck {
-  isCancelRequested(runId: string): Promise<boolean>;
+  cancelReason(runId: string): Promise<CancelReason | undefined>;
 }
 
 /** The key outlives the deadline by this much, so a run redelivered just before its deadline still sees it. */
@@ -37,18 +44,30 @@ export class RedisCancellations implements CancellationCheck {
     this.now = opts.now ?? Date.now;
   }
 
-  /** Past the deadline no processor starts the run anyway, so the key need not live longer. */
-  async request(runId: string, deadline: number): Promise<void> {
-    const ttlMs = Math.max(deadline + KEY_GRACE_MS - this.now(), KEY_GRACE_MS);
-    await this.redis.set(this.keys.cancelRequested(runId), '1', 'PX', ttlMs);
+  /** The caller's cancellation. */
+  request(runId: string, deadline: number): Promise<void> {
+    return this.mark(runId, deadline, 'requested');
   }
 
-  async isCancelRequested(runId: string): Promise<boolean> {
+  /** A submission answered 503 whose event may still land in Kafka: if it does, it never runs. */
+  withdraw(runId: string, deadline: number): Promise<void> {
+    return this.mark(runId, deadline, 'not_acknowledged');
+  }
+
+  async cancelReason(runId: string): Promise<CancelReason | undefined> {
     try {
-      return (await withTimeout(this.redis.exists(this.keys.cancelRequested(runId)), this.checkTimeoutMs, 'cancellation check')) === 1;
+      const value = await withTimeout(this.redis.get(this.keys.cancelRequested(runId)), this.checkTimeoutMs, 'cancellation check');
+      if (value === null) return undefined;
+      return value === 'not_acknowledged' ? 'not_acknowledged' : 'requested';
     } catch (err) {
       this.logger.warn({ err, runId }, 'could not check for a cancellation request; the run goes on');
-      return false;
+      return undefined;
     }
+  }
+
+  /** Past the deadline no processor starts the run anyway, so the key need not live longer. */
+  private async mark(runId: string, deadline: number, reason: CancelReason): Promise<void> {
+    const ttlMs = Math.max(deadline + KEY_GRACE_MS - this.now(), KEY_GRACE_MS);
+    await this.redis.set(this.keys.cancelRequested(runId), reason, 'PX', ttlMs);
   }
 }

@@ -16,7 +16,7 @@ import type { Logger } from '../obs/logger.js';
 import type { Metrics } from '../obs/metrics.js';
 import { MIN_USEFUL_CALL_MS, clampTimeout, isExpired } from '../runs/deadline.js';
 import { heldSequence, stepSequence, terminalSequence } from '../runs/status-sequence.js';
-import type { CancellationCheck } from './cancellation.js';
+import type { CancelReason, CancellationCheck } from './cancellation.js';
 import type { StepJournal } from './step-journal.js';
 import type { LlmRequest, LlmResult } from './steps/llm-call.js';
 import { composeUserTurn } from './steps/prompt.js';
@@ -159,7 +159,8 @@ export class RunExecutor {
     if (!configured.ok) return this.deadLetter(run, context, configured.failure);
     const { tenant, workflow } = configured;
     // Cancellation before expiry: the caller's explicit request is the more useful thing to report.
-    if (await this.deps.cancellation.isCancelRequested(run.runId)) return this.cancel(run, 'before it started');
+    const cancelled = await this.deps.cancellation.cancelReason(run.runId);
+    if (cancelled) return this.cancel(run, cancelled, 'before it started');
     if (isExpired(run.deadline, this.now())) return this.expire(run, context, 'before it started');
 
     let input: unknown;
@@ -176,9 +177,8 @@ export class RunExecutor {
     let lastText: string | undefined;
     const steps = workflow.steps;
     for (const [i, step] of steps.entries()) {
-      if (i > 0 && (await this.deps.cancellation.isCancelRequested(run.runId))) {
-        return this.cancel(run, `at the step boundary before step ${i + 1}/${steps.length} (${step.id})`);
-      }
+      const cancelledNow = i > 0 ? await this.deps.cancellation.cancelReason(run.runId) : undefined;
+      if (cancelledNow) return this.cancel(run, cancelledNow, `at the step boundary before step ${i + 1}/${steps.length} (${step.id})`);
       if (isExpired(run.deadline, this.now())) return this.expire(run, context, `before step ${i + 1}/${steps.length} (${step.id})`);
       const target = step.kind === 'llm' ? step.dependency : step.tool;
       await this.publishProgress(run, stepSequence(run.attempt, i), `running: step ${i + 1}/${steps.length} (${step.id}) calling ${target}`, step.id);
@@ -438,8 +438,9 @@ export class RunExecutor {
     return this.finish(run, 'expired', `expired: the deadline ${new Date(run.deadline).toISOString()} passed ${when}`, null, error);
   }
 
-  private cancel(run: RunRequested, when: string): Promise<RunOutcome> {
-    return this.finish(run, 'cancelled', `cancelled: stopped at the caller's request ${when}`, null, null);
+  private cancel(run: RunRequested, reason: CancelReason, when: string): Promise<RunOutcome> {
+    const why = reason === 'requested' ? "at the caller's request" : 'because its submission was answered 503 (Kafka did not acknowledge it in time), and a refused submission never runs';
+    return this.finish(run, 'cancelled', `cancelled: stopped ${why} ${when}`, null, null);
   }
 
   private statusEvent(run: RunRequested, sequence: number, status: RunStatus, message: string, step: string | null, error: RunError | null, result: string | null): RunStatusChanged {

@@ -79,6 +79,16 @@ export class ProducerClosedError extends Error {
   }
 }
 
+/**
+ * Whether a failed produce may still have put its message in Kafka: only a message refused or
+ * withdrawn before it was handed to the client certainly did not get there.
+ */
+export function mayHaveReachedKafka(err: unknown): boolean {
+  if (err instanceof ProduceQueueFullError || err instanceof MessageTooLargeError || err instanceof ProducerClosedError) return false;
+  if (err instanceof ProduceTimeoutError) return err.maybeProduced;
+  return true;
+}
+
 interface Pending {
   message: OutgoingMessage;
   bytes: number;

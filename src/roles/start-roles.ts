@@ -178,6 +178,7 @@ async function startApi(ctx: RoleContext): Promise<string> {
   onStop(() => feed.close());
 
   const runs = new RunStore(await clients.pool());
+  const cancellations = new RedisCancellations(clients.redis, clients.keys, log);
   const api = buildApiServer({
     config,
     logger,
@@ -192,7 +193,8 @@ async function startApi(ctx: RoleContext): Promise<string> {
     }),
     reads: new ReadLimits({ config, store: new AdmissionStore(clients.scripts, clients.keys), metrics, logger: log }),
     readiness: clients.readinessChecks(),
-    runStatus: { runs, feed, cancellations: new RedisCancellations(clients.redis, clients.keys, log) },
+    runStatus: { runs, feed, cancellations },
+    withdrawals: cancellations,
     limits: new LimitsStore(clients.redis, clients.keys),
   });
   const url = await listen(api, config.api.host, config.api.port);

@@ -4,7 +4,8 @@ import { ownEntry } from '../../config/lookup.js';
 import type { RunClass, RunRequested } from '../../events/schemas.js';
 import type { Metrics } from '../../obs/metrics.js';
 import type { EventProducer } from '../../producers/event-producer.js';
-import { ProduceQueueFullError, ProduceTimeoutError } from '../../producers/produce-batcher.js';
+import { MessageTooLargeError, ProduceQueueFullError, ProduceTimeoutError, mayHaveReachedKafka } from '../../producers/produce-batcher.js';
+import type { RedisCancellations } from '../../processors/cancellation.js';
 import { resolveDeadline } from '../../runs/deadline.js';
 import type { AdmissionDecision } from '../../admission/admission-policy.js';
 import { newRunId } from '../../runs/run-id.js';
@@ -26,6 +27,8 @@ export interface RunRouteDeps {
   runs: Pick<RunStore, 'recordAdmission' | 'getRun'>;
   admission: Pick<AdmissionController, 'decide' | 'withdraw' | 'redisUnreachable'>;
   idempotency: Pick<IdempotencyStore, 'claim' | 'store' | 'forget'>;
+  /** Marks a run refused with 503 after its event may have reached Kafka, so it never runs. */
+  withdrawals: Pick<RedisCancellations, 'withdraw'>;
   /** The tenant's read bounds, for `GET /v1/runs/:id`. */
   reads: Pick<ReadLimits, 'take'>;
   now?: () => number;
@@ -95,7 +98,8 @@ interface Submission {
 type SubmitOutcome =
   | { kind: 'accepted'; answer: StoredAnswer }
   | { kind: 'refused'; decision: AdmissionDecision }
-  | { kind: 'not_acknowledged' };
+  | { kind: 'not_acknowledged'; mayHaveLanded: boolean }
+  | { kind: 'too_large'; error: MessageTooLargeError };
 
 const isRefusal = (d: AdmissionDecision) => d.outcome === 'deferred' || d.outcome === 'rejected';
 
@@ -140,11 +144,15 @@ async function admitAndPublish(deps: RunRouteDeps, s: Submission, log: FastifyBa
     try {
       await deps.producer.publishRunRequested(run, config.kafka.produceTimeoutMs);
     } catch (err) {
+      if (err instanceof MessageTooLargeError) {
+        metrics.submitFailures.inc({ reason: 'too_large' });
+        return (outcome = { kind: 'too_large', error: err });
+      }
       const reason = err instanceof ProduceQueueFullError ? 'queue_full' : err instanceof ProduceTimeoutError ? 'timeout' : 'error';
       metrics.submitFailures.inc({ reason });
       metrics.admissionOutageDecisions.inc({ dependency: 'kafka', policy: 'fail-closed', outcome: 'refused' });
       log.warn({ err, runId: s.runId, tenantId: s.tenantId }, 'Kafka did not acknowledge a submission');
-      return (outcome = { kind: 'not_acknowledged' });
+      return (outcome = { kind: 'not_acknowledged', mayHaveLanded: mayHaveReachedKafka(err) });
     }
     outcome = {
       kind: 'accepted',
@@ -185,7 +193,7 @@ async function admitAndPublish(deps: RunRouteDeps, s: Submission, log: FastifyBa
  * `admission.idempotencyPendingMs`).
  */
 async function settleSubmission(deps: RunRouteDeps, s: Submission, outcome: SubmitOutcome | undefined, decision: AdmissionDecision | undefined, log: FastifyBaseLogger): Promise<void> {
-  const attempt = async (step: 'withdraw' | 'store' | 'forget', settle: () => Promise<boolean | void>) => {
+  const attempt = async (step: 'withdraw' | 'store' | 'forget' | 'mark_not_acknowledged', settle: () => Promise<boolean | void>) => {
     try {
       // The claim outlived its lease and another request took the key: a duplicate may follow.
       if ((await settle()) === false) log.warn({ tenantId: s.tenantId, idempotencyKey: s.claim?.key }, 'Idempotency-Key claim expired before it was settled');
@@ -199,8 +207,13 @@ async function settleSubmission(deps: RunRouteDeps, s: Submission, outcome: Subm
   // taken) or decided by the outage policy (Redis was not reachable to take one).
   const holdsEntry = !accepted && !(decision && (isRefusal(decision) || decision.redisOutage));
   const { claim } = s;
+  // The caller is told the run was not accepted, so should its event land in Kafka after all, it
+  // must not run: the processor checks this mark before the run starts. Without Redis the mark
+  // cannot be written, and such a run would execute (counted here, logged).
+  const mayHaveLanded = outcome?.kind === 'not_acknowledged' && outcome.mayHaveLanded;
   await Promise.all([
     holdsEntry ? attempt('withdraw', () => deps.admission.withdraw({ runId: s.runId, tenantId: s.tenantId, runClass: s.runClass })) : undefined,
+    mayHaveLanded ? attempt('mark_not_acknowledged', () => deps.withdrawals.withdraw(s.runId, s.deadline)) : undefined,
     claim && accepted ? attempt('store', () => deps.idempotency.store(s.tenantId, claim.key, claim.token, accepted)) : undefined,
     claim && !accepted ? attempt('forget', () => deps.idempotency.forget(s.tenantId, claim.key, claim.token)) : undefined,
   ]);
@@ -278,7 +291,9 @@ export function registerRunRoutes(app: FastifyInstance, deps: RunRouteDeps): voi
       case 'refused':
         return refuse(reply, outcome.decision);
       case 'not_acknowledged':
-        return sendProblem(reply, 'overloaded', { detail: 'the event log did not acknowledge the run in time; it was not accepted', retryAfterSec: 1 });
+        return sendProblem(reply, 'overloaded', { detail: 'the event log did not acknowledge the run in time; it was not accepted and will not run', retryAfterSec: 1 });
+      case 'too_large':
+        return sendProblem(reply, 'payload_too_large', { detail: `the run's event would be ${outcome.error.bytes} bytes; one Kafka request carries at most ${outcome.error.limit}` });
       case 'accepted':
         return reply.code(outcome.answer.status).headers(outcome.answer.headers).send(outcome.answer.body);
     }

@@ -50,6 +50,7 @@ function server(): FastifyInstance {
     runs: { recordAdmission: unused, getRun: unused },
     admission: { decide: unused, withdraw: unused, redisUnreachable: () => { throw new Error('not used by the limits routes'); } },
     idempotency: { claim: unused, store: unused, forget: unused },
+    withdrawals: { withdraw: unused },
     limits,
   } satisfies ApiDeps);
   return app;

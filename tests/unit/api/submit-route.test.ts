@@ -7,7 +7,7 @@ import type { SluiceConfig } from '../../../src/config/schema.js';
 import type { RunRequested } from '../../../src/events/schemas.js';
 import { createLogger } from '../../../src/obs/logger.js';
 import { createMetrics, type Metrics } from '../../../src/obs/metrics.js';
-import { ProduceQueueFullError, ProduceTimeoutError } from '../../../src/producers/produce-batcher.js';
+import { MessageTooLargeError, ProduceQueueFullError, ProduceTimeoutError } from '../../../src/producers/produce-batcher.js';
 import { isRunId } from '../../../src/runs/run-id.js';
 import { canonicalJson } from '../../../src/util/canonical-json.js';
 import type { AdmittedRun, RunView } from '../../../src/status/run-store.js';
@@ -49,6 +49,8 @@ interface HarnessOptions {
   getRun?: () => Promise<RunView | undefined>;
   /** Replaces the tenant's read-bucket check, which routes leave to the error handler when it throws. */
   readTake?: () => Promise<never>;
+  /** Replaces the mark that a refused run must not run should its event land after all. */
+  markNotAcknowledged?: () => Promise<void>;
 }
 
 /**
@@ -62,6 +64,7 @@ function admissionFakes(opts: HarnessOptions) {
   const held = new Set<string>();
   const openClaims = new Set<string>();
   const outages: OutageRequest[] = [];
+  const marked: Array<{ runId: string; deadline: number }> = [];
   const decided: AdmissionRequest[] = [];
   const fingerprints: string[] = [];
   const admission = {
@@ -101,7 +104,13 @@ function admissionFakes(opts: HarnessOptions) {
       return settled.push({ kind: 'forget', key }) > 0 && forgotten;
     },
   };
-  return { admission, idempotency, withdrawn, settled, held, openClaims, outages, decided, fingerprints };
+  const withdrawals = {
+    withdraw: async (runId: string, deadline: number) => {
+      await opts.markNotAcknowledged?.();
+      marked.push({ runId, deadline });
+    },
+  };
+  return { admission, idempotency, withdrawals, withdrawn, settled, held, openClaims, outages, marked, decided, fingerprints };
 }
 
 let fakes: ReturnType<typeof admissionFakes>;
@@ -126,6 +135,7 @@ function harness(opts: HarnessOptions = {}): Harness {
     now: () => NOW,
     admission: fakes.admission,
     idempotency: fakes.idempotency,
+    withdrawals: fakes.withdrawals,
     producer: {
       publishRunRequested: async (run: RunRequested, timeoutMs: number) => {
         if (opts.publish) await opts.publish(run);
@@ -481,13 +491,15 @@ describe('POST /v1/runs refused', () => {
 });
 
 describe('POST /v1/runs when Kafka does not acknowledge', () => {
-  const failures: Array<[string, () => Error, string]> = [
-    ['a produce timeout', () => new ProduceTimeoutError(5_000, false), 'timeout'],
-    ['a full produce queue', () => new ProduceQueueFullError(10_000), 'queue_full'],
-    ['any other produce error', () => new Error('broker gone'), 'error'],
+  // [label, error, metric reason, may the event still land in Kafka?]
+  const failures: Array<[string, () => Error, string, boolean]> = [
+    ['a produce timeout before the message was sent', () => new ProduceTimeoutError(5_000, false), 'timeout', false],
+    ['a produce timeout after the message was sent', () => new ProduceTimeoutError(5_000, true), 'timeout', true],
+    ['a full produce queue', () => new ProduceQueueFullError(10_000), 'queue_full', false],
+    ['any other produce error', () => new Error('broker gone'), 'error', true],
   ];
 
-  for (const [label, makeError, reason] of failures) {
+  for (const [label, makeError, reason, mayLand] of failures) {
     it(`${label} → 503 overloaded with Retry-After, and no admission record`, async () => {
       const h = harness({ publish: () => Promise.reject(makeError()) });
       const res = await submit(h, VALID);
@@ -501,8 +513,27 @@ describe('POST /v1/runs when Kafka does not acknowledge', () => {
       expect((await h.metrics.runsSubmitted.get()).values.every((v) => v.value === 0)).toBe(true);
       // The backlog entry taken at admission is given back, and the key freed for a retry.
       expect(fakes.withdrawn).toHaveLength(1);
+      // "Not accepted" holds even if the event lands later: it is marked never to run.
+      expect(fakes.marked).toEqual(mayLand ? [{ runId: fakes.decided[0]!.runId, deadline: fakes.decided[0]!.deadline }] : []);
     });
   }
+
+  it('still answers 503 when the never-run mark cannot be written, and counts that', async () => {
+    const h = harness({ publish: () => Promise.reject(new ProduceTimeoutError(5_000, true)), markNotAcknowledged: () => Promise.reject(new Error('ECONNREFUSED')) });
+    expectProblem(await submit(h, VALID), 503, 'overloaded', true);
+    expect(fakes.withdrawn).toHaveLength(1);
+    const cleanup = await h.metrics.submitCleanupFailures.get();
+    expect(cleanup.values).toEqual([expect.objectContaining({ value: 1, labels: { step: 'mark_not_acknowledged' } })]);
+  });
+
+  it('an event too large for any Kafka request → 413, entry withdrawn, nothing marked', async () => {
+    const h = harness({ publish: () => Promise.reject(new MessageTooLargeError(1_200_000, 1_000_000)) });
+    const body = expectProblem(await submit(h, VALID), 413, 'payload_too_large', false);
+    expect(body.detail).toContain('1200000 bytes');
+    expect(fakes.withdrawn).toHaveLength(1);
+    expect(fakes.marked).toEqual([]);
+    expect((await h.metrics.submitFailures.get()).values).toEqual([expect.objectContaining({ value: 1, labels: { reason: 'too_large' } })]);
+  });
 
   it('frees the Idempotency-Key so the caller can retry the same request', async () => {
     const h = harness({ publish: () => Promise.reject(new ProduceTimeoutError(5_000, false)) });

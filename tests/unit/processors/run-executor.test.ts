@@ -6,6 +6,7 @@ import { heldSequence } from '../../../src/runs/status-sequence.js';
 import { createLogger } from '../../../src/obs/logger.js';
 import { createMetrics } from '../../../src/obs/metrics.js';
 import { RunExecutor, type RunExecutorDeps } from '../../../src/processors/run-executor.js';
+import type { CancelReason } from '../../../src/processors/cancellation.js';
 import { InfrastructureError } from '../../../src/processors/run-faults.js';
 import { toStepError } from '../../../src/processors/steps/llm-call.js';
 import { StepError } from '../../../src/processors/steps/step-error.js';
@@ -31,7 +32,7 @@ const run: RunRequested = {
 };
 
 /** An executor whose LLM answers at once (or fails as `llmFailures` says) and whose tools must never be called. */
-function executor(cancelAnswers: boolean[], journal: Map<string, unknown> = new Map(), llmFailures: Error[] = [], config = loadConfig({ env: {} }), opts: { breaker?: BreakerView; admit?: BreakerAdmission[]; llmText?: string; deps?: Partial<RunExecutorDeps> } = {}) {
+function executor(cancelAnswers: (CancelReason | undefined)[], journal: Map<string, unknown> = new Map(), llmFailures: Error[] = [], config = loadConfig({ env: {} }), opts: { breaker?: BreakerView; admit?: BreakerAdmission[]; llmText?: string; deps?: Partial<RunExecutorDeps> } = {}) {
   const published: RunStatusChanged[] = [];
   const retries: { run: RunRequested; headers: Record<string, string> }[] = [];
   const deadLetters: { envelope: DeadLetterEnvelope; headers: Record<string, string> }[] = [];
@@ -49,7 +50,7 @@ function executor(cancelAnswers: boolean[], journal: Map<string, unknown> = new 
     },
     simulatorUrl: 'http://127.0.0.1:1',
     publishStatus: async (e) => void published.push(e),
-    cancellation: { isCancelRequested: async () => cancelAnswers[checks++] ?? false },
+    cancellation: { cancelReason: async () => cancelAnswers[checks++] },
     dependencyPermits: { acquire: async () => async () => undefined },
     journal: {
       recall: async (_runId: string, stepId: string) => (journal.has(stepId) ? { output: journal.get(stepId) } : undefined),
@@ -76,16 +77,24 @@ function executor(cancelAnswers: boolean[], journal: Map<string, unknown> = new 
 
 describe('RunExecutor cancellation', () => {
   it('never starts a run cancelled while queued', async () => {
-    const { exec, published, llmCalls } = executor([true]);
+    const { exec, published, llmCalls } = executor(['requested']);
     expect(await exec.execute(run, ATTEMPT)).toBe('cancelled');
     expect(llmCalls()).toBe(0);
     expect(published).toHaveLength(1);
     expect(published[0]).toMatchObject({ status: 'cancelled', sequence: terminalSequence(1), error: null, result: null, step: null });
-    expect(published[0]!.message).toMatch(/^cancelled: .*before it started$/);
+    expect(published[0]!.message).toBe("cancelled: stopped at the caller's request before it started");
+  });
+
+  it('never starts a run whose submission was answered 503, and says so', async () => {
+    const { exec, published, llmCalls } = executor(['not_acknowledged']);
+    expect(await exec.execute(run, ATTEMPT)).toBe('cancelled');
+    expect(llmCalls()).toBe(0);
+    expect(published.map((e) => e.status)).toEqual(['cancelled']);
+    expect(published[0]!.message).toMatch(/^cancelled: stopped because its submission was answered 503 .* before it started$/);
   });
 
   it('stops at the next step boundary, before the tool call', async () => {
-    const { exec, published, llmCalls, checks } = executor([false, true]);
+    const { exec, published, llmCalls, checks } = executor([undefined, 'requested']);
     expect(await exec.execute(run, ATTEMPT)).toBe('cancelled');
     expect(llmCalls()).toBe(1);
     expect(checks()).toBe(2);

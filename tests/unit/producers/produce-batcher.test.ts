@@ -7,6 +7,7 @@ import {
   ProduceTimeoutError,
   ProducerClosedError,
   RECORD_OVERHEAD_BYTES,
+  mayHaveReachedKafka,
   recordBytes,
   type OutgoingMessage,
   type ProduceBatcherOptions,
@@ -527,5 +528,16 @@ describe('ProduceBatcher close', () => {
     expect((t1.error as ProduceTimeoutError).maybeProduced).toBe(true);
     await vi.advanceTimersByTimeAsync(1_000);
     expect(closing.settled).toBe(true);
+  });
+});
+
+describe('mayHaveReachedKafka', () => {
+  it('is false only for a message refused or withdrawn before it was handed to the client', () => {
+    expect(mayHaveReachedKafka(new ProduceQueueFullError(10))).toBe(false);
+    expect(mayHaveReachedKafka(new MessageTooLargeError(2, 1))).toBe(false);
+    expect(mayHaveReachedKafka(new ProducerClosedError())).toBe(false);
+    expect(mayHaveReachedKafka(new ProduceTimeoutError(5_000, false))).toBe(false);
+    expect(mayHaveReachedKafka(new ProduceTimeoutError(5_000, true))).toBe(true);
+    expect(mayHaveReachedKafka(new Error('broker gone mid-request'))).toBe(true);
   });
 });
