@@ -70,11 +70,13 @@ export function drainRequestBody(raw: IncomingMessage, maxBytes: number, timeout
 }
 
 /** Ajv's errors become the contract's `errors: [{path, message}]` (JSON Pointer paths). */
-export function validationErrors(validation: NonNullable<FastifyError['validation']>): FieldError[] {
+export function validationErrors(validation: NonNullable<FastifyError['validation']>, context: FastifyError['validationContext'] = 'body'): FieldError[] {
+  // Body paths start at the body, as the contract's examples (`/input`); others say where they are.
+  const prefix = context === 'querystring' ? '/query' : context === 'body' ? '' : `/${context}`;
   return validation.map((v) => {
     const params = v.params as Record<string, unknown>;
     const extra = (params.missingProperty ?? params.additionalProperty) as string | undefined;
-    const path = extra !== undefined ? `${v.instancePath}/${extra}` : v.instancePath || '/';
+    const path = `${prefix}${extra !== undefined ? `${v.instancePath}/${extra}` : v.instancePath}` || '/';
     const message = params.additionalProperty !== undefined ? 'is not a known field' : (v.message ?? 'is invalid');
     return { path, message };
   });
@@ -150,7 +152,7 @@ export function buildApiServer(deps: ApiDeps): FastifyInstance {
   });
 
   app.setErrorHandler(async (err: FastifyError, req, reply) => {
-    if (err.validation) return sendProblem(reply, 'invalid_request', { detail: 'the body does not match the schema', errors: validationErrors(err.validation) });
+    if (err.validation) return sendProblem(reply, 'invalid_request', { detail: `the ${err.validationContext ?? 'body'} does not match the schema`, errors: validationErrors(err.validation, err.validationContext) });
     if (err.statusCode === 413) {
       await drainRequestBody(req.raw, DRAIN_MAX_BYTES, DRAIN_TIMEOUT_MS);
       return sendProblem(reply, 'payload_too_large', { detail: `the limit is ${config.api.bodyLimitBytes} bytes` });

@@ -138,7 +138,9 @@ export function registerRunEventRoutes(app: FastifyInstance, deps: RunEventRoute
     for (const stream of open) stream.end();
   });
 
-  app.get<{ Params: { id: string }; Querystring: { lastEventId?: string } }>('/v1/runs/:id/events', async (req, reply) => {
+  // One lastEventId at most: a repeated parameter arrives as a list, which is not an event id.
+  const schema = { querystring: { type: 'object', properties: { lastEventId: { type: 'string' } } } } as const;
+  app.get<{ Params: { id: string }; Querystring: { lastEventId?: string } }>('/v1/runs/:id/events', { schema }, async (req, reply) => {
     const own = await findOwnRun(req, reply, deps, req.params.id);
     if (!own) return reply;
     const { tenantId, view } = own;

@@ -31,6 +31,7 @@ beforeAll(async () => {
     runs: { recordAdmission: unused, getRun: fake.deps.runs.getRun },
     admission: { decide: unused, withdraw: unused, redisUnreachable: () => { throw new Error('not reached'); } },
     idempotency: { claim: unused, store: unused, forget: unused },
+    withdrawals: { withdraw: unused },
     limits: { overrides: async () => new Map(), set: async () => undefined },
     now: () => NOW,
   } satisfies ApiDeps);
@@ -70,6 +71,14 @@ describe('the router refuses in the contract shape', () => {
   it('a run id longer than any id → 404 not_found, as any unknown id', async () => {
     const res = await app.inject({ method: 'GET', url: `/v1/runs/${'a'.repeat(500)}`, headers: { authorization: KEY_A } });
     expectProblem(res, 404, 'not_found');
+  });
+});
+
+describe('query strings', () => {
+  it('a repeated lastEventId is no event id → 400 naming /query/lastEventId', async () => {
+    const res = await app.inject({ method: 'GET', url: '/v1/runs/0190f5a2-7c00-7abc-8def-0123456789ab/events?lastEventId=1&lastEventId=2', headers: { authorization: KEY_A } });
+    const body = expectProblem(res, 400, 'invalid_request');
+    expect(body.errors).toEqual([{ path: '/query/lastEventId', message: 'must be string' }]);
   });
 });
 
