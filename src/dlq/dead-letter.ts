@@ -17,6 +17,32 @@ export const DLQ_HEADER = {
   runId: 'sluice-dlt-run-id',
 } as const;
 
+/**
+ * Every `sluice-dlt-reason` Sluice writes. The header of a record on the DLQ topic is data, not
+ * config (anyone who can produce to the topic writes it), so metric labels take it only from here.
+ */
+export const DEAD_LETTER_REASONS = [
+  'decode_error',
+  'non_retryable',
+  'dependency_unavailable',
+  'invalid_input',
+  'unknown_tenant',
+  'unknown_workflow',
+  'infrastructure_error',
+  'expired',
+  'postgres_rejected',
+  'undecodable_dead_letter',
+  'unarchivable',
+] as const;
+export type DeadLetterReason = (typeof DEAD_LETTER_REASONS)[number];
+
+const KNOWN_REASONS = new Set<string>(DEAD_LETTER_REASONS);
+
+/** A reason as a metric label: one of Sluice's own, else `other`. */
+export function reasonLabel(reason: string): DeadLetterReason | 'other' {
+  return KNOWN_REASONS.has(reason) ? (reason as DeadLetterReason) : 'other';
+}
+
 const MAX_MESSAGE = 1_000;
 const MAX_STACK = 4_000;
 
@@ -26,7 +52,7 @@ export interface DeadLetterInput {
   message: Pick<KafkaMessage, 'offset' | 'key' | 'value'>;
   consumerGroup: string;
   /** Short machine-readable cause, e.g. `decode_error`. */
-  reason: string;
+  reason: DeadLetterReason;
   error: Error;
   attempts: number;
   firstFailureAt: number;

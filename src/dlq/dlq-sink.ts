@@ -10,7 +10,7 @@ import { groupId, topicNames } from '../kafka/topics.js';
 import type { Logger } from '../obs/logger.js';
 import type { Metrics } from '../obs/metrics.js';
 import { deadLetteredSequence } from '../runs/status-sequence.js';
-import { DLQ_HEADER } from './dead-letter.js';
+import { DLQ_HEADER, reasonLabel } from './dead-letter.js';
 import type { ArchivedDeadLetter, DeadLetterStore } from './dead-letter-store.js';
 
 export interface DlqSinkDeps {
@@ -253,7 +253,7 @@ export class DlqSink {
     for (const r of rows) {
       // Label values come from config, never from record data: an unknown tenant is "unknown".
       const tenant = r.tenantId !== null && ownEntry(this.deps.config.tenants, r.tenantId) ? r.tenantId : 'unknown';
-      this.deps.metrics.dlqArchived.inc({ tenant, reason: r.reason });
+      this.deps.metrics.dlqArchived.inc({ tenant, reason: reasonLabel(r.reason) });
       this.deps.metrics.dlqArchiveLag.observe(Math.max(0, now - r.failedAt) / 1000);
     }
   }

@@ -3,7 +3,7 @@ import type { DependencyConfig, SluiceConfig, StepConfig, TenantConfig, Workflow
 import { gateRun, type BreakerView } from '../breakers/breaker-gate.js';
 import { breakerOutcomeOf } from '../breakers/breaker-outcome.js';
 import type { BreakerAdmission, BreakerOutcome, BreakerStateName } from '../breakers/breaker-store.js';
-import { buildDeadLetter, type DeadLetterSink } from '../dlq/dead-letter.js';
+import { buildDeadLetter, type DeadLetterReason, type DeadLetterSink } from '../dlq/dead-letter.js';
 import { fullJitterMs, nextRetryDelay } from './retry-policy.js';
 import { retryRecord } from './retry-enqueue.js';
 import { RetryBudget } from './retry-budget.js';
@@ -293,13 +293,13 @@ export class RunExecutor {
   }
 
   /** A failed run dies here: archived in the DLQ topic with its context, then reported failed. */
-  private async fail(run: RunRequested, context: AttemptContext, reason: string, message: string, step: string | null, error: RunError): Promise<RunOutcome> {
+  private async fail(run: RunRequested, context: AttemptContext, reason: DeadLetterReason, message: string, step: string | null, error: RunError): Promise<RunOutcome> {
     await this.archive(run, context, reason, error);
     return this.finish(run, 'failed', message, step, error);
   }
 
   /** Produces the run's original record to the DLQ topic with the failure context; resolves once acknowledged. */
-  private async archive(run: RunRequested, context: AttemptContext, reason: string, error: RunError): Promise<void> {
+  private async archive(run: RunRequested, context: AttemptContext, reason: DeadLetterReason, error: RunError): Promise<void> {
     const now = this.now();
     const failure = new Error(error.message);
     failure.name = error.code;

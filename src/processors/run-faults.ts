@@ -1,3 +1,4 @@
+import type { DeadLetterReason } from '../dlq/dead-letter.js';
 import { ownEntry } from '../config/lookup.js';
 import type { SluiceConfig, TenantConfig, WorkflowConfig } from '../config/schema.js';
 import type { RunRequested } from '../events/schemas.js';
@@ -6,7 +7,7 @@ import { fullJitterMs, type RetryPolicy } from './retry-policy.js';
 /** Why a run ends without (further) attempts: the DLQ reason, and the error its reader is shown. */
 export interface RunFailure {
   /** `sluice-dlt-reason`: `unknown_tenant`, `unknown_workflow`, `infrastructure_error`. */
-  reason: string;
+  reason: Extract<DeadLetterReason, 'unknown_tenant' | 'unknown_workflow' | 'infrastructure_error'>;
   /** `error.code` of the `failed` status. */
   code: string;
   message: string;

@@ -45,7 +45,7 @@ describe('archive rows', () => {
   });
 
   it('calls a DLQ record without a reason header "unknown" rather than dropping it', () => {
-    const { envelope } = buildDeadLetter({ topic: 't', partition: 0, message: { offset: '0', key: null, value: null }, consumerGroup: 'g', reason: 'x', error: new Error('e'), attempts: 1, firstFailureAt: AT, lastFailureAt: AT });
+    const { envelope } = buildDeadLetter({ topic: 't', partition: 0, message: { offset: '0', key: null, value: null }, consumerGroup: 'g', reason: 'decode_error', error: new Error('e'), attempts: 1, firstFailureAt: AT, lastFailureAt: AT });
     expect(archiveRow(envelope, {}, null)).toMatchObject({ reason: 'unknown', payloadJson: null, tenantId: null });
   });
 

@@ -1,5 +1,5 @@
 import { describe, expect, it, vi } from 'vitest';
-import { DLQ_HEADER, buildDeadLetter, deadLetterPoison, type DeadLetterInput, type DeadLetterSink } from '../../../src/dlq/dead-letter.js';
+import { DEAD_LETTER_REASONS, DLQ_HEADER, buildDeadLetter, deadLetterPoison, reasonLabel, type DeadLetterInput, type DeadLetterSink } from '../../../src/dlq/dead-letter.js';
 import type { DeadLetterEnvelope } from '../../../src/events/schemas.js';
 
 const FIRST = Date.UTC(2026, 0, 1, 0, 0, 0, 0);
@@ -21,7 +21,7 @@ function input(over: Partial<DeadLetterInput> = {}): DeadLetterInput {
     partition: 4,
     message: { offset: '9007199254740993', key: KEY, value: RAW },
     consumerGroup: 'sluice-processor',
-    reason: 'retries_exhausted',
+    reason: 'dependency_unavailable',
     error: new ToolHttpError('order-lookup answered 503'),
     attempts: 5,
     firstFailureAt: FIRST,
@@ -77,7 +77,7 @@ describe('buildDeadLetter', () => {
       'sluice-dlt-original-partition': '4',
       'sluice-dlt-original-offset': '9007199254740993',
       'sluice-dlt-original-consumer-group': 'sluice-processor',
-      'sluice-dlt-reason': 'retries_exhausted',
+      'sluice-dlt-reason': 'dependency_unavailable',
       'sluice-dlt-exception-fqcn': 'ToolHttpError',
       'sluice-dlt-exception-message': 'order-lookup answered 503',
       'sluice-dlt-attempts': '5',
@@ -195,5 +195,14 @@ describe('deadLetterPoison', () => {
     const sink: DeadLetterSink = { publishDeadLetter: vi.fn(async () => Promise.reject(new Error('dlq produce timed out'))) };
     await expect(deadLetterPoison(sink, record, 'g', new Error('bad'), 1_000, FIRST)).rejects.toThrow('dlq produce timed out');
     expect(sink.publishDeadLetter).toHaveBeenCalledTimes(1);
+  });
+});
+
+describe('reasonLabel', () => {
+  it('keeps every reason Sluice writes and folds anything else into "other"', () => {
+    for (const reason of DEAD_LETTER_REASONS) expect(reasonLabel(reason)).toBe(reason);
+    expect(reasonLabel('made-up-by-whoever-produced-this')).toBe('other');
+    expect(reasonLabel('')).toBe('other');
+    expect(reasonLabel('constructor')).toBe('other');
   });
 });

@@ -7,7 +7,7 @@ import { createLogger } from '../../../src/obs/logger.js';
 import { createMetrics } from '../../../src/obs/metrics.js';
 import { RunExecutor, type RunExecutorDeps } from '../../../src/processors/run-executor.js';
 import type { CancelReason } from '../../../src/processors/cancellation.js';
-import { InfrastructureError } from '../../../src/processors/run-faults.js';
+import { InfrastructureError, type RunFailure } from '../../../src/processors/run-faults.js';
 import { toStepError } from '../../../src/processors/steps/llm-call.js';
 import { StepError } from '../../../src/processors/steps/step-error.js';
 import type { BreakerView } from '../../../src/breakers/breaker-gate.js';
@@ -368,7 +368,7 @@ describe('RunExecutor with a tenant or workflow no longer configured', () => {
 
   it('deadLetter() ends any run the same way: archived with the given reason, then failed', async () => {
     const { exec, published, deadLetters } = executor([]);
-    const failure = { reason: 'infrastructure_error', code: 'infrastructure_error', message: 'gave up after 8 failed attempts: taking run permits (Redis) failed: Command timed out', retryable: true };
+    const failure: RunFailure = { reason: 'infrastructure_error', code: 'infrastructure_error', message: 'gave up after 8 failed attempts: taking run permits (Redis) failed: Command timed out', retryable: true };
     expect(await exec.deadLetter(run, ATTEMPT, failure)).toBe('failed');
     expect(deadLetters[0]!.headers).toMatchObject({ 'sluice-dlt-reason': 'infrastructure_error', 'sluice-dlt-exception-message': failure.message });
     expect(deadLetters[0]!.envelope.payload.toString()).toBe('original bytes');
