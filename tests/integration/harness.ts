@@ -189,3 +189,22 @@ export async function waitForStatus(apiUrl: string, runId: string, key: string, 
     `run ${runId} to reach ${statuses.join('|')}`,
   );
 }
+
+/**
+ * The compiled CLI, run as an operator would, against the test's infrastructure and namespace;
+ * `env` overrides (e.g. a throwaway Redis). Killed after a minute so a hung command fails the test.
+ */
+export function runCli(args: string[], namespace: string, env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const infra = inject('infra');
+  const child = spawn(process.execPath, [join(packageRoot(), 'dist', 'cli', 'main.js'), ...args], {
+    cwd: packageRoot(),
+    env: { ...process.env, KAFKA_BROKERS: infra.kafkaBrokers.join(','), REDIS_URL: infra.redisUrl, DATABASE_URL: infra.databaseUrl, SLUICE_NAMESPACE: namespace, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.on('data', (c: Buffer) => (stdout += c.toString()));
+  child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
+  const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
+  return new Promise((resolve) => child.once('exit', (code) => (clearTimeout(timer), resolve({ code, stdout, stderr }))));
+}

@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import pg from 'pg';
@@ -12,24 +11,9 @@ import { groupId, topicNames } from '../../src/kafka/topics.js';
 import { createLogger } from '../../src/obs/logger.js';
 import { EventProducer } from '../../src/producers/event-producer.js';
 import { packageRoot } from '../../src/util/package-root.js';
-import { TENANT_A_KEY, TENANT_B_KEY, eventually, freePort, http, startSluice, testNamespace, waitForStatus, writeTestConfig, type SluiceProcess } from './harness.js';
+import { TENANT_A_KEY, TENANT_B_KEY, eventually, freePort, http, startSluice, testNamespace, waitForStatus, writeTestConfig, type SluiceProcess, runCli } from './harness.js';
 import { startThrowawayRedis, type ThrowawayRedis } from '../support/throwaway-redis.js';
 
-/** `sluice dlq ...` as an operator runs it, against this file's namespace. */
-function dlqCli(args: string[], namespace: string, redisUrl: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const infra = inject('infra');
-  const child = spawn(process.execPath, [join(packageRoot(), 'dist', 'cli', 'main.js'), 'dlq', ...args], {
-    cwd: packageRoot(),
-    env: { ...process.env, KAFKA_BROKERS: infra.kafkaBrokers.join(','), REDIS_URL: redisUrl, DATABASE_URL: infra.databaseUrl, SLUICE_NAMESPACE: namespace },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
-  child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-  const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
-  return new Promise((resolve) => child.once('exit', (code) => (clearTimeout(timer), resolve({ code, stdout, stderr }))));
-}
 
 const TERMINAL = ['completed', 'failed', 'dead_lettered', 'expired', 'cancelled'];
 
@@ -165,7 +149,7 @@ describe('processor faults, end to end', () => {
   }, 150_000);
 
   it('replays the expired batch run with a fresh deadline, and it completes', async () => {
-    const replay = await dlqCli(['replay', expiredRow, '--by', 'proc-faults-test'], namespace, redisUrl);
+    const replay = await runCli(['dlq', 'replay', expiredRow, '--by', 'proc-faults-test'], namespace, { REDIS_URL: redisUrl });
     expect(replay.code, replay.stderr).toBe(0);
     const done = await waitForStatus(api, expiredRun.runId, TENANT_A_KEY, ['completed', 'failed', 'expired'], 60_000);
     expect(done).toMatchObject({ status: 'completed', attempts: 2 });
