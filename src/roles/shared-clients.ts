@@ -14,7 +14,7 @@ import { createPool } from '../db/pool.js';
 import { migrate } from '../db/migrate.js';
 import { EventProducer } from '../producers/event-producer.js';
 import type { Logger } from '../obs/logger.js';
-import type { ReadinessCheck } from '../api/routes/health.js';
+import { readinessPlan, type Dependency, type ReadinessCheck } from '../api/routes/health.js';
 
 /**
  * Connections shared by the roles of one process, created on first use so a process runs only
@@ -96,18 +96,17 @@ export class SharedClients {
     return redisKeys(this.config.namespace);
   }
 
+  /** The dependencies this process's roles need, each with what its failing means (`readinessPlan`). */
   readinessChecks(): ReadinessCheck[] {
-    return [
-      { name: 'kafka', check: () => this.kafkaProbe.check() },
-      {
-        name: 'redis',
-        check: async () => {
-          if (this.redis.status === 'wait') await this.redis.connect();
-          await this.redis.ping();
-        },
+    const checks: Record<Dependency, () => Promise<void>> = {
+      kafka: () => this.kafkaProbe.check(),
+      redis: async () => {
+        if (this.redis.status === 'wait') await this.redis.connect();
+        await this.redis.ping();
       },
-      { name: 'postgres', check: async () => void (await (await this.pool()).query('SELECT 1')) },
-    ];
+      postgres: async () => void (await (await this.pool()).query('SELECT 1')),
+    };
+    return readinessPlan(this.config.roles, this.config.admission.redisOutage.policy).map((p) => ({ ...p, check: checks[p.name] }));
   }
 
   async close(): Promise<void> {

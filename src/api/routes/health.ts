@@ -1,17 +1,57 @@
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import type { Metrics } from '../../obs/metrics.js';
+import type { RedisOutagePolicy } from '../../admission/redis-outage.js';
+import type { Role } from '../../config/schema.js';
 import { withTimeout } from '../../util/with-timeout.js';
+
+/**
+ * What a failing dependency means for this process: it cannot do its work (`not_ready`: take it
+ * out of rotation), or it still does the part that matters and answers the rest honestly
+ * (`degraded`: e.g. submissions accepted into Kafka while reads answer 503).
+ */
+export type ReadinessEffect = 'not_ready' | 'degraded';
 
 /** One dependency's readiness: resolves when it answered, rejects (with the reason) when not. */
 export interface ReadinessCheck {
   name: string;
   check: () => Promise<void>;
+  /** Default `not_ready`. */
+  whenFailing?: ReadinessEffect;
 }
+
+export type ReadinessStatus = 'ready' | ReadinessEffect;
 
 /** What `/readyz` answers: each check by name, ok or failing. Why one failed is in the log only. */
 export interface ReadinessReport {
-  ready: boolean;
+  status: ReadinessStatus;
   checks: { name: string; ok: boolean }[];
+}
+
+/** The worst effect among the failing checks. */
+export function readinessStatus(results: readonly { ok: boolean; whenFailing?: ReadinessEffect }[]): ReadinessStatus {
+  const failing = results.filter((r) => !r.ok);
+  if (failing.length === 0) return 'ready';
+  return failing.some((r) => (r.whenFailing ?? 'not_ready') === 'not_ready') ? 'not_ready' : 'degraded';
+}
+
+export type Dependency = 'kafka' | 'redis' | 'postgres';
+
+/**
+ * Which dependencies a process checks, and what each one failing means, from its roles and the
+ * submit path's Redis outage policy (the README's outage table, as readiness):
+ * - Kafka: every role but the simulator lives on it.
+ * - Redis: processors take permits in it; the API decides admission in it, unless it fails open.
+ * - Postgres: the sinks write it; the API only reads it (submissions stay durable in Kafka).
+ */
+export function readinessPlan(roles: readonly Role[], redisPolicy: RedisOutagePolicy): { name: Dependency; whenFailing: ReadinessEffect }[] {
+  const has = (r: Role) => roles.includes(r);
+  const plan: { name: Dependency; whenFailing: ReadinessEffect }[] = [];
+  if (roles.some((r) => r !== 'provider-sim')) plan.push({ name: 'kafka', whenFailing: 'not_ready' });
+  if (has('processor')) plan.push({ name: 'redis', whenFailing: 'not_ready' });
+  else if (has('api')) plan.push({ name: 'redis', whenFailing: redisPolicy === 'fail-open' ? 'degraded' : 'not_ready' });
+  if (has('status-sink') || has('dlq-sink')) plan.push({ name: 'postgres', whenFailing: 'not_ready' });
+  else if (has('api')) plan.push({ name: 'postgres', whenFailing: 'degraded' });
+  return plan;
 }
 
 export interface ReadinessOptions {
@@ -56,18 +96,21 @@ export class Readiness {
   }
 
   private async runChecks(): Promise<ReadinessReport> {
-    const checks = await Promise.all(
+    const results = await Promise.all(
       this.checks.map(async (c) => {
         try {
           await withTimeout(c.check(), this.timeoutMs, `the ${c.name} readiness check`);
-          return { name: c.name, ok: true };
+          return true;
         } catch (err) {
           this.opts.logger.warn({ err, check: c.name }, 'readiness check failed');
-          return { name: c.name, ok: false };
+          return false;
         }
       }),
     );
-    const report = { ready: checks.every((c) => c.ok), checks };
+    const report: ReadinessReport = {
+      status: readinessStatus(this.checks.map((c, i) => ({ ok: results[i]!, whenFailing: c.whenFailing }))),
+      checks: this.checks.map((c, i) => ({ name: c.name, ok: results[i]! })),
+    };
     this.cached = { report, until: this.now() + this.cacheMs };
     return report;
   }
@@ -79,8 +122,8 @@ export function registerHealthRoutes(app: FastifyInstance, deps: { readiness: Re
   app.get('/healthz', async () => ({ status: 'ok' }));
 
   app.get('/readyz', async (_req, reply) => {
-    const { ready, checks } = await readiness.report();
-    return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not_ready', checks });
+    const { status, checks } = await readiness.report();
+    return reply.code(status === 'not_ready' ? 503 : 200).send({ status, checks });
   });
 
   app.get('/metrics', async (req, reply) => {

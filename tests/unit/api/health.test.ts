@@ -1,7 +1,8 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import { Gauge } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Readiness, registerHealthRoutes, type ReadinessCheck } from '../../../src/api/routes/health.js';
+import { Readiness, readinessPlan, readinessStatus, registerHealthRoutes, type ReadinessCheck } from '../../../src/api/routes/health.js';
+import type { Role } from '../../../src/config/schema.js';
 import { createMetrics } from '../../../src/obs/metrics.js';
 
 const silent = { warn: () => undefined };
@@ -33,7 +34,7 @@ describe('Readiness', () => {
     const all = await Promise.all(reports);
     expect(redis.runs).toBe(1);
     expect(new Set(all).size).toBe(1);
-    expect(all[0]).toEqual({ ready: true, checks: [{ name: 'kafka', ok: true }, { name: 'redis', ok: true }] });
+    expect(all[0]).toEqual({ status: 'ready', checks: [{ name: 'kafka', ok: true }, { name: 'redis', ok: true }] });
 
     now += 999;
     await Promise.all(Array.from({ length: 100 }, () => readiness.report()));
@@ -64,7 +65,7 @@ describe('Readiness', () => {
     const logged: unknown[][] = [];
     const readiness = new Readiness([countingCheck('redis', 'connect ECONNREFUSED 10.0.0.7:6379 (user admin)'), countingCheck('postgres')], { logger: { warn: (...args: unknown[]) => logged.push(args) } });
     const report = await readiness.report();
-    expect(report).toEqual({ ready: false, checks: [{ name: 'redis', ok: false }, { name: 'postgres', ok: true }] });
+    expect(report).toEqual({ status: 'not_ready', checks: [{ name: 'redis', ok: false }, { name: 'postgres', ok: true }] });
     expect(JSON.stringify(report)).not.toContain('ECONNREFUSED');
     expect(logged).toHaveLength(1);
     expect(logged[0]![0]).toMatchObject({ check: 'redis', err: { message: 'connect ECONNREFUSED 10.0.0.7:6379 (user admin)' } });
@@ -73,7 +74,7 @@ describe('Readiness', () => {
   it('fails a check that does not answer within its timeout, without waiting for it', async () => {
     const hanging: ReadinessCheck = { name: 'kafka', check: () => new Promise<void>(() => undefined) };
     const readiness = new Readiness([hanging], { logger: silent, timeoutMs: 20 });
-    expect(await readiness.report()).toEqual({ ready: false, checks: [{ name: 'kafka', ok: false }] });
+    expect(await readiness.report()).toEqual({ status: 'not_ready', checks: [{ name: 'kafka', ok: false }] });
   });
 
   it('turns a check that throws synchronously into a failing check', async () => {
@@ -83,7 +84,44 @@ describe('Readiness', () => {
         throw new Error('not connected');
       },
     };
-    expect(await new Readiness([throwing], { logger: silent }).report()).toEqual({ ready: false, checks: [{ name: 'redis', ok: false }] });
+    expect(await new Readiness([throwing], { logger: silent }).report()).toEqual({ status: 'not_ready', checks: [{ name: 'redis', ok: false }] });
+  });
+});
+
+describe('readinessStatus', () => {
+  it('is the worst effect among the failing checks', () => {
+    expect(readinessStatus([])).toBe('ready');
+    expect(readinessStatus([{ ok: true }, { ok: true, whenFailing: 'not_ready' }])).toBe('ready');
+    expect(readinessStatus([{ ok: false, whenFailing: 'degraded' }, { ok: true }])).toBe('degraded');
+    expect(readinessStatus([{ ok: false, whenFailing: 'degraded' }, { ok: false, whenFailing: 'not_ready' }])).toBe('not_ready');
+    expect(readinessStatus([{ ok: false }])).toBe('not_ready');
+  });
+});
+
+describe('readinessPlan', () => {
+  const plan = (roles: Role[], policy: 'fail-closed' | 'fail-open' = 'fail-closed') => Object.fromEntries(readinessPlan(roles, policy).map((p) => [p.name, p.whenFailing]));
+
+  it('the API alone: Kafka and Redis (fail-closed) are needed; without Postgres it still accepts submissions', () => {
+    expect(plan(['api'])).toEqual({ kafka: 'not_ready', redis: 'not_ready', postgres: 'degraded' });
+  });
+
+  it('the API failing open keeps serving through a Redis outage: degraded', () => {
+    expect(plan(['api'], 'fail-open')).toEqual({ kafka: 'not_ready', redis: 'degraded', postgres: 'degraded' });
+  });
+
+  it('a processor needs Kafka and Redis, never Postgres; the sinks need Postgres', () => {
+    expect(plan(['processor'], 'fail-open')).toEqual({ kafka: 'not_ready', redis: 'not_ready' });
+    expect(plan(['status-sink'])).toEqual({ kafka: 'not_ready', postgres: 'not_ready' });
+    expect(plan(['dlq-sink'])).toEqual({ kafka: 'not_ready', postgres: 'not_ready' });
+  });
+
+  it('several roles in one process take the strictest need of each', () => {
+    expect(plan(['api', 'processor', 'status-sink', 'dlq-sink', 'provider-sim'], 'fail-open')).toEqual({ kafka: 'not_ready', redis: 'not_ready', postgres: 'not_ready' });
+    expect(plan(['api', 'status-sink'], 'fail-open')).toEqual({ kafka: 'not_ready', redis: 'degraded', postgres: 'not_ready' });
+  });
+
+  it('the simulator alone needs nothing', () => {
+    expect(plan(['provider-sim'])).toEqual({});
   });
 });
 
@@ -101,6 +139,14 @@ describe('health routes', () => {
     expect(res.statusCode).toBe(503);
     expect(res.json()).toEqual({ status: 'not_ready', checks: [{ name: 'kafka', ok: true }, { name: 'redis', ok: false }] });
     expect(res.body).not.toContain('ECONNREFUSED');
+  });
+
+  it('/readyz answers 200 "degraded" when only checks whose failure degrades are failing', async () => {
+    app = Fastify();
+    registerHealthRoutes(app, { readiness: [countingCheck('kafka'), { ...countingCheck('postgres', 'connection refused'), whenFailing: 'degraded' }], metrics: createMetrics() });
+    const res = await app.inject('/readyz');
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toEqual({ status: 'degraded', checks: [{ name: 'kafka', ok: true }, { name: 'postgres', ok: false }] });
   });
 
   it('/metrics renders when a scrape-time read fails: its gauges are left out and the error is counted in the same scrape', async () => {
