@@ -13,7 +13,7 @@ export interface InfrastructureFailure {
 }
 
 /** Socket errors of Node's net/dns layer: the peer is not there or went away. */
-const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ECONNABORTED', 'ETIMEDOUT', 'EHOSTUNREACH', 'EHOSTDOWN', 'ENETUNREACH', 'ENETDOWN', 'EPIPE', 'EAI_AGAIN', 'ENOTFOUND']);
+const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ECONNABORTED', 'ETIMEDOUT', 'EHOSTUNREACH', 'EHOSTDOWN', 'ENETUNREACH', 'ENETDOWN', 'EPIPE', 'EAI_AGAIN', 'ENOTFOUND', 'EADDRNOTAVAIL']);
 
 /** ioredis rejects commands with plain Errors carrying these messages when the connection is not usable. */
 const REDIS_CONNECTION_MESSAGES = ['Command timed out', 'Connection is closed.', "Stream isn't writeable and enableOfflineQueue options is false", 'Socket timeout.'];
@@ -21,15 +21,26 @@ const REDIS_CONNECTION_MESSAGES = ['Command timed out', 'Connection is closed.',
 /** Server replies that mean "not now" rather than "wrong command" (loading, failover, memory, replication). */
 const REDIS_UNAVAILABLE_REPLY = /^(LOADING|BUSY|MASTERDOWN|READONLY|CLUSTERDOWN|TRYAGAIN|OOM|NOREPLICAS|MISCONF)\b/;
 
-/** node-postgres client errors that mean the connection, not the statement, failed. */
-const PG_CONNECTION_MESSAGES = ['Connection terminated', 'timeout exceeded when trying to connect', 'Query read timeout', 'Client has encountered a connection error and is not queryable'];
+/** node-postgres and pg-pool errors, without a code, that mean the connection, not the statement, failed. */
+const PG_CONNECTION_MESSAGES = [/^Connection terminated/, /^timeout exceeded when trying to connect$/, /^timeout expired$/, /^Query read timeout$/, /is not queryable$/, /^Cannot use a pool after calling end on the pool$/];
 
 /**
- * SQLSTATE classes of an unavailable server: 08 connection exception, 53 insufficient resources,
- * 57P operator intervention (shutdown, cannot connect now), 58 system error; and 57014, a
- * statement cancelled by its timeout.
+ * SQLSTATE classes whose conditions pass: 08 connection exception, 40 transaction rollback
+ * (40001 serialization failure, 40P01 deadlock), 53 insufficient resources (disk full, too many
+ * connections), 57 operator intervention (57014 statement timeout, 57P01 admin shutdown, 57P03
+ * cannot connect now), 58 system error (I/O); and, outside them, a lock or idle-session timeout.
  */
-const PG_UNAVAILABLE_SQLSTATE = /^(08|53|57P|58)|^57014$/;
+const PG_UNAVAILABLE_CLASSES = new Set(['08', '40', '53', '57', '58']);
+const PG_UNAVAILABLE_STATES = new Set(['55P03', '25P03']);
+const SQLSTATE = /^[0-9A-Z]{5}$/;
+
+/** The SQLSTATE of an error Postgres answered with, or undefined when the error did not come from the server. */
+export function sqlState(err: unknown): string | undefined {
+  if (err === null || typeof err !== 'object') return undefined;
+  const { code, severity } = err as ErrorLike;
+  // node-postgres marks server errors with a severity; Node's EPIPE would pass for a SQLSTATE too.
+  return typeof code === 'string' && SQLSTATE.test(code) && typeof severity === 'string' ? code : undefined;
+}
 
 /** kafkajs errors that mean the cluster did not answer, even when kafkajs no longer retries them. */
 const KAFKA_UNAVAILABLE_NAMES = new Set(['KafkaJSNumberOfRetriesExceeded', 'KafkaJSTimeout', 'KafkaJSLockTimeout', 'KafkaJSGroupCoordinatorNotFound']);
@@ -59,11 +70,9 @@ function classifyOne(err: ErrorLike): InfrastructureFailure | undefined {
   if (name === 'ReplyError' && REDIS_UNAVAILABLE_REPLY.test(message)) return { dependency: 'redis', reason: 'server_unavailable' };
   if (REDIS_CONNECTION_MESSAGES.some((m) => message.startsWith(m))) return { dependency: 'redis', reason: message.startsWith('Command timed out') ? 'timeout' : 'connection' };
 
-  // A server-side Postgres error carries a severity and a five-character SQLSTATE.
-  if (typeof err.severity === 'string' && /^[0-9A-Z]{5}$/.test(code)) {
-    return PG_UNAVAILABLE_SQLSTATE.test(code) ? { dependency: 'postgres', reason: `sqlstate_${code.slice(0, 2)}` } : undefined;
-  }
-  if (PG_CONNECTION_MESSAGES.some((m) => message.startsWith(m))) return { dependency: 'postgres', reason: 'connection' };
+  const state = sqlState(err);
+  if (state !== undefined) return PG_UNAVAILABLE_CLASSES.has(state.slice(0, 2)) || PG_UNAVAILABLE_STATES.has(state) ? { dependency: 'postgres', reason: `sqlstate_${state.slice(0, 2)}` } : undefined;
+  if (PG_CONNECTION_MESSAGES.some((m) => m.test(message))) return { dependency: 'postgres', reason: 'connection' };
 
   if (name.startsWith('KafkaJS') && (err.retriable === true || KAFKA_UNAVAILABLE_NAMES.has(name))) return { dependency: 'kafka', reason: 'unavailable' };
   if (PRODUCER_UNAVAILABLE_NAMES.has(name)) return { dependency: 'kafka', reason: 'not_acknowledged' };

@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { classifyWriteFailure, PostgresRejectedError, sqlState } from '../../../src/db/postgres-error.js';
+import { classifyWriteFailure, PostgresRejectedError } from '../../../src/db/postgres-error.js';
+import { sqlState } from '../../../src/util/infrastructure-failure.js';
 import { TimeoutError } from '../../../src/util/with-timeout.js';
 
 /** An error as node-postgres builds it from the server's ErrorResponse. */

@@ -41,8 +41,14 @@ describe('infrastructureFailure: Postgres', () => {
   });
 
   it('data, constraint and syntax errors are not outages', () => {
-    for (const code of ['22P05', '22001', '23505', '23503', '42601', '42P01', '40001', '40P01', '57000', '25P02', 'XX000']) {
+    for (const code of ['22P05', '22001', '23505', '23503', '42601', '42P01', '25P02', 'XX000']) {
       expect(infrastructureFailure(pgError(code)), code).toBeUndefined();
+    }
+  });
+
+  it('a serialization failure, a deadlock, a lock or idle-session timeout pass: retrying later helps', () => {
+    for (const code of ['40001', '40P01', '57000', '55P03', '25P03']) {
+      expect(infrastructureFailure(pgError(code)), code).toMatchObject({ dependency: 'postgres' });
     }
   });
 
