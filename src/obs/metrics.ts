@@ -117,6 +117,17 @@ export function createMetrics() {
       labelNames: ['dependency', 'policy', 'outcome'],
       registers: r,
     }),
+    backlogLimit: new Gauge({
+      name: 'sluice_admission_backlog_limit',
+      help: 'Admitted-but-unfinished runs a tenant may have (tenants.<id>.admission.maxBacklog); beyond it submissions get 429 tenant_backlog_full',
+      labelNames: ['tenant'],
+      registers: r,
+    }),
+    globalBacklogLimit: new Gauge({
+      name: 'sluice_admission_backlog_global_limit',
+      help: 'Admitted-but-unfinished runs over all tenants (admission.maxBacklog); beyond it submissions get 503 overloaded',
+      registers: r,
+    }),
     submitCleanupFailures: new Counter({
       name: 'sluice_submit_cleanup_failures_total',
       help: 'Submissions whose backlog entry or Idempotency-Key claim could not be settled (left to its lease)',
