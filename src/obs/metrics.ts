@@ -9,6 +9,9 @@ import { ScrapeCollectors } from './scrape-collectors.js';
 export function createMetrics() {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'sluice_process_' });
+  // Gauges named like counters (promtool check metrics refuses them); the same counts by type
+  // stay, as `sluice_process_nodejs_active_{handles,requests,resources}`.
+  for (const kind of ['handles', 'requests', 'resources']) registry.removeSingleMetric(`sluice_process_nodejs_active_${kind}_total`);
   const r = [registry];
   const scrapeErrors = new Counter({ name: 'sluice_scrape_errors_total', help: 'Scrape-time reads that failed or timed out; their gauges were left out of that scrape', labelNames: ['collector'], registers: r });
   return {
