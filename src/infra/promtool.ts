@@ -38,6 +38,8 @@ export async function ensurePromtool(cacheDir = resolve(process.env.SLUICE_STATE
       await mkdir(join(work, 'promtool'));
       await rename(extracted, join(work, 'promtool', 'promtool'));
       await runChecked(join(work, 'promtool', 'promtool'), ['--version'], { timeoutMs: DPKG_TIMEOUT_MS });
+      // A leftover without the binary (an interrupted copy by hand) would block the rename.
+      await rm(join(cacheDir, 'promtool'), { recursive: true, force: true });
       await rename(join(work, 'promtool'), join(cacheDir, 'promtool'));
       return binary;
     } finally {
