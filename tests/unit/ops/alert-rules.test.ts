@@ -1,4 +1,4 @@
-import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join, resolve } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -57,8 +57,7 @@ async function runPromtool(args: string[]): Promise<void> {
  * the same evaluation: Prometheus evaluates groups independently, so there an alert may see it
  * one evaluation interval late, which the `for:` durations dwarf.
  */
-function expandedTestFiles(): string[] {
-  const dir = mkdtempSync(join(tmpdir(), 'sluice-rule-tests-'));
+function expandedTestFiles(dir: string): string[] {
   const runbooks = new Map(alerts.map((a) => [a.alert, a.annotations?.runbook]));
   return testFiles.map(({ path, content }) => {
     const expanded = structuredClone(content);
@@ -113,7 +112,12 @@ describe('Sluice alert rules (ops/prometheus/rules)', () => {
   });
 
   it('behave as their cases say (promtool test rules)', async () => {
-    await runPromtool(['test', 'rules', ...expandedTestFiles()]);
+    const dir = mkdtempSync(join(tmpdir(), 'sluice-rule-tests-'));
+    try {
+      await runPromtool(['test', 'rules', ...expandedTestFiles(dir)]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   }, 120_000);
 
   it('name only metrics Sluice exports, with labels they carry, or recording rules', async () => {
