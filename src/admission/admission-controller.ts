@@ -49,7 +49,11 @@ export class AdmissionController {
     private readonly metrics: Metrics,
     private readonly outage: RedisOutageFallback,
     private readonly logger: Logger,
-  ) {}
+  ) {
+    // The bounds this instance admits against, so alerts and dashboards can compare the backlog with them.
+    for (const [tenant, t] of Object.entries(config.tenants)) metrics.backlogLimit.set({ tenant }, t.admission.maxBacklog);
+    metrics.globalBacklogLimit.set(config.admission.maxBacklog);
+  }
 
   async decide(req: AdmissionRequest): Promise<AdmissionDecision> {
     let decision: AdmissionDecision;

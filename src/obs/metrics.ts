@@ -9,6 +9,9 @@ import { ScrapeCollectors } from './scrape-collectors.js';
 export function createMetrics() {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'sluice_process_' });
+  // Gauges named like counters (promtool check metrics refuses them); the same counts by type
+  // stay, as `sluice_process_nodejs_active_{handles,requests,resources}`.
+  for (const kind of ['handles', 'requests', 'resources']) registry.removeSingleMetric(`sluice_process_nodejs_active_${kind}_total`);
   const r = [registry];
   const scrapeErrors = new Counter({ name: 'sluice_scrape_errors_total', help: 'Scrape-time reads that failed or timed out; their gauges were left out of that scrape', labelNames: ['collector'], registers: r });
   return {
@@ -115,6 +118,17 @@ export function createMetrics() {
       name: 'sluice_admission_outage_decisions_total',
       help: 'Submissions decided by the outage policy because a dependency of the submit path (redis, postgres, kafka) failed',
       labelNames: ['dependency', 'policy', 'outcome'],
+      registers: r,
+    }),
+    backlogLimit: new Gauge({
+      name: 'sluice_admission_backlog_limit',
+      help: 'Admitted-but-unfinished runs a tenant may have (tenants.<id>.admission.maxBacklog); beyond it submissions get 429 tenant_backlog_full',
+      labelNames: ['tenant'],
+      registers: r,
+    }),
+    globalBacklogLimit: new Gauge({
+      name: 'sluice_admission_backlog_global_limit',
+      help: 'Admitted-but-unfinished runs over all tenants (admission.maxBacklog); beyond it submissions get 503 overloaded',
       registers: r,
     }),
     submitCleanupFailures: new Counter({

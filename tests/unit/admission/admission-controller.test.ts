@@ -97,3 +97,12 @@ describe('AdmissionController when Redis fails', () => {
     }
   });
 });
+
+describe('AdmissionController backlog bounds', () => {
+  it('exports the bounds it admits against: each tenant’s and the global one, from config', async () => {
+    const { metrics } = controller(closed, {});
+    const tenants = Object.fromEntries((await metrics.backlogLimit.get()).values.map((v) => [v.labels.tenant, v.value]));
+    expect(tenants).toEqual(Object.fromEntries(Object.entries(config.tenants).map(([id, t]) => [id, t.admission.maxBacklog])));
+    expect((await metrics.globalBacklogLimit.get()).values).toEqual([expect.objectContaining({ value: config.admission.maxBacklog })]);
+  });
+});

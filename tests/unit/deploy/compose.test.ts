@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { posix } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { ENV_OVERRIDES, loadConfig } from '../../../src/config/load.js';
@@ -15,6 +16,9 @@ function imageEnv(): Record<string, string> {
   }
   return env;
 }
+/** A service's bind mounts: host path → container path. */
+const volumeMounts = (service: string): Map<string, string> =>
+  new Map((compose.services[service].volumes as string[]).map((v) => v.split(':') as [string, string]).map(([host, container]) => [host, container]));
 const composeEnv = (): Record<string, string> => Object.fromEntries(Object.entries(compose.services.sluice.environment as Record<string, unknown>).map(([k, v]) => [k, String(v)]));
 
 const pomKafkaVersion = /<kafka\.version>([^<]+)<\/kafka\.version>/.exec(readFileSync('infra/kafka/pom.xml', 'utf8'))?.[1];
@@ -26,8 +30,27 @@ describe('docker-compose.yml', () => {
     expect(compose.services.kafka.image).toBe(`apache/kafka:${pomKafkaVersion}`);
   });
 
-  it('has the whole stack: Kafka, Redis, Postgres, Prometheus and Sluice', () => {
-    expect(Object.keys(compose.services).sort()).toEqual(['kafka', 'postgres', 'prometheus', 'redis', 'sluice']);
+  it('has the whole stack: Kafka, Redis, Postgres, Prometheus, Grafana and Sluice', () => {
+    expect(Object.keys(compose.services).sort()).toEqual(['grafana', 'kafka', 'postgres', 'prometheus', 'redis', 'sluice']);
+  });
+
+  it('gives Prometheus its config and the rule files that config loads', () => {
+    const mounts = volumeMounts('prometheus');
+    const configPath = mounts.get('./ops/prometheus/prometheus.yml');
+    expect(configPath).toBe('/etc/prometheus/prometheus.yml');
+    const prom = parse(readFileSync('ops/prometheus/prometheus.yml', 'utf8')) as { rule_files: string[] };
+    for (const pattern of prom.rule_files) expect(mounts.get(`./ops/prometheus/${posix.dirname(pattern)}`), pattern).toBe(posix.join(posix.dirname(configPath!), posix.dirname(pattern)));
+  });
+
+  it('gives Grafana the Prometheus service as its datasource and the dashboards where its provider looks', () => {
+    const mounts = volumeMounts('grafana');
+    expect(mounts.get('./ops/grafana/provisioning')).toBe('/etc/grafana/provisioning');
+    const datasources = parse(readFileSync('ops/grafana/provisioning/datasources/prometheus.yml', 'utf8')) as { datasources: { url: string; type: string }[] };
+    const promPort = (compose.services.prometheus.ports as string[])[0]!.split(':')[1];
+    expect(datasources.datasources).toEqual([expect.objectContaining({ type: 'prometheus', url: `http://prometheus:${promPort}` })]);
+    const providers = parse(readFileSync('ops/grafana/provisioning/dashboards/sluice.yml', 'utf8')) as { providers: { options: { path: string } }[] };
+    expect(providers.providers.map((p) => p.options.path)).toEqual([mounts.get('./ops/grafana/dashboards')]);
+    expect(compose.services.grafana.depends_on).toContain('prometheus');
   });
 
   it('configures Sluice only through environment variables Sluice reads', () => {

@@ -1,0 +1,45 @@
+import { spawnSync } from 'node:child_process';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ensurePromtool, PROMTOOL_FETCH_BOUND_MS } from '../../src/infra/promtool.js';
+import { TENANT_A_KEY, TENANT_B_KEY, freePort, http, startSluice, testNamespace, waitForStatus, writeTestConfig, type SluiceProcess } from './harness.js';
+
+/**
+ * What Prometheus gets from a running Sluice passes `promtool check metrics` (names, suffixes,
+ * types, help): every role in one process, after runs of both classes went through, so the
+ * histograms and labelled series have samples.
+ */
+describe('/metrics of a running Sluice', () => {
+  let sluice: SluiceProcess;
+  let api: string;
+  let promtool: string;
+
+  beforeAll(async () => {
+    promtool = await ensurePromtool().catch((err: Error) => {
+      throw new Error(`promtool is needed to lint Sluice's metrics and could not be had: ${err.message}`);
+    });
+    const [apiPort, simPort] = [await freePort(), await freePort()];
+    sluice = await startSluice({
+      configPath: writeTestConfig({ api: { port: apiPort }, simulator: { port: simPort } }),
+      roles: 'provider-sim,status-sink,dlq-sink,processor,api',
+      namespace: testNamespace('metrics-lint'),
+    });
+    api = `http://127.0.0.1:${apiPort}`;
+  }, PROMTOOL_FETCH_BOUND_MS);
+
+  afterAll(async () => {
+    expect(await sluice?.stop()).toBe(0);
+  });
+
+  it('passes promtool check metrics', async () => {
+    for (const [key, workflow, input] of [[TENANT_A_KEY, 'support-reply', { message: 'hi', orderId: '42' }], [TENANT_B_KEY, 'report-digest', { request: 'weekly' }]] as const) {
+      const submitted = await http(`${api}/v1/runs`, { method: 'POST', key, json: { workflow, input } });
+      expect(submitted.status).toBe(202);
+      expect((await waitForStatus(api, submitted.body.runId, key, ['completed', 'failed', 'expired'], 30_000)).status).toBe('completed');
+    }
+    const scrape = await http(`${api}/metrics`);
+    expect(scrape.status).toBe(200);
+    expect(scrape.body).toContain('sluice_runs_finished_total{');
+    const lint = spawnSync(promtool, ['check', 'metrics'], { input: scrape.body, encoding: 'utf8', timeout: 60_000 });
+    expect(lint.status, `promtool check metrics:\n${lint.stdout}${lint.stderr}`).toBe(0);
+  });
+});
