@@ -409,7 +409,8 @@ export class RunExecutor {
           timeoutMs,
           headers,
         });
-        return { text: res.text, model: res.model, usage: res.usage };
+        // The output keeps the shape callers read in the result; the cache counts go to the counters only.
+        return { text: res.text, model: res.model, usage: { inputTokens: res.usage.inputTokens, outputTokens: res.usage.outputTokens } };
       }
       if (step.kind === 'tool' && dep.kind === 'tool') {
         const url = new URL(dep.url.startsWith('/') ? `${this.deps.simulatorUrl}${dep.url}` : dep.url);

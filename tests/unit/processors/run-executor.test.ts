@@ -46,7 +46,7 @@ function executor(cancelAnswers: (CancelReason | undefined)[], journal: Map<stri
       llmCalls++;
       const failure = llmFailures.shift();
       if (failure) throw toStepError('anthropic', failure);
-      return { text: opts.llmText ?? 'ok', model: 'sim', stopReason: 'end_turn', usage: { inputTokens: 1, outputTokens: 1 } };
+      return { text: opts.llmText ?? 'ok', model: 'sim', stopReason: 'end_turn', usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } };
     },
     simulatorUrl: 'http://127.0.0.1:1',
     publishStatus: async (e) => void published.push(e),
