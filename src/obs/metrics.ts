@@ -68,7 +68,7 @@ export function createMetrics() {
     breakerState: new Gauge({ name: 'sluice_breaker_state', help: 'Breaker state of a dependency as this instance sees it: 0 closed, 1 half-open, 2 open', labelNames: ['dependency'], registers: r }),
     breakerTransitions: new Counter({ name: 'sluice_breaker_transitions_total', help: 'Breaker transitions announced, as seen by this instance (every instance sees each one: aggregate with max, not sum)', labelNames: ['dependency', 'from', 'to'], registers: r }),
     breakerRefusals: new Counter({ name: 'sluice_breaker_refusals_total', help: 'Calls not made because the dependency\'s breaker refused them', labelNames: ['dependency'], registers: r }),
-    runsHeld: new Gauge({ name: 'sluice_processor_runs_held', help: 'Runs held in this processor because a dependency they need is open', labelNames: ['dependency'], registers: r }),
+    runsHeld: new Gauge({ name: 'sluice_processor_runs_held', help: 'Runs held in this processor because a dependency they need is open (sum across processors for the cluster)', labelNames: ['dependency', 'tenant', 'class'], registers: r }),
     fallbacks: new Counter({ name: 'sluice_fallbacks_total', help: 'Runs or steps answered by the tenant\'s fallback policy because a dependency was unavailable', labelNames: ['tenant', 'dependency', 'policy'], registers: r }),
     runRetries: new Counter({ name: 'sluice_run_retries_total', help: 'Runs re-enqueued on the retry topic', labelNames: ['reason'], registers: r }),
     deadLettered: new Counter({ name: 'sluice_dead_letters_total', help: 'Records sent to the DLQ topic', labelNames: ['topic', 'reason'], registers: r }),

@@ -1,7 +1,7 @@
 import type { Consumer, EachBatchPayload, Kafka, KafkaMessage } from 'kafkajs';
 import type { SluiceConfig } from '../config/schema.js';
 import { EventDecodeError, type EventCodec } from '../events/codec.js';
-import { SUBJECTS, type RunRequested } from '../events/schemas.js';
+import { SUBJECTS, type RunClass, type RunRequested } from '../events/schemas.js';
 import { deadLetterPoison, type DeadLetterSink } from '../dlq/dead-letter.js';
 import { groupId, topicNames } from '../kafka/topics.js';
 import type { Logger } from '../obs/logger.js';
@@ -64,6 +64,8 @@ export class RunConsumer {
   /** Paused partitions and why: a full read-ahead buffer, or buffered work all waiting on open breakers. */
   private readonly paused = new Map<string, 'buffer_full' | 'breaker_open'>();
   private readonly dispatcher: RunDispatcher;
+  /** Labels of every held-runs series reported so far, by the dispatcher's key. */
+  private readonly heldSeries = new Map<string, { dependency: string; tenant: string; class: RunClass }>();
   private readonly group: string;
   private readonly log: Logger;
   private commitTimer: NodeJS.Timeout | undefined;
@@ -207,8 +209,18 @@ export class RunConsumer {
         if (reason === undefined) this.pause(topic, partition, 'breaker_open');
       } else if (reason === 'breaker_open') this.resume(topic, partition);
     }
-    const byDependency = this.dispatcher.heldByDependency();
-    for (const dependency of Object.keys(this.deps.config.dependencies)) this.deps.metrics.runsHeld.set({ dependency }, byDependency.get(dependency) ?? 0);
+    this.reportHeld();
+  }
+
+  /**
+   * `sluice_processor_runs_held{dependency,tenant,class}`: a series, once reported, stays and
+   * reads 0 when its runs are released, so sums over instances do not jump. Bounded by config:
+   * dependencies, tenants (runs of unknown tenants are never held) and the two classes.
+   */
+  private reportHeld(): void {
+    const counts = this.dispatcher.heldCounts();
+    for (const [key, { dependency, tenant, runClass }] of counts) this.heldSeries.set(key, { dependency, tenant, class: runClass });
+    for (const [key, labels] of this.heldSeries) this.deps.metrics.runsHeld.set(labels, counts.get(key)?.runs ?? 0);
   }
 
   private reportPaused(): void {

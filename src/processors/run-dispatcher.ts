@@ -47,6 +47,14 @@ export interface DispatchTask {
   infraFailures?: number;
 }
 
+/** Runs held for one dependency of one tenant and class. */
+export interface HeldCount {
+  dependency: string;
+  tenant: string;
+  runClass: RunClass;
+  runs: number;
+}
+
 /** Permit requests in flight at once per dispatch round. */
 const ACQUIRE_BATCH = 16;
 
@@ -135,10 +143,15 @@ export class RunDispatcher {
     return n;
   }
 
-  /** Held runs per dependency they wait for. */
-  heldByDependency(): Map<string, number> {
-    const counts = new Map<string, number>();
-    for (const h of this.held) counts.set(h.dependency, (counts.get(h.dependency) ?? 0) + 1);
+  /** Held runs per dependency they wait for, tenant and class, keyed by the three. */
+  heldCounts(): Map<string, HeldCount> {
+    const counts = new Map<string, HeldCount>();
+    for (const { waiting, dependency } of this.held) {
+      const key = `${dependency}\u0000${waiting.tenant}\u0000${waiting.runClass}`;
+      const count = counts.get(key);
+      if (count) count.runs++;
+      else counts.set(key, { dependency, tenant: waiting.tenant, runClass: waiting.runClass, runs: 1 });
+    }
     return counts;
   }
 
