@@ -13,11 +13,11 @@ export function createMetrics() {
   const scrapeErrors = new Counter({ name: 'sluice_scrape_errors_total', help: 'Scrape-time reads that failed or timed out; their gauges were left out of that scrape', labelNames: ['collector'], registers: r });
   return {
     registry,
-    httpRequests: new Counter({ name: 'sluice_http_requests_total', help: 'HTTP requests answered by the submit adapter', labelNames: ['route', 'method', 'status'], registers: r }),
+    httpRequests: new Counter({ name: 'sluice_http_requests_total', help: 'HTTP requests answered by the submit adapter, by outcome class (see sluice_http_request_duration_seconds)', labelNames: ['route', 'method', 'status', 'outcome'], registers: r }),
     httpDuration: new Histogram({
       name: 'sluice_http_request_duration_seconds',
-      help: 'Time to answer an HTTP request',
-      labelNames: ['route', 'method'],
+      help: 'Time to answer an HTTP request; outcome: admitted, queued, deferred, rejected (a submission\'s admission answer), error (a submission answered otherwise), other (reads, idempotent replays, health, admin, metrics)',
+      labelNames: ['route', 'method', 'outcome'],
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
       registers: r,
     }),
