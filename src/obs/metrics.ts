@@ -2,6 +2,12 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import { ScrapeCollectors } from './scrape-collectors.js';
 
 /**
+ * Buckets of the times measured from a run's admission: interactive runs in seconds, batch runs
+ * up to the longest deadline (24 h).
+ */
+const SINCE_ADMISSION_BUCKETS = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400];
+
+/**
  * Every metric Sluice exports, in one registry per process. Names follow Prometheus conventions
  * (`_total` counters, `_seconds` durations); label values are bounded sets (tenants, workflows and
  * dependencies come from config, never from request data).
@@ -54,7 +60,7 @@ export function createMetrics() {
     }),
     queueWait: new Histogram({
       name: 'sluice_run_queue_wait_seconds',
-      help: 'Time a run waited in a processor for its permits (or until dropped as expired)',
+      help: 'Time a run waited inside a processor, from being read off Kafka to getting its permits (or being dropped as expired); the time since admission, Kafka included, is sluice_run_wait_since_admission_seconds',
       labelNames: ['class'],
       buckets: [0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
       registers: r,
@@ -121,6 +127,27 @@ export function createMetrics() {
       name: 'sluice_submit_cleanup_failures_total',
       help: 'Submissions whose backlog entry or Idempotency-Key claim could not be settled (left to its lease)',
       labelNames: ['step'],
+      registers: r,
+    }),
+    runWaitSinceAdmission: new Histogram({
+      name: 'sluice_run_wait_since_admission_seconds',
+      help: 'Time from a run\'s admission to its attempt starting in a processor, time in Kafka included; observed for attempts that start from an admission (the first, or a DLQ replay), not for run-level retries',
+      labelNames: ['class'],
+      buckets: SINCE_ADMISSION_BUCKETS,
+      registers: r,
+    }),
+    runFirstOutput: new Histogram({
+      name: 'sluice_run_first_output_seconds',
+      help: 'Time from a run\'s admission to its first step answered by its dependency, once per run (never for a step taken from the journal)',
+      labelNames: ['class'],
+      buckets: SINCE_ADMISSION_BUCKETS,
+      registers: r,
+    }),
+    runEndToEnd: new Histogram({
+      name: 'sluice_run_end_to_end_seconds',
+      help: 'Time from a run\'s admission to its terminal status (completed, failed, expired, cancelled), observed by the processor that publishes it',
+      labelNames: ['class', 'status'],
+      buckets: SINCE_ADMISSION_BUCKETS,
       registers: r,
     }),
   };

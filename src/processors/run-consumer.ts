@@ -10,7 +10,7 @@ import { PartitionProgress } from './partition-progress.js';
 import { RunDispatcher, type DispatchBreakers, type DispatchTask, type RunPermitSource } from './run-dispatcher.js';
 import { RUN_CLASSES } from '../events/schemas.js';
 import type { AttemptContext } from './run-executor.js';
-import { parseRetryFailures, parseRetryFirstFailureAt } from './retry-enqueue.js';
+import { parseRetryFailures, parseRetryFirstFailureAt, parseRetryOutputSeen } from './retry-enqueue.js';
 import { resolveRunConfig, type RunFailure } from './run-faults.js';
 
 export interface RunConsumerDeps {
@@ -44,6 +44,7 @@ function attemptContext(topic: string, partition: number, message: KafkaMessage)
   return {
     priorFailures: parseRetryFailures(message.headers),
     ...(first !== undefined ? { firstFailureAt: first } : {}),
+    ...(parseRetryOutputSeen(message.headers) ? { outputSeen: true } : {}),
     record: { topic, partition, message: { offset: message.offset, key: message.key, value: message.value } },
   };
 }

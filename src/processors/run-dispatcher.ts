@@ -5,6 +5,7 @@ import type { Logger } from '../obs/logger.js';
 import type { Metrics } from '../obs/metrics.js';
 import { isExpired } from '../runs/deadline.js';
 import { FairQueue, type Waiting } from './fair-queue.js';
+import { measuresAdmissionWait, secondsSinceAdmission } from './run-signals.js';
 import type { RetryPolicy } from './retry-policy.js';
 import { InfrastructureError, afterInfrastructureFailure, asInfrastructureError, infrastructureFailure, keepTryingDelayMs, type RunFailure } from './run-faults.js';
 
@@ -317,8 +318,10 @@ export class RunDispatcher {
   private start(w: Waiting<DispatchTask>, permits: HeldPermits | undefined): void {
     const { metrics } = this.deps;
     const probed = w.item.probes ?? [];
-    metrics.queueWait.observe({ class: w.runClass }, (this.now() - w.enqueuedAt) / 1000);
+    const now = this.now();
     const task = w.item;
+    metrics.queueWait.observe({ class: w.runClass }, (now - w.enqueuedAt) / 1000);
+    if (measuresAdmissionWait(task.run, task.infraFailures ?? 0)) metrics.runWaitSinceAdmission.observe({ class: w.runClass }, secondsSinceAdmission(task.run.admittedAt, now));
     const done: Promise<void> = this.deps
       .execute(task.run, task)
       .then(
