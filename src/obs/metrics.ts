@@ -150,6 +150,12 @@ export function createMetrics() {
       buckets: SINCE_ADMISSION_BUCKETS,
       registers: r,
     }),
+    llmTokens: new Counter({
+      name: 'sluice_llm_tokens_total',
+      help: 'Tokens of LLM responses by kind (input, output, cache_read, cache_creation), as the responses\' usage reports them; model: the configured model the response names, else its dependency\'s',
+      labelNames: ['tenant', 'workflow', 'model', 'kind'],
+      registers: r,
+    }),
   };
 }
 

@@ -8,7 +8,7 @@ import { fullJitterMs, nextRetryDelay } from './retry-policy.js';
 import { retryRecord } from './retry-enqueue.js';
 import { RetryBudget } from './retry-budget.js';
 import { checkResult, checkStepOutput, jsonBytes } from './output-bounds.js';
-import { secondsSinceAdmission } from './run-signals.js';
+import { secondsSinceAdmission, tokenCounts, tokenModelLabel } from './run-signals.js';
 import { InfrastructureError, resolveRunConfig, type InfraOperation, type RunFailure } from './run-faults.js';
 import { ownEntry } from '../config/lookup.js';
 import { groupId } from '../kafka/topics.js';
@@ -424,6 +424,8 @@ export class RunExecutor {
           timeoutMs,
           headers,
         });
+        const model = tokenModelLabel(this.deps.config.dependencies, dep, res.model);
+        for (const [kind, tokens] of tokenCounts(res.usage)) metrics.llmTokens.inc({ tenant: run.tenantId, workflow: run.workflow, model, kind }, tokens);
         // The output keeps the shape callers read in the result; the cache counts go to the counters only.
         return { text: res.text, model: res.model, usage: { inputTokens: res.usage.inputTokens, outputTokens: res.usage.outputTokens } };
       }

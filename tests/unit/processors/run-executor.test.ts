@@ -17,7 +17,7 @@ import { ATTEMPT } from './fixtures.js';
 import { terminalSequence } from '../../../src/runs/status-sequence.js';
 import { RETRY_HEADER } from '../../../src/processors/retry-enqueue.js';
 import type { LlmResult } from '../../../src/processors/steps/llm-call.js';
-import { histogramValue } from '../../support/metric-value.js';
+import { histogramValue, metricValue } from '../../support/metric-value.js';
 
 const NOW = Date.UTC(2026, 0, 1, 12, 0, 0);
 const run: RunRequested = {
@@ -590,5 +590,39 @@ describe('RunExecutor measures a run against its admission', () => {
     const { exec, metrics } = executor([], new Map([['lookup-order', {}]]));
     expect(await exec.execute({ ...run, admittedAt: NOW + 3_000 }, ATTEMPT)).toBe('completed');
     expect(await histogramValue(metrics.runEndToEnd, { class: 'interactive', status: 'completed' })).toEqual({ count: 1, sum: 0 });
+  });
+});
+
+describe('RunExecutor counts the tokens of LLM responses', () => {
+  const answer = (model: string, usage: LlmResult['usage']) => async (): Promise<LlmResult> => ({ text: 'ok', model, stopReason: 'end_turn', usage });
+  const tokens = (metrics: ReturnType<typeof createMetrics>, labels: Record<string, string>) => metricValue(metrics.llmTokens, labels);
+
+  it('per tenant, workflow, model and kind, every kind from the response\'s usage', async () => {
+    const { exec, metrics } = executor([], new Map([['lookup-order', {}]]), [], undefined, {
+      deps: { llm: answer('claude-sonnet-4-6', { inputTokens: 120, outputTokens: 30, cacheReadTokens: 1_024, cacheCreationTokens: 8 }) },
+    });
+    expect(await exec.execute(run, ATTEMPT)).toBe('completed');
+    const labels = { tenant: 'tenant-a', workflow: 'support-reply', model: 'claude-sonnet-4-6' };
+    // Two LLM steps.
+    expect(await tokens(metrics, { ...labels, kind: 'input' })).toBe(240);
+    expect(await tokens(metrics, { ...labels, kind: 'output' })).toBe(60);
+    expect(await tokens(metrics, { ...labels, kind: 'cache_read' })).toBe(2_048);
+    expect(await tokens(metrics, { ...labels, kind: 'cache_creation' })).toBe(16);
+  });
+
+  it('labels a model the config does not name with the dependency\'s configured model', async () => {
+    const { exec, metrics } = executor([], new Map([['lookup-order', {}]]), [], undefined, {
+      deps: { llm: answer('some-proxy/"model"', { inputTokens: 5, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 }) },
+    });
+    expect(await exec.execute(run, ATTEMPT)).toBe('completed');
+    const { values } = await metrics.llmTokens.get();
+    expect([...new Set(values.map((v) => v.labels.model))]).toEqual(['claude-sonnet-4-6']);
+    expect(await tokens(metrics, { model: 'claude-sonnet-4-6', kind: 'input' })).toBe(10);
+  });
+
+  it('counts nothing for a step taken from the journal: no call, no tokens', async () => {
+    const { exec, metrics } = executor([], new Map<string, unknown>([['understand', { text: 'a' }], ['lookup-order', {}], ['reply', { text: 'b' }]]));
+    expect(await exec.execute(run, ATTEMPT)).toBe('completed');
+    expect((await metrics.llmTokens.get()).values).toEqual([]);
   });
 });
