@@ -15,3 +15,9 @@ export async function histogramValue(metric: Histogram<string>, labels: Record<s
   const pick = (suffix: '_count' | '_sum') => values.find((v) => v.metricName === `${name}${suffix}` && hasLabels(v.labels, labels))?.value ?? 0;
   return { count: pick('_count'), sum: pick('_sum') };
 }
+
+/** The value of one series in a Prometheus text scrape, or undefined when the scrape has none. */
+export function sample(text: string, series: string): number | undefined {
+  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
+  return line === undefined ? undefined : Number(line.slice(series.length + 1));
+}
