@@ -7,6 +7,7 @@ import type { Metrics } from '../obs/metrics.js';
 import { KeyDirectory, type Principal } from './auth.js';
 import { PROBLEMS, problemBody, sendProblem, type FieldError, type ProblemCode } from './problem.js';
 import { infrastructureFailure } from '../util/infrastructure-failure.js';
+import { httpOutcome, type SubmitAnswer } from './http-outcome.js';
 import type { SluiceConfig } from '../config/schema.js';
 import { registerRunRoutes, type RunRouteDeps } from './routes/runs.js';
 import { registerHealthRoutes, type ReadinessCheck } from './routes/health.js';
@@ -17,6 +18,12 @@ import { registerAdminLimitsRoutes, type AdminLimitsRouteDeps } from './routes/a
 declare module 'fastify' {
   interface FastifyRequest {
     principal?: Principal;
+    /** Set by the submit route when it answers with an admission decision or a replayed answer. */
+    submitAnswer?: SubmitAnswer;
+  }
+  interface FastifyContextConfig {
+    /** The route submits runs: its HTTP metrics are labelled by what it answered (see `httpOutcome`). */
+    submission?: boolean;
   }
 }
 
@@ -147,8 +154,9 @@ export function buildApiServer(deps: ApiDeps): FastifyInstance {
 
   app.addHook('onResponse', async (req, reply) => {
     const route = req.routeOptions.url ?? 'unmatched';
-    metrics.httpRequests.inc({ route, method: req.method, status: String(reply.statusCode) });
-    metrics.httpDuration.observe({ route, method: req.method }, reply.elapsedTime / 1000);
+    const outcome = httpOutcome(req.routeOptions.config?.submission === true, req.submitAnswer);
+    metrics.httpRequests.inc({ route, method: req.method, status: String(reply.statusCode), outcome });
+    metrics.httpDuration.observe({ route, method: req.method, outcome }, reply.elapsedTime / 1000);
   });
 
   app.setErrorHandler(async (err: FastifyError, req, reply) => {

@@ -2,6 +2,12 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import { ScrapeCollectors } from './scrape-collectors.js';
 
 /**
+ * Buckets of the times measured from a run's admission: interactive runs in seconds, batch runs
+ * up to the longest deadline (24 h).
+ */
+const SINCE_ADMISSION_BUCKETS = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400];
+
+/**
  * Every metric Sluice exports, in one registry per process. Names follow Prometheus conventions
  * (`_total` counters, `_seconds` durations); label values are bounded sets (tenants, workflows and
  * dependencies come from config, never from request data).
@@ -16,11 +22,11 @@ export function createMetrics() {
   const scrapeErrors = new Counter({ name: 'sluice_scrape_errors_total', help: 'Scrape-time reads that failed or timed out; their gauges were left out of that scrape', labelNames: ['collector'], registers: r });
   return {
     registry,
-    httpRequests: new Counter({ name: 'sluice_http_requests_total', help: 'HTTP requests answered by the submit adapter', labelNames: ['route', 'method', 'status'], registers: r }),
+    httpRequests: new Counter({ name: 'sluice_http_requests_total', help: 'HTTP requests answered by the submit adapter, by outcome class (see sluice_http_request_duration_seconds)', labelNames: ['route', 'method', 'status', 'outcome'], registers: r }),
     httpDuration: new Histogram({
       name: 'sluice_http_request_duration_seconds',
-      help: 'Time to answer an HTTP request',
-      labelNames: ['route', 'method'],
+      help: 'Time to answer an HTTP request; outcome: admitted, queued, deferred, rejected (a submission\'s admission answer), error (a submission answered otherwise), other (reads, idempotent replays, health, admin, metrics)',
+      labelNames: ['route', 'method', 'outcome'],
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
       registers: r,
     }),
@@ -57,7 +63,7 @@ export function createMetrics() {
     }),
     queueWait: new Histogram({
       name: 'sluice_run_queue_wait_seconds',
-      help: 'Time a run waited in a processor for its permits (or until dropped as expired)',
+      help: 'Time a run waited inside a processor, from being read off Kafka to getting its permits (or being dropped as expired); the time since admission, Kafka included, is sluice_run_wait_since_admission_seconds',
       labelNames: ['class'],
       buckets: [0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
       registers: r,
@@ -71,7 +77,7 @@ export function createMetrics() {
     breakerState: new Gauge({ name: 'sluice_breaker_state', help: 'Breaker state of a dependency as this instance sees it: 0 closed, 1 half-open, 2 open', labelNames: ['dependency'], registers: r }),
     breakerTransitions: new Counter({ name: 'sluice_breaker_transitions_total', help: 'Breaker transitions announced, as seen by this instance (every instance sees each one: aggregate with max, not sum)', labelNames: ['dependency', 'from', 'to'], registers: r }),
     breakerRefusals: new Counter({ name: 'sluice_breaker_refusals_total', help: 'Calls not made because the dependency\'s breaker refused them', labelNames: ['dependency'], registers: r }),
-    runsHeld: new Gauge({ name: 'sluice_processor_runs_held', help: 'Runs held in this processor because a dependency they need is open', labelNames: ['dependency'], registers: r }),
+    runsHeld: new Gauge({ name: 'sluice_processor_runs_held', help: 'Runs held in this processor because a dependency they need is open (sum across processors for the cluster)', labelNames: ['dependency', 'tenant', 'class'], registers: r }),
     fallbacks: new Counter({ name: 'sluice_fallbacks_total', help: 'Runs or steps answered by the tenant\'s fallback policy because a dependency was unavailable', labelNames: ['tenant', 'dependency', 'policy'], registers: r }),
     runRetries: new Counter({ name: 'sluice_run_retries_total', help: 'Runs re-enqueued on the retry topic', labelNames: ['reason'], registers: r }),
     deadLettered: new Counter({ name: 'sluice_dead_letters_total', help: 'Records sent to the DLQ topic', labelNames: ['topic', 'reason'], registers: r }),
@@ -135,6 +141,33 @@ export function createMetrics() {
       name: 'sluice_submit_cleanup_failures_total',
       help: 'Submissions whose backlog entry or Idempotency-Key claim could not be settled (left to its lease)',
       labelNames: ['step'],
+      registers: r,
+    }),
+    runWaitSinceAdmission: new Histogram({
+      name: 'sluice_run_wait_since_admission_seconds',
+      help: 'Time from a run\'s admission to its attempt starting in a processor, time in Kafka included; observed for attempts that start from an admission (the first, or a DLQ replay), not for run-level retries',
+      labelNames: ['class'],
+      buckets: SINCE_ADMISSION_BUCKETS,
+      registers: r,
+    }),
+    runFirstOutput: new Histogram({
+      name: 'sluice_run_first_output_seconds',
+      help: 'Time from a run\'s admission to its first step answered by its dependency, once per run (never for a step taken from the journal)',
+      labelNames: ['class'],
+      buckets: SINCE_ADMISSION_BUCKETS,
+      registers: r,
+    }),
+    runEndToEnd: new Histogram({
+      name: 'sluice_run_end_to_end_seconds',
+      help: 'Time from a run\'s admission to its terminal status (completed, failed, expired, cancelled), observed by the processor that publishes it',
+      labelNames: ['class', 'status'],
+      buckets: SINCE_ADMISSION_BUCKETS,
+      registers: r,
+    }),
+    llmTokens: new Counter({
+      name: 'sluice_llm_tokens_total',
+      help: 'Tokens of LLM responses by kind (input, output, cache_read, cache_creation), as the responses\' usage reports them; model: the configured model the response names, else its dependency\'s',
+      labelNames: ['tenant', 'workflow', 'model', 'kind'],
       registers: r,
     }),
   };

@@ -15,6 +15,8 @@ export const RETRY_HEADER = {
   errorMessage: 'sluice-retry-exception-message',
   firstFailureAt: 'sluice-retry-first-failure-at',
   lastFailureAt: 'sluice-retry-last-failure-at',
+  /** `true` once a step of the run was answered by its dependency: its first output is measured. */
+  outputSeen: 'sluice-retry-output-seen',
 } as const;
 
 const MAX_MESSAGE = 1_000;
@@ -28,6 +30,8 @@ export interface RetryRecordOptions {
   /** Epoch ms of the run's first transient failure. */
   firstFailureAt: number;
   now: number;
+  /** Whether a step of the run was answered by its dependency in this attempt or an earlier one. */
+  outputSeen: boolean;
 }
 
 /** The next attempt of a run that failed transiently, and the headers its retry-topic record carries. */
@@ -43,6 +47,7 @@ export function retryRecord(run: RunRequested, opts: RetryRecordOptions): { even
     [RETRY_HEADER.errorMessage]: opts.error.message.slice(0, MAX_MESSAGE),
     [RETRY_HEADER.firstFailureAt]: new Date(opts.firstFailureAt).toISOString(),
     [RETRY_HEADER.lastFailureAt]: new Date(opts.now).toISOString(),
+    [RETRY_HEADER.outputSeen]: String(opts.outputSeen),
   };
   return { event, headers };
 }
@@ -60,6 +65,11 @@ export function parseRetryFailures(headers: IHeaders | undefined): number {
 export function parseRetryFirstFailureAt(headers: IHeaders | undefined): number | undefined {
   const at = Date.parse(headerText(headers, RETRY_HEADER.firstFailureAt) ?? '');
   return Number.isFinite(at) ? at : undefined;
+}
+
+/** Whether an earlier attempt had its first output, from the header; false when absent or anything but `true`. */
+export function parseRetryOutputSeen(headers: IHeaders | undefined): boolean {
+  return headerText(headers, RETRY_HEADER.outputSeen) === 'true';
 }
 
 /** The due time from the header, or undefined when it must be read from the event instead. */

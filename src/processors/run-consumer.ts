@@ -1,7 +1,7 @@
 import type { Consumer, EachBatchPayload, Kafka, KafkaMessage } from 'kafkajs';
 import type { SluiceConfig } from '../config/schema.js';
 import { EventDecodeError, type EventCodec } from '../events/codec.js';
-import { SUBJECTS, type RunRequested } from '../events/schemas.js';
+import { SUBJECTS, type RunClass, type RunRequested } from '../events/schemas.js';
 import { deadLetterPoison, type DeadLetterSink } from '../dlq/dead-letter.js';
 import { groupId, topicNames } from '../kafka/topics.js';
 import type { Logger } from '../obs/logger.js';
@@ -10,7 +10,7 @@ import { PartitionProgress } from './partition-progress.js';
 import { RunDispatcher, type DispatchBreakers, type DispatchTask, type RunPermitSource } from './run-dispatcher.js';
 import { RUN_CLASSES } from '../events/schemas.js';
 import type { AttemptContext } from './run-executor.js';
-import { parseRetryFailures, parseRetryFirstFailureAt } from './retry-enqueue.js';
+import { parseRetryFailures, parseRetryFirstFailureAt, parseRetryOutputSeen } from './retry-enqueue.js';
 import { resolveRunConfig, type RunFailure } from './run-faults.js';
 
 export interface RunConsumerDeps {
@@ -44,6 +44,7 @@ function attemptContext(topic: string, partition: number, message: KafkaMessage)
   return {
     priorFailures: parseRetryFailures(message.headers),
     ...(first !== undefined ? { firstFailureAt: first } : {}),
+    ...(parseRetryOutputSeen(message.headers) ? { outputSeen: true } : {}),
     record: { topic, partition, message: { offset: message.offset, key: message.key, value: message.value } },
   };
 }
@@ -64,6 +65,8 @@ export class RunConsumer {
   /** Paused partitions and why: a full read-ahead buffer, or buffered work all waiting on open breakers. */
   private readonly paused = new Map<string, 'buffer_full' | 'breaker_open'>();
   private readonly dispatcher: RunDispatcher;
+  /** Labels of every held-runs series reported so far, by the dispatcher's key. */
+  private readonly heldSeries = new Map<string, { dependency: string; tenant: string; class: RunClass }>();
   private readonly group: string;
   private readonly log: Logger;
   private commitTimer: NodeJS.Timeout | undefined;
@@ -207,8 +210,18 @@ export class RunConsumer {
         if (reason === undefined) this.pause(topic, partition, 'breaker_open');
       } else if (reason === 'breaker_open') this.resume(topic, partition);
     }
-    const byDependency = this.dispatcher.heldByDependency();
-    for (const dependency of Object.keys(this.deps.config.dependencies)) this.deps.metrics.runsHeld.set({ dependency }, byDependency.get(dependency) ?? 0);
+    this.reportHeld();
+  }
+
+  /**
+   * `sluice_processor_runs_held{dependency,tenant,class}`: a series, once reported, stays and
+   * reads 0 when its runs are released, so sums over instances do not jump. Bounded by config:
+   * dependencies, tenants (runs of unknown tenants are never held) and the two classes.
+   */
+  private reportHeld(): void {
+    const counts = this.dispatcher.heldCounts();
+    for (const [key, { dependency, tenant, runClass }] of counts) this.heldSeries.set(key, { dependency, tenant, class: runClass });
+    for (const [key, labels] of this.heldSeries) this.deps.metrics.runsHeld.set(labels, counts.get(key)?.runs ?? 0);
   }
 
   private reportPaused(): void {

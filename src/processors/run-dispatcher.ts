@@ -5,6 +5,7 @@ import type { Logger } from '../obs/logger.js';
 import type { Metrics } from '../obs/metrics.js';
 import { isExpired } from '../runs/deadline.js';
 import { FairQueue, type Waiting } from './fair-queue.js';
+import { measuresAdmissionWait, secondsSinceAdmission } from './run-signals.js';
 import type { RetryPolicy } from './retry-policy.js';
 import { InfrastructureError, afterInfrastructureFailure, asInfrastructureError, infrastructureFailure, keepTryingDelayMs, type RunFailure } from './run-faults.js';
 
@@ -45,6 +46,14 @@ export interface DispatchTask {
   probes?: string[];
   /** Attempts of this record that failed on the infrastructure in this instance (see `infraRetry`). */
   infraFailures?: number;
+}
+
+/** Runs held for one dependency of one tenant and class. */
+export interface HeldCount {
+  dependency: string;
+  tenant: string;
+  runClass: RunClass;
+  runs: number;
 }
 
 /** Permit requests in flight at once per dispatch round. */
@@ -135,10 +144,15 @@ export class RunDispatcher {
     return n;
   }
 
-  /** Held runs per dependency they wait for. */
-  heldByDependency(): Map<string, number> {
-    const counts = new Map<string, number>();
-    for (const h of this.held) counts.set(h.dependency, (counts.get(h.dependency) ?? 0) + 1);
+  /** Held runs per dependency they wait for, tenant and class, keyed by the three. */
+  heldCounts(): Map<string, HeldCount> {
+    const counts = new Map<string, HeldCount>();
+    for (const { waiting, dependency } of this.held) {
+      const key = `${dependency}\u0000${waiting.tenant}\u0000${waiting.runClass}`;
+      const count = counts.get(key);
+      if (count) count.runs++;
+      else counts.set(key, { dependency, tenant: waiting.tenant, runClass: waiting.runClass, runs: 1 });
+    }
     return counts;
   }
 
@@ -304,8 +318,10 @@ export class RunDispatcher {
   private start(w: Waiting<DispatchTask>, permits: HeldPermits | undefined): void {
     const { metrics } = this.deps;
     const probed = w.item.probes ?? [];
-    metrics.queueWait.observe({ class: w.runClass }, (this.now() - w.enqueuedAt) / 1000);
+    const now = this.now();
     const task = w.item;
+    metrics.queueWait.observe({ class: w.runClass }, (now - w.enqueuedAt) / 1000);
+    if (measuresAdmissionWait(task.run, task.infraFailures ?? 0)) metrics.runWaitSinceAdmission.observe({ class: w.runClass }, secondsSinceAdmission(task.run.admittedAt, now));
     const done: Promise<void> = this.deps
       .execute(task.run, task)
       .then(

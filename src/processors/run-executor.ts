@@ -8,6 +8,7 @@ import { fullJitterMs, nextRetryDelay } from './retry-policy.js';
 import { retryRecord } from './retry-enqueue.js';
 import { RetryBudget } from './retry-budget.js';
 import { checkResult, checkStepOutput, jsonBytes } from './output-bounds.js';
+import { secondsSinceAdmission, tokenCounts, tokenModelLabel } from './run-signals.js';
 import { InfrastructureError, resolveRunConfig, type InfraOperation, type RunFailure } from './run-faults.js';
 import { ownEntry } from '../config/lookup.js';
 import { groupId } from '../kafka/topics.js';
@@ -16,6 +17,7 @@ import type { Logger } from '../obs/logger.js';
 import type { Metrics } from '../obs/metrics.js';
 import { MIN_USEFUL_CALL_MS, clampTimeout, isExpired } from '../runs/deadline.js';
 import { heldSequence, stepSequence, terminalSequence } from '../runs/status-sequence.js';
+import { isTerminal } from '../status/run-history.js';
 import type { CancelReason, CancellationCheck } from './cancellation.js';
 import type { StepJournal } from './step-journal.js';
 import type { LlmRequest, LlmResult } from './steps/llm-call.js';
@@ -57,6 +59,8 @@ export interface AttemptContext {
   /** Run-level transient failures before this attempt (carried by the retry topic's header). */
   priorFailures: number;
   firstFailureAt?: number;
+  /** An earlier attempt had a step answered by its dependency (carried by the retry topic's header): the run's first output is behind it. */
+  outputSeen?: boolean;
   /** The record the attempt came from: archived byte for byte if the run dies. */
   record: { topic: string; partition: number; message: Pick<KafkaMessage, 'offset' | 'key' | 'value'> };
 }
@@ -170,6 +174,12 @@ export class RunExecutor {
       return this.fail(run, context, 'invalid_input', 'failed: the run input is not JSON', null, { code: 'invalid_input', message: 'the run input is not valid JSON', retryable: false });
     }
 
+    /**
+     * Whether the run has had its first useful output (a step answered by its dependency): in an
+     * earlier attempt, or in an earlier delivery of this one (a step taken from the journal).
+     * `sluice_run_first_output_seconds` is observed once per run, when this turns true by a call.
+     */
+    let outputSeen = context.outputSeen === true;
     const outputs: StepOutputs = {};
     /** Bytes of the outputs kept so far, bounded by `processor.maxResultBytes`. */
     let keptBytes = 0;
@@ -193,14 +203,14 @@ export class RunExecutor {
         let gone: Unavailability;
         if (err instanceof DependencyUnavailable) {
           this.deps.metrics.breakerRefusals.inc({ dependency: err.dependency });
-          if (err.canWait) return this.retryRun(run, context, 'breaker_open', err.dependency, err.message, Math.min(err.until + this.spread(err.dependency), run.deadline), false);
+          if (err.canWait) return this.retryRun(run, context, 'breaker_open', err.dependency, err.message, Math.min(err.until + this.spread(err.dependency), run.deadline), false, outputSeen);
           gone = { dependency: err.dependency, reason: `the ${err.dependency} breaker is open until ${new Date(err.until).toISOString()}, after this run's deadline` };
         } else if (err instanceof StepError) {
           if (!err.retryable) {
             return this.fail(run, context, 'non_retryable', `failed: ${where} — ${err.message}`, step.id, { code: 'dependency_error', message: err.message, retryable: false });
           }
           const dueAt = this.nextRunAttemptAt(context);
-          if (dueAt !== undefined && dueAt + MIN_USEFUL_CALL_MS < run.deadline) return this.retryRun(run, context, 'transient_failure', err.dependency, err.message, dueAt, true);
+          if (dueAt !== undefined && dueAt + MIN_USEFUL_CALL_MS < run.deadline) return this.retryRun(run, context, 'transient_failure', err.dependency, err.message, dueAt, true, outputSeen);
           gone = { dependency: err.dependency, reason: err.message };
         } else throw err;
         const fallback = this.unavailableStep(run.tenantId, tenant, workflow, step, gone);
@@ -221,7 +231,11 @@ export class RunExecutor {
       const bound = checkStepOutput(bytes, keptBytes, this.deps.config.processor);
       if (!bound.ok) return this.fail(run, context, 'non_retryable', `failed: ${where} — ${bound.message}`, step.id, { code: bound.code, message: `${where}: ${bound.message}`, retryable: false });
       keptBytes += bytes;
-      if (!remembered) await this.deps.journal.record(run.runId, step.id, output, run.deadline);
+      if (!remembered) {
+        await this.deps.journal.record(run.runId, step.id, output, run.deadline);
+        if (!outputSeen) this.deps.metrics.runFirstOutput.observe({ class: run.class }, secondsSinceAdmission(run.admittedAt, this.now()));
+      }
+      outputSeen = true;
       outputs[step.id] = output;
       if (step.kind === 'llm') lastText = (output as { text: string }).text;
     }
@@ -279,12 +293,13 @@ export class RunExecutor {
   /**
    * Ends this attempt and puts the next one on the retry topic, due at `dueAt`: nothing (no
    * partition, no permit) is held while it waits. `failure` says whether it counts against the
-   * run's attempts: waiting out an open breaker does not.
+   * run's attempts: waiting out an open breaker does not. `outputSeen` travels with it, so the
+   * next attempt does not take its first answered step for the run's first output.
    */
-  private async retryRun(run: RunRequested, context: AttemptContext, reason: 'breaker_open' | 'transient_failure', dependency: string, message: string, dueAt: number, failure: boolean): Promise<RunOutcome> {
+  private async retryRun(run: RunRequested, context: AttemptContext, reason: 'breaker_open' | 'transient_failure', dependency: string, message: string, dueAt: number, failure: boolean, outputSeen: boolean): Promise<RunOutcome> {
     const now = this.now();
     const failures = context.priorFailures + (failure ? 1 : 0);
-    const next = retryRecord(run, { dueAt, failures, error: { kind: reason, message }, firstFailureAt: context.firstFailureAt ?? now, now });
+    const next = retryRecord(run, { dueAt, failures, error: { kind: reason, message }, firstFailureAt: context.firstFailureAt ?? now, now, outputSeen });
     await infrastructure('retry_enqueue', undefined, () => this.deps.enqueueRetry(next.event, next.headers));
     this.deps.metrics.runRetries.inc({ reason });
     const why = reason === 'breaker_open' ? `waiting for ${dependency} (breaker open)` : `${dependency} failed (${message.slice(0, 200)})`;
@@ -409,7 +424,10 @@ export class RunExecutor {
           timeoutMs,
           headers,
         });
-        return { text: res.text, model: res.model, usage: res.usage };
+        const model = tokenModelLabel(this.deps.config.dependencies, dep, res.model);
+        for (const [kind, tokens] of tokenCounts(res.usage)) metrics.llmTokens.inc({ tenant: run.tenantId, workflow: run.workflow, model, kind }, tokens);
+        // The output keeps the shape callers read in the result; the cache counts go to the counters only.
+        return { text: res.text, model: res.model, usage: { inputTokens: res.usage.inputTokens, outputTokens: res.usage.outputTokens } };
       }
       if (step.kind === 'tool' && dep.kind === 'tool') {
         const url = new URL(dep.url.startsWith('/') ? `${this.deps.simulatorUrl}${dep.url}` : dep.url);
@@ -463,6 +481,7 @@ export class RunExecutor {
     for (let attempt = 1; ; attempt++) {
       try {
         await this.deps.publishStatus(event);
+        if (isTerminal(status)) this.deps.metrics.runEndToEnd.observe({ class: run.class, status }, secondsSinceAdmission(run.admittedAt, event.occurredAt));
         return status;
       } catch (err) {
         if (attempt >= OUTCOME_PUBLISH_TRIES) throw new InfrastructureError('outcome_publish', undefined, err);

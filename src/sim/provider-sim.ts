@@ -343,7 +343,18 @@ interface SimMessage {
   content: { type: 'text'; text: string }[];
   stop_reason: 'end_turn';
   stop_sequence: null;
-  usage: { input_tokens: number; output_tokens: number };
+  usage: SimUsage;
+}
+
+/**
+ * The Messages API's usage. The simulator caches nothing, so both cache counts are 0, as the real
+ * API reports them for a request without `cache_control` breakpoints.
+ */
+interface SimUsage {
+  input_tokens: number;
+  output_tokens: number;
+  cache_creation_input_tokens: number;
+  cache_read_input_tokens: number;
 }
 
 /** Required fields of each content block type the sim accepts, with their JSON kinds. */
@@ -461,7 +472,7 @@ function buildMessage(request: MessagesRequest): SimMessage {
     content: [{ type: 'text', text }],
     stop_reason: 'end_turn',
     stop_sequence: null,
-    usage: { input_tokens: estimateTokens(prompt), output_tokens: estimateTokens(text) },
+    usage: { input_tokens: estimateTokens(prompt), output_tokens: estimateTokens(text), cache_creation_input_tokens: 0, cache_read_input_tokens: 0 },
   };
 }
 
@@ -476,7 +487,7 @@ async function* messageEvents(message: SimMessage, delayMs: number, closed: Abor
   const chunks = Array.from({ length: Math.ceil(text.length / chunkLength) }, (_, i) => text.slice(i * chunkLength, (i + 1) * chunkLength));
   yield sseEvent({
     type: 'message_start',
-    message: { ...message, content: [], stop_reason: null, usage: { input_tokens: message.usage.input_tokens, output_tokens: 1 } },
+    message: { ...message, content: [], stop_reason: null, usage: { ...message.usage, output_tokens: 1 } },
   });
   yield sseEvent({ type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } });
   yield sseEvent({ type: 'ping' });
@@ -488,7 +499,8 @@ async function* messageEvents(message: SimMessage, delayMs: number, closed: Abor
   yield sseEvent({
     type: 'message_delta',
     delta: { stop_reason: message.stop_reason, stop_sequence: null },
-    usage: { output_tokens: message.usage.output_tokens },
+    // Cumulative counts, as the API sends them in its final message_delta.
+    usage: message.usage,
   });
   yield sseEvent({ type: 'message_stop' });
 }

@@ -1,16 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sample } from '../support/metric-value.js';
 import { readStatusStream } from '../support/sse.js';
 import { startThrowawayRedis, type ThrowawayRedis } from '../support/throwaway-redis.js';
 import { TENANT_A_KEY, TENANT_B_KEY, TENANT_C_KEY, eventually, freePort, http, startSluice, testNamespace, writeTestConfig, type SluiceProcess } from './harness.js';
 
 /** A run id in the right format that no run has: reads of it are answered 404 after the lookup. */
 const NO_SUCH_RUN = '0190f5a2-7c00-7abc-8def-0123456789ab';
-
-/** The value of one series in a Prometheus text scrape, or undefined when the scrape has none. */
-function sample(text: string, series: string): number | undefined {
-  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
-  return line === undefined ? undefined : Number(line.slice(series.length + 1));
-}
 
 /**
  * The API against a Redis of its own that the test stops: the ops endpoints keep answering

@@ -156,7 +156,7 @@ interface Written {
 /** A retry as the processor enqueues it, plus a binary header that must survive byte for byte. */
 async function writeRetry(topics: TopicNames, partition: number, runClass: RunClass, dueAt: number): Promise<Written> {
   const now = Date.now();
-  const { event, headers } = retryRecord(run(runClass, null), { dueAt, failures: 1, error: { kind: 'DependencyUnavailable', message: '529' }, firstFailureAt: now, now });
+  const { event, headers } = retryRecord(run(runClass, null), { dueAt, failures: 1, error: { kind: 'DependencyUnavailable', message: '529' }, firstFailureAt: now, now, outputSeen: false });
   const written: Written = {
     key: Buffer.from(event.tenantId),
     value: await codec.encode(SUBJECTS.runRequested, event),

@@ -75,6 +75,7 @@ function admissionMessage(d: AdmissionDecision): string {
 }
 
 function refuse(reply: FastifyReply, d: AdmissionDecision): FastifyReply {
+  reply.request.submitAnswer = d.outcome;
   return sendProblem(reply, d.reason as ProblemCode, { detail: refusalDetail(d), retryAfterSec: d.retryAfterSec });
 }
 
@@ -96,7 +97,7 @@ interface Submission {
 }
 
 type SubmitOutcome =
-  | { kind: 'accepted'; answer: StoredAnswer }
+  | { kind: 'accepted'; answer: StoredAnswer; admission: AdmissionDecision['outcome'] }
   | { kind: 'refused'; decision: AdmissionDecision }
   | { kind: 'not_acknowledged'; mayHaveLanded: boolean }
   | { kind: 'too_large'; error: MessageTooLargeError };
@@ -156,6 +157,7 @@ async function admitAndPublish(deps: RunRouteDeps, s: Submission, log: FastifyBa
     }
     outcome = {
       kind: 'accepted',
+      admission: decision.outcome,
       answer: {
         status: 202,
         headers: { Location: `/v1/runs/${s.runId}` },
@@ -229,7 +231,7 @@ export function registerRunRoutes(app: FastifyInstance, deps: RunRouteDeps): voi
    * admission (bucket, backlog, deadline), then the produce — the 202 leaves only after Kafka
    * acknowledged the event. Redis failing on the way is answered by the outage policy.
    */
-  app.post<{ Body: SubmitBody }>('/v1/runs', { schema: submitSchema }, async (req, reply) => {
+  app.post<{ Body: SubmitBody }>('/v1/runs', { schema: submitSchema, config: { submission: true } }, async (req, reply) => {
     const tenantId = tenantOf(req, reply);
     if (!tenantId) return reply;
     const tenant = ownEntry(config.tenants, tenantId)!;
@@ -262,6 +264,7 @@ export function registerRunRoutes(app: FastifyInstance, deps: RunRouteDeps): voi
       }
       if (keyClaim.kind === 'replay') {
         metrics.idempotentReplays.inc({ tenant: tenantId });
+        req.submitAnswer = 'replayed';
         return reply.code(keyClaim.answer.status).headers({ ...keyClaim.answer.headers, 'Idempotent-Replayed': 'true' }).send(keyClaim.answer.body);
       }
       if (keyClaim.kind === 'conflict') return sendProblem(reply, 'idempotency_key_reused', { detail: 'a key identifies one request: use a new key for a different body' });
@@ -291,10 +294,12 @@ export function registerRunRoutes(app: FastifyInstance, deps: RunRouteDeps): voi
       case 'refused':
         return refuse(reply, outcome.decision);
       case 'not_acknowledged':
+        req.submitAnswer = 'rejected';
         return sendProblem(reply, 'overloaded', { detail: 'the event log did not acknowledge the run in time; it was not accepted and will not run', retryAfterSec: 1 });
       case 'too_large':
         return sendProblem(reply, 'payload_too_large', { detail: `the run's event would be ${outcome.error.bytes} bytes; one Kafka request carries at most ${outcome.error.limit}` });
       case 'accepted':
+        req.submitAnswer = outcome.admission;
         return reply.code(outcome.answer.status).headers(outcome.answer.headers).send(outcome.answer.body);
     }
   });

@@ -14,11 +14,19 @@ export interface LlmRequest {
   headers: Record<string, string>;
 }
 
+/** Tokens of one response, as its `usage` reports them (the Messages API's four counts). */
+export interface LlmUsage {
+  inputTokens: number;
+  outputTokens: number;
+  cacheReadTokens: number;
+  cacheCreationTokens: number;
+}
+
 export interface LlmResult {
   text: string;
   model: string;
   stopReason: string | null;
-  usage: { inputTokens: number; outputTokens: number };
+  usage: LlmUsage;
 }
 
 /**
@@ -74,6 +82,22 @@ function streamError(dependency: string, data: string): StepError {
   // Unlike a 429 response, a rate_limit_error mid-stream is not a spend limit (those refuse the
   // request before streaming), so it is retryable like the overload it is.
   return new StepError('http_status', dependency, message, status === 429 || status >= 500, status);
+}
+
+/**
+ * A token count from the provider, or undefined when absent. Anything but a non-negative safe
+ * integer counts as absent: the counts feed counters, which cannot go down.
+ */
+function tokenCount(value: unknown): number | undefined {
+  return Number.isSafeInteger(value) && (value as number) >= 0 ? (value as number) : undefined;
+}
+
+/** Takes the counts a `usage` object reports over those known so far (message_delta's are cumulative). */
+function mergeUsage(usage: LlmUsage, reported: Partial<Record<'input_tokens' | 'output_tokens' | 'cache_read_input_tokens' | 'cache_creation_input_tokens', unknown>>): void {
+  usage.inputTokens = tokenCount(reported.input_tokens) ?? usage.inputTokens;
+  usage.outputTokens = tokenCount(reported.output_tokens) ?? usage.outputTokens;
+  usage.cacheReadTokens = tokenCount(reported.cache_read_input_tokens) ?? usage.cacheReadTokens;
+  usage.cacheCreationTokens = tokenCount(reported.cache_creation_input_tokens) ?? usage.cacheCreationTokens;
 }
 
 function parseEvent(dependency: string, data: string): unknown {
@@ -132,7 +156,7 @@ export async function callLlm(client: Anthropic, req: LlmRequest): Promise<LlmRe
     let text = '';
     let model = req.config.model;
     let stopReason: string | null = null;
-    const usage = { inputTokens: 0, outputTokens: 0 };
+    const usage: LlmUsage = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheCreationTokens: 0 };
     for await (const sse of Stream.rawEvents(response, controller)) {
       armIdle();
       if (sse.event === 'error') throw streamError(dependency, sse.data);
@@ -141,7 +165,7 @@ export async function callLlm(client: Anthropic, req: LlmRequest): Promise<LlmRe
       switch (event.type) {
         case 'message_start':
           model = event.message.model;
-          usage.inputTokens = event.message.usage.input_tokens;
+          mergeUsage(usage, event.message.usage);
           break;
         case 'content_block_delta':
           if (event.delta.type === 'text_delta') text += event.delta.text;
@@ -149,7 +173,7 @@ export async function callLlm(client: Anthropic, req: LlmRequest): Promise<LlmRe
         case 'message_delta':
           stopReason = event.delta.stop_reason;
           // Cumulative, so the last one is the total.
-          usage.outputTokens = event.usage.output_tokens;
+          mergeUsage(usage, event.usage);
           break;
         case 'message_stop':
           return { text, model, stopReason, usage };

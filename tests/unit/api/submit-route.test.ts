@@ -901,16 +901,98 @@ describe('other routes and request ids', () => {
     expect(res.json()).toEqual({ status: 'ok' });
   });
 
-  it('counts answered requests by route and status', async () => {
+  it('counts answered requests by route, status and outcome', async () => {
     const h = harness();
     await submit(h, VALID);
     await submit(h, {}, {}, null);
     const values = (await h.metrics.httpRequests.get()).values;
     expect(values).toEqual(
       expect.arrayContaining([
-        expect.objectContaining({ value: 1, labels: { route: '/v1/runs', method: 'POST', status: '202' } }),
-        expect.objectContaining({ value: 1, labels: { route: '/v1/runs', method: 'POST', status: '401' } }),
+        expect.objectContaining({ value: 1, labels: { route: '/v1/runs', method: 'POST', status: '202', outcome: 'admitted' } }),
+        expect.objectContaining({ value: 1, labels: { route: '/v1/runs', method: 'POST', status: '401', outcome: 'error' } }),
       ]),
     );
+  });
+});
+
+describe('HTTP metrics by outcome: fast refusals do not flatter the latency of accepted runs', () => {
+  /** The outcome label of the one request answered so far, in the counter and the duration histogram alike. */
+  async function outcomeOf(h: Harness): Promise<{ status: string; outcome: string }> {
+    const counted = (await h.metrics.httpRequests.get()).values;
+    expect(counted).toHaveLength(1);
+    const timed = (await h.metrics.httpDuration.get()).values.filter((v) => v.metricName === 'sluice_http_request_duration_seconds_count');
+    expect(timed.map((v) => [v.labels, v.value])).toEqual([[{ route: counted[0]!.labels.route, method: counted[0]!.labels.method, outcome: counted[0]!.labels.outcome }, 1]]);
+    return { status: String(counted[0]!.labels.status), outcome: String(counted[0]!.labels.outcome) };
+  }
+
+  it.each([
+    [{ outcome: 'admitted', reason: 'capacity_available' }, '202', 'admitted'],
+    [{ outcome: 'queued', reason: 'waiting_for_capacity', queuePosition: 4 }, '202', 'queued'],
+    [{ outcome: 'deferred', reason: 'rate_limited', retryAfterSec: 3 }, '429', 'deferred'],
+    [{ outcome: 'deferred', reason: 'tenant_backlog_full', retryAfterSec: 2 }, '429', 'deferred'],
+    [{ outcome: 'rejected', reason: 'overloaded', retryAfterSec: 1 }, '503', 'rejected'],
+    [{ outcome: 'rejected', reason: 'deadline_unreachable', retryAfterSec: 9 }, '503', 'rejected'],
+    [{ outcome: 'rejected', reason: 'dependency_unavailable', retryAfterSec: 5 }, '503', 'rejected'],
+  ] as const)('a submission decided %j is labelled %s / %s', async (decision, status, outcome) => {
+    const h = harness({ decision });
+    await submit(h, VALID);
+    expect(await outcomeOf(h)).toEqual({ status, outcome });
+  });
+
+  it('a submission Kafka did not acknowledge is rejected (503 overloaded)', async () => {
+    const h = harness({ publish: () => Promise.reject(new ProduceTimeoutError(5_000, false)) });
+    await submit(h, VALID);
+    expect(await outcomeOf(h)).toEqual({ status: '503', outcome: 'rejected' });
+  });
+
+  it('a submission refused by the Redis outage policy is labelled by its decision', async () => {
+    const h = harness({ claim: () => Promise.reject(Object.assign(new Error('Connection is closed.'), { name: 'MaxRetriesPerRequestError' })) });
+    await submit(h, VALID, { 'idempotency-key': 'k-outage' });
+    expect(fakes.outages).toHaveLength(1);
+    expect(await outcomeOf(h)).toEqual({ status: '503', outcome: 'rejected' });
+  });
+
+  it.each([
+    ['an invalid body', { workflow: 'support-reply' }, {}, KEY_A, '400'],
+    ['an unknown workflow', { workflow: 'nope', input: {} }, {}, KEY_A, '400'],
+    ['no key', VALID, {}, null, '401'],
+    ['the admin key', VALID, {}, ADMIN, '403'],
+    ['a malformed Idempotency-Key', VALID, { 'idempotency-key': 'has space' }, KEY_A, '400'],
+  ] as const)('a submission answered before any decision (%s) is an error', async (_what, body, headers, auth, status) => {
+    const h = harness();
+    await submit(h, body, headers, auth);
+    expect(await outcomeOf(h)).toEqual({ status, outcome: 'error' });
+  });
+
+  it('an Idempotency-Key conflict, a run too large for Kafka and a bug are errors too', async () => {
+    for (const [opts, status] of [
+      [{ claim: { kind: 'conflict' } }, '409'],
+      [{ publish: () => Promise.reject(new MessageTooLargeError(2_000_000, 1_000_000)) }, '413'],
+      [{ decide: () => Promise.reject(new TypeError('a bug')) }, '500'],
+    ] as const) {
+      const h = harness(opts as HarnessOptions);
+      await submit(h, VALID, { 'idempotency-key': 'k-5' });
+      expect(await outcomeOf(h)).toEqual({ status, outcome: 'error' });
+      await h.app.close();
+    }
+  });
+
+  it('a replayed answer is other: read back, not decided', async () => {
+    const h = harness({ claim: { kind: 'replay', answer: { status: 202, headers: {}, body: { runId: 'x', status: 'queued', admission: 'admitted' } } } });
+    await submit(h, VALID, { 'idempotency-key': 'k-6' });
+    expect(await outcomeOf(h)).toEqual({ status: '202', outcome: 'other' });
+  });
+
+  it('reads, health and unknown routes are other, whatever their status', async () => {
+    for (const req of [
+      { method: 'GET', url: '/v1/runs/0190f5a2-7c00-7abc-8def-0123456789ab', headers: { authorization: KEY_A } },
+      { method: 'GET', url: '/healthz' },
+      { method: 'GET', url: '/v1/nothing-here', headers: { authorization: KEY_A } },
+    ] as const) {
+      const h = harness();
+      await h.app.inject(req);
+      expect((await outcomeOf(h)).outcome).toBe('other');
+      await h.app.close();
+    }
   });
 });

@@ -85,7 +85,7 @@ describe('callLlm against the provider simulator', () => {
       text: reply,
       model: 'claude-sim-1',
       stopReason: 'end_turn',
-      usage: { inputTokens: Math.ceil(`${SYSTEM}\n${USER}`.length / 4), outputTokens: Math.ceil(reply.length / 4) },
+      usage: { inputTokens: Math.ceil(`${SYSTEM}\n${USER}`.length / 4), outputTokens: Math.ceil(reply.length / 4), cacheReadTokens: 0, cacheCreationTokens: 0 },
     });
     expect(await callsMade()).toBe(1);
   });
@@ -147,10 +147,10 @@ function sse(res: ServerResponse, type: string, fields: Record<string, unknown> 
   res.write(`event: ${type}\ndata: ${JSON.stringify({ type, ...fields })}\n\n`);
 }
 
-function startStream(res: ServerResponse): void {
+function startStream(res: ServerResponse, usage: Record<string, unknown> = { input_tokens: 7, output_tokens: 1 }): void {
   res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
   sse(res, 'message_start', {
-    message: { id: 'msg_1', type: 'message', role: 'assistant', model: 'claude-scripted', content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 7, output_tokens: 1 } },
+    message: { id: 'msg_1', type: 'message', role: 'assistant', model: 'claude-scripted', content: [], stop_reason: null, stop_sequence: null, usage },
   });
 }
 
@@ -158,8 +158,8 @@ function textDelta(res: ServerResponse, text: string): void {
   sse(res, 'content_block_delta', { index: 0, delta: { type: 'text_delta', text } });
 }
 
-function finishStream(res: ServerResponse, outputTokens: number): void {
-  sse(res, 'message_delta', { delta: { stop_reason: 'end_turn', stop_sequence: null }, usage: { output_tokens: outputTokens } });
+function finishStream(res: ServerResponse, outputTokens: number, usage: Record<string, unknown> = {}): void {
+  sse(res, 'message_delta', { delta: { stop_reason: 'end_turn', stop_sequence: null }, usage: { output_tokens: outputTokens, ...usage } });
   sse(res, 'message_stop');
   res.end();
 }
@@ -221,7 +221,7 @@ describe('callLlm against a scripted SSE server', () => {
       }, 1_500);
     };
     const result = await callLlm(scripted.client, request({ readMs: 500 }));
-    expect(result).toEqual({ text: 'pong', model: 'claude-scripted', stopReason: 'end_turn', usage: { inputTokens: 7, outputTokens: 1 } });
+    expect(result).toEqual({ text: 'pong', model: 'claude-scripted', stopReason: 'end_turn', usage: { inputTokens: 7, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } });
   });
 
   it('returns empty text for an answer without text blocks', async () => {
@@ -229,7 +229,27 @@ describe('callLlm against a scripted SSE server', () => {
       startStream(res);
       finishStream(res, 0);
     };
-    expect(await callLlm(scripted.client, request())).toEqual({ text: '', model: 'claude-scripted', stopReason: 'end_turn', usage: { inputTokens: 7, outputTokens: 0 } });
+    expect(await callLlm(scripted.client, request())).toEqual({ text: '', model: 'claude-scripted', stopReason: 'end_turn', usage: { inputTokens: 7, outputTokens: 0, cacheReadTokens: 0, cacheCreationTokens: 0 } });
+  });
+
+  it('reads the cache counts of message_start, and the final message_delta\'s cumulative counts over them', async () => {
+    script = (_req, res) => {
+      startStream(res, { input_tokens: 7, output_tokens: 1, cache_read_input_tokens: 2048, cache_creation_input_tokens: 300 });
+      textDelta(res, 'cached');
+      // The API may repeat the input counts in the last delta, cumulative; null means "not reported".
+      finishStream(res, 12, { input_tokens: 9, cache_read_input_tokens: 2050, cache_creation_input_tokens: null });
+    };
+    const result = await callLlm(scripted.client, request());
+    expect(result.usage).toEqual({ inputTokens: 9, outputTokens: 12, cacheReadTokens: 2050, cacheCreationTokens: 300 });
+  });
+
+  it('takes a count that is not a non-negative integer as not reported: counters never go down', async () => {
+    script = (_req, res) => {
+      startStream(res, { input_tokens: -5, output_tokens: 1, cache_read_input_tokens: 1.5, cache_creation_input_tokens: '40' });
+      finishStream(res, 3, { input_tokens: 2 ** 60, cache_read_input_tokens: 'many' });
+    };
+    const result = await callLlm(scripted.client, request());
+    expect(result.usage).toEqual({ inputTokens: 0, outputTokens: 3, cacheReadTokens: 0, cacheCreationTokens: 0 });
   });
 
   it.each([

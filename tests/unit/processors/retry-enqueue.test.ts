@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { RETRY_HEADER, parseRetryClass, parseRetryDueAt, parseRetryFailures, retryRecord } from '../../../src/processors/retry-enqueue.js';
+import { RETRY_HEADER, parseRetryClass, parseRetryDueAt, parseRetryFailures, parseRetryOutputSeen, retryRecord } from '../../../src/processors/retry-enqueue.js';
 import { headerText } from '../../../src/kafka/headers.js';
 import type { RunRequested } from '../../../src/events/schemas.js';
 
@@ -21,12 +21,13 @@ const run: RunRequested = {
   dueAt: ADMITTED + 1_000,
 };
 
-const opts = (over: Partial<Parameters<typeof retryRecord>[1]> = {}) => ({
+const opts = (over: Partial<Parameters<typeof retryRecord>[1]> = {}): Parameters<typeof retryRecord>[1] => ({
   dueAt: NOW + 4_000,
   failures: 2,
   error: { kind: 'DependencyUnavailable', message: 'anthropic answered 529 overloaded' },
   firstFailureAt: FIRST_FAILURE,
   now: NOW,
+  outputSeen: false,
   ...over,
 });
 
@@ -49,6 +50,7 @@ describe('retryRecord', () => {
       [RETRY_HEADER.errorMessage]: 'anthropic answered 529 overloaded',
       [RETRY_HEADER.firstFailureAt]: '2026-01-01T00:00:02.000Z',
       [RETRY_HEADER.lastFailureAt]: '2026-01-01T00:00:07.250Z',
+      [RETRY_HEADER.outputSeen]: 'false',
     });
     expect(Object.keys(RETRY_HEADER).map((k) => RETRY_HEADER[k as keyof typeof RETRY_HEADER]).every((h) => h.startsWith('sluice-retry-'))).toBe(true);
   });
@@ -59,11 +61,21 @@ describe('retryRecord', () => {
   });
 
   it('round-trips through the parsers as Kafka delivers headers (Buffers)', () => {
-    const { headers } = retryRecord(run, opts({ failures: 17 }));
+    const { headers } = retryRecord(run, opts({ failures: 17, outputSeen: true }));
     const delivered = Object.fromEntries(Object.entries(headers).map(([k, v]) => [k, Buffer.from(v)]));
     expect(parseRetryFailures(delivered)).toBe(17);
     expect(parseRetryDueAt(delivered)).toBe(NOW + 4_000);
     expect(parseRetryClass(delivered)).toBe('interactive');
+    expect(parseRetryOutputSeen(delivered)).toBe(true);
+  });
+});
+
+describe('parseRetryOutputSeen', () => {
+  it('is true only for `true`: a first attempt, a record from before the header, or garbage has not seen output', () => {
+    expect(parseRetryOutputSeen({ [RETRY_HEADER.outputSeen]: Buffer.from('true') })).toBe(true);
+    expect(parseRetryOutputSeen(undefined)).toBe(false);
+    expect(parseRetryOutputSeen({})).toBe(false);
+    for (const raw of ['false', 'TRUE', '1', ' true', '']) expect(parseRetryOutputSeen({ [RETRY_HEADER.outputSeen]: Buffer.from(raw) })).toBe(false);
   });
 });
 

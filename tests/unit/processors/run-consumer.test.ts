@@ -6,7 +6,7 @@ import type { RunRequested } from '../../../src/events/schemas.js';
 import { createLogger } from '../../../src/obs/logger.js';
 import { createMetrics } from '../../../src/obs/metrics.js';
 import { RunConsumer } from '../../../src/processors/run-consumer.js';
-import type { RunPermitSource } from '../../../src/processors/run-dispatcher.js';
+import type { DispatchBreakers, RunPermitSource } from '../../../src/processors/run-dispatcher.js';
 import { InfrastructureError, type RunFailure } from '../../../src/processors/run-faults.js';
 
 const TOPIC = 'sluice.runs.interactive';
@@ -64,11 +64,12 @@ afterEach(async () => {
   consumer = undefined;
 });
 
-function setup(execute: (r: RunRequested) => Promise<unknown>, permits: RunPermitSource = grantingPermits().source) {
+function setup(execute: (r: RunRequested) => Promise<unknown>, permits: RunPermitSource = grantingPermits().source, breakers?: DispatchBreakers) {
   const config = loadConfig({ env: {} });
   config.processor.partitionBuffer = 4;
   config.processor.infraRetry = { maxAttempts: 2, baseMs: 5, capMs: 10 };
   const { kafka, seen } = fakeKafka();
+  const metrics = createMetrics();
   const ended: { runId: string; failure: RunFailure }[] = [];
   consumer = new RunConsumer({
     kafka,
@@ -78,8 +79,9 @@ function setup(execute: (r: RunRequested) => Promise<unknown>, permits: RunPermi
     execute,
     deadLetterRun: async (r, _context, failure) => void ended.push({ runId: r.runId, failure }),
     permits,
+    ...(breakers ? { breakers } : {}),
     logger: createLogger('silent'),
-    metrics: createMetrics(),
+    metrics,
   });
   const feed = async (messages: KafkaMessage[]) => {
     const resolved: string[] = [];
@@ -93,7 +95,7 @@ function setup(execute: (r: RunRequested) => Promise<unknown>, permits: RunPermi
     return resolved;
   };
   const committed = () => seen.commits.filter((c) => c.partition === 0).at(-1)?.offset;
-  return { consumer, seen, ended, feed, committed };
+  return { consumer, seen, ended, feed, committed, metrics };
 }
 
 describe('RunConsumer when runs fail on the infrastructure', () => {
@@ -135,5 +137,35 @@ describe('RunConsumer when runs fail on the infrastructure', () => {
     expect(s.ended).toEqual([{ runId: 'run-0', failure: { reason: 'unknown_tenant', code: 'unknown_tenant', message: 'tenant "tenant-removed" is not configured on this processor', retryable: false } }]);
     expect(permits.asked).toEqual(['run-1']);
     expect(executed).toEqual(['run-1']);
+  });
+});
+
+describe('RunConsumer reporting held runs', () => {
+  it('reports held runs per dependency, tenant and class, and a released series reads 0 instead of vanishing', async () => {
+    let open = true;
+    const listeners = new Set<() => void>();
+    const breakers: DispatchBreakers = {
+      gate: () => (open ? { kind: 'wait', dependency: 'anthropic', until: Date.now() + 60_000 } : { kind: 'go' }),
+      probedBy: () => [],
+      onChange: (l) => (listeners.add(l), () => listeners.delete(l)),
+    };
+    const executed: string[] = [];
+    const s = setup(async (r) => void executed.push(r.runId), grantingPermits().source, breakers);
+    await s.consumer.start();
+    await s.feed([message(0, run(0)), message(1, run(1)), message(2, { ...run(2, 'tenant-b'), class: 'batch' })]);
+    const held = async () => (await s.metrics.runsHeld.get()).values.map((v) => ({ ...v.labels, runs: v.value })).sort((a, b) => String(a.tenant).localeCompare(String(b.tenant)));
+    await until(() => executed.length === 0 && s.seen.paused.has(0), 'the partition to be paused with all its runs held');
+    expect(await held()).toEqual([
+      { dependency: 'anthropic', tenant: 'tenant-a', class: 'interactive', runs: 2 },
+      { dependency: 'anthropic', tenant: 'tenant-b', class: 'batch', runs: 1 },
+    ]);
+    open = false;
+    for (const l of listeners) l();
+    await until(() => executed.length === 3, 'the released runs to execute');
+    await until(() => !s.seen.paused.has(0), 'the partition to resume');
+    expect(await held()).toEqual([
+      { dependency: 'anthropic', tenant: 'tenant-a', class: 'interactive', runs: 0 },
+      { dependency: 'anthropic', tenant: 'tenant-b', class: 'batch', runs: 0 },
+    ]);
   });
 });

@@ -21,6 +21,13 @@ function run(id: string, tenant: string, workflow = 'chat', runClass: RunClass =
 
 const task = (r: RunRequested, source = 'p0', offset = 0): DispatchTask => ({ run: r, source, offset, context: ATTEMPT });
 
+/** Held runs summed per dependency. */
+function heldByDependency(d: RunDispatcher): Map<string, number> {
+  const sums = new Map<string, number>();
+  for (const h of d.heldCounts().values()) sums.set(h.dependency, (sums.get(h.dependency) ?? 0) + h.runs);
+  return sums;
+}
+
 /**
  * Breakers the test sets by hand. The decision itself is the real `gateRun`, so the dispatcher is
  * exercised against the rules it will meet in production; `gated` keeps the probing counts each
@@ -280,7 +287,7 @@ describe('RunDispatcher with breakers: holding', () => {
     expect(s.p.attempts).toEqual([]);
     expect(s.finished.sort()).toEqual(['late-batch', 'late-interactive']);
     expect(s.d.waiting).toBe(0);
-    expect(s.d.heldByDependency().size).toBe(0);
+    expect(heldByDependency(s.d).size).toBe(0);
   });
 
   it('an interactive run that cannot wait for the probe goes on (to its fallback) instead of being held', async () => {
@@ -309,7 +316,7 @@ describe('RunDispatcher with breakers: probing', () => {
     // Both probes were asked for together: the limit held within one batch, not by luck of timing.
     expect(s.p.maxPending()).toBe(2);
     expect(s.p.attempts).toEqual(['free', 'r0', 'r1']);
-    expect(s.d.heldByDependency()).toEqual(new Map([['llm', 8]]));
+    expect(heldByDependency(s.d)).toEqual(new Map([['llm', 8]]));
     // The third run was judged with both probes already counted.
     expect(s.b.gated.filter((g) => g.runId === 'r2').at(-1)!.probing).toEqual({ llm: 2 });
   });
@@ -343,7 +350,7 @@ describe('RunDispatcher with breakers: probing', () => {
     await settle();
     // lookup1 holds the one tool probe and one of two llm probes: lookup2 waits on tool, chat1 takes the last llm one.
     expect(s.ex.started).toEqual(['lookup1', 'chat1']);
-    expect(s.d.heldByDependency()).toEqual(new Map([['tool', 1], ['llm', 1]]));
+    expect(heldByDependency(s.d)).toEqual(new Map([['tool', 1], ['llm', 1]]));
   });
 
   it('runs that need nothing probed are not limited by the probe count', async () => {
@@ -459,7 +466,7 @@ describe('RunDispatcher with breakers: probing', () => {
 });
 
 describe('RunDispatcher with breakers: accounting and revocation', () => {
-  it('waiting, waitingOf, oldestWaiting, heldFrom and heldByDependency include held runs', async () => {
+  it('waiting, waitingOf, oldestWaiting, heldFrom and heldCounts include held runs', async () => {
     // No poll: a run whose permits are being asked for is momentarily in neither line, so counts are read between rounds.
     const s = setup({ pollMs: 60_000 });
     s.b.set('llm', 'open', FAR);
@@ -485,7 +492,13 @@ describe('RunDispatcher with breakers: accounting and revocation', () => {
     expect(s.d.heldFrom('p0')).toBe(1);
     expect(s.d.heldFrom('p1')).toBe(2);
     expect(s.d.heldFrom('p9')).toBe(0);
-    expect(s.d.heldByDependency()).toEqual(new Map([['llm', 2], ['tool', 1]]));
+    expect(heldByDependency(s.d)).toEqual(new Map([['llm', 2], ['tool', 1]]));
+    // Per dependency, tenant and class, so held runs can be summed per tenant and class across processors.
+    expect([...s.d.heldCounts().values()].sort((x, y) => x.tenant.localeCompare(y.tenant))).toEqual([
+      { dependency: 'llm', tenant: 'a', runClass: 'interactive', runs: 1 },
+      { dependency: 'tool', tenant: 'b', runClass: 'batch', runs: 1 },
+      { dependency: 'llm', tenant: 'c', runClass: 'interactive', runs: 1 },
+    ]);
     expect(s.d.waitingOf('interactive')).toBe(3);
     expect(s.d.waitingOf('batch')).toBe(2);
     expect(s.d.oldestWaiting('interactive')).toBe(NOW);
@@ -518,7 +531,7 @@ describe('RunDispatcher with breakers: accounting and revocation', () => {
     expect(s.d.waiting).toBe(1);
     expect(s.d.heldFrom('p0')).toBe(0);
     expect(s.d.heldFrom('p1')).toBe(1);
-    expect(s.d.heldByDependency()).toEqual(new Map([['llm', 1]]));
+    expect(heldByDependency(s.d)).toEqual(new Map([['llm', 1]]));
     s.p.refuse.delete('z');
     s.b.set('llm', 'closed');
     s.b.changed();

@@ -5,6 +5,7 @@ import { createMetrics } from '../../../src/obs/metrics.js';
 import { RunDispatcher, type DispatchTask, type RunDispatcherDeps, type RunPermitAnswer, type RunPermitSource } from '../../../src/processors/run-dispatcher.js';
 import { InfrastructureError, type RunFailure } from '../../../src/processors/run-faults.js';
 import { ATTEMPT, INFRA_RETRY } from './fixtures.js';
+import { histogramValue } from '../../support/metric-value.js';
 
 const NOW = 1_800_000_000_000;
 
@@ -362,5 +363,52 @@ describe('RunDispatcher when the infrastructure fails (no run waits forever)', (
     expect(d.waiting).toBe(0);
     expect(d.inFlight).toBe(0);
     expect(p.held().total).toBe(0);
+  });
+});
+
+describe('RunDispatcher measures the wait since admission', () => {
+  it('from admission to the start, time in Kafka included, next to the wait inside this processor', async () => {
+    let now = NOW;
+    const metrics = createMetrics();
+    const p = permitSource({ global: 10, perTenant: 1 });
+    const ex = controllableExecutor();
+    // Admitted 4 s before this processor read it; the second waits 2 s more here for its tenant's permit.
+    const admitted = NOW - 4_000;
+    const d = make(p.source, ex.execute, 10, [], () => now, { metrics });
+    d.submit({ run: { ...run('first', 'a'), admittedAt: admitted }, source: 'p0', offset: 0, context: ATTEMPT });
+    d.submit({ run: { ...run('second', 'a', 'batch'), admittedAt: admitted }, source: 'p0', offset: 1, context: ATTEMPT });
+    await settle();
+    now += 2_000;
+    ex.finish('first');
+    await settle();
+    expect(ex.started).toEqual(['first', 'second']);
+    expect(await histogramValue(metrics.runWaitSinceAdmission, { class: 'interactive' })).toEqual({ count: 1, sum: 4 });
+    expect(await histogramValue(metrics.runWaitSinceAdmission, { class: 'batch' })).toEqual({ count: 1, sum: 6 });
+    expect(await histogramValue(metrics.queueWait, { class: 'batch' })).toEqual({ count: 1, sum: 2 });
+  });
+
+  it('not for a run-level retry, nor again when an attempt is repeated after an infrastructure failure', async () => {
+    const metrics = createMetrics();
+    let calls = 0;
+    const finished: string[] = [];
+    const d = make(permitSource({ global: 10, perTenant: 10 }).source, async (r) => {
+      if (r.runId === 'blip' && ++calls === 1) throw redisDown();
+    }, 10, finished, () => NOW, { metrics });
+    d.submit({ run: { ...run('retry', 'a'), attempt: 2, dueAt: NOW - 100 }, source: 'p0', offset: 0, context: { ...ATTEMPT, priorFailures: 1 } });
+    d.submit({ run: run('blip', 'b'), source: 'p0', offset: 1, context: ATTEMPT });
+    await until(() => finished.length === 2, 'both runs to finish');
+    expect(calls).toBe(2);
+    expect((await histogramValue(metrics.runWaitSinceAdmission, { class: 'interactive' })).count).toBe(1);
+    // The wait inside the processor is still measured at every start.
+    expect((await histogramValue(metrics.queueWait, { class: 'interactive' })).count).toBe(3);
+  });
+
+  it('a DLQ replay re-admits its run: measured from its new admission time', async () => {
+    const metrics = createMetrics();
+    const finished: string[] = [];
+    const d = make(permitSource({ global: 10, perTenant: 10 }).source, async () => undefined, 10, finished, () => NOW, { metrics });
+    d.submit({ run: { ...run('replayed', 'a'), attempt: 3, admittedAt: NOW - 1_500, dueAt: null }, source: 'p0', offset: 0, context: ATTEMPT });
+    await until(() => finished.length === 1, 'the run to finish');
+    expect(await histogramValue(metrics.runWaitSinceAdmission, { class: 'interactive' })).toEqual({ count: 1, sum: 1.5 });
   });
 });

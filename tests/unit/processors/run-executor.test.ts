@@ -15,6 +15,9 @@ import type { BreakerAdmission } from '../../../src/breakers/breaker-store.js';
 import type { DeadLetterEnvelope } from '../../../src/events/schemas.js';
 import { ATTEMPT } from './fixtures.js';
 import { terminalSequence } from '../../../src/runs/status-sequence.js';
+import { RETRY_HEADER } from '../../../src/processors/retry-enqueue.js';
+import type { LlmResult } from '../../../src/processors/steps/llm-call.js';
+import { histogramValue, metricValue } from '../../support/metric-value.js';
 
 const NOW = Date.UTC(2026, 0, 1, 12, 0, 0);
 const run: RunRequested = {
@@ -46,7 +49,7 @@ function executor(cancelAnswers: (CancelReason | undefined)[], journal: Map<stri
       llmCalls++;
       const failure = llmFailures.shift();
       if (failure) throw toStepError('anthropic', failure);
-      return { text: opts.llmText ?? 'ok', model: 'sim', stopReason: 'end_turn', usage: { inputTokens: 1, outputTokens: 1 } };
+      return { text: opts.llmText ?? 'ok', model: 'sim', stopReason: 'end_turn', usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } };
     },
     simulatorUrl: 'http://127.0.0.1:1',
     publishStatus: async (e) => void published.push(e),
@@ -421,7 +424,7 @@ describe('RunExecutor names the infrastructure call that failed, so the attempt 
 
   it('the outcome event (Kafka), after its own three tries', async () => {
     let tries = 0;
-    const { exec } = executor([], new Map(), [], undefined, {
+    const { exec, metrics } = executor([], new Map(), [], undefined, {
       deps: {
         publishStatus: async (e) => {
           if (e.status !== 'running') tries++;
@@ -431,6 +434,8 @@ describe('RunExecutor names the infrastructure call that failed, so the attempt 
     });
     expect(await rejection(exec.execute({ ...run, tenantId: 'tenant-a' }, ATTEMPT))).toMatchObject({ operation: 'outcome_publish', message: 'publishing the run outcome (Kafka) failed: KafkaJSNumberOfRetriesExceeded' });
     expect(tries).toBe(3);
+    // Not ended yet: the attempt is repeated, and the run's end is measured when its outcome is out.
+    expect((await histogramValue(metrics.runEndToEnd, {})).count).toBe(0);
   }, 10_000);
 });
 
@@ -483,5 +488,141 @@ describe('RunExecutor bounds what it keeps of step outputs', () => {
     expect(await exec.execute(run, ATTEMPT)).toBe('failed');
     expect(published.at(-1)).toMatchObject({ status: 'failed', step: null, result: null, error: { code: 'result_too_large' } });
     expect(published.at(-1)!.error!.message).toMatch(/^the result is \d+ bytes, over the bound of 3000 \(processor\.maxResultBytes\)$/);
+  });
+});
+
+describe('RunExecutor measures a run against its admission', () => {
+  const overloaded = () => Anthropic.APIError.generate(529, { type: 'error', error: { type: 'overloaded_error', message: 'busy' } }, 'overloaded', new Headers());
+  const interactive = { class: 'interactive' };
+  /** The run was admitted a second before the executor's clock (NOW). */
+  const sinceAdmission = 1;
+
+  it('observes the first step answered, once, and the run\'s end with its status', async () => {
+    let now = NOW;
+    const { exec, metrics } = executor([], new Map([['lookup-order', { orderId: '42' }]]), [], undefined, {
+      deps: {
+        now: () => now,
+        llm: async () => {
+          now += 500;
+          return { text: 'ok', model: 'claude-sonnet-4-6', stopReason: 'end_turn', usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } };
+        },
+      },
+    });
+    expect(await exec.execute(run, ATTEMPT)).toBe('completed');
+    // Two LLM steps answered, the first at 1.5 s after admission; the end at 2 s.
+    expect(await histogramValue(metrics.runFirstOutput, interactive)).toEqual({ count: 1, sum: 1.5 });
+    expect(await histogramValue(metrics.runEndToEnd, { class: 'interactive', status: 'completed' })).toEqual({ count: 1, sum: 2 });
+  });
+
+  it('never observes a first output for a step taken from the journal: the delivery that answered it did', async () => {
+    const { exec, metrics, llmCalls } = executor([], new Map([['understand', { text: 'order 42' }], ['lookup-order', { orderId: '42' }]]));
+    expect(await exec.execute(run, ATTEMPT)).toBe('completed');
+    expect(llmCalls()).toBe(1);
+    expect((await histogramValue(metrics.runFirstOutput, interactive)).count).toBe(0);
+    expect(await histogramValue(metrics.runEndToEnd, { class: 'interactive', status: 'completed' })).toEqual({ count: 1, sum: sinceAdmission });
+  });
+
+  it('tells the next attempt whether the run had its output; the next attempt then observes none', async () => {
+    // The first step is answered, the last one keeps failing: the run goes to the retry topic.
+    const answeredFirst = executor([], new Map([['lookup-order', {}]]), []);
+    let calls = 0;
+    (answeredFirst.exec as unknown as { deps: { llm: () => Promise<LlmResult> } }).deps.llm = async () => {
+      if (++calls > 1) throw toStepError('anthropic', overloaded());
+      return { text: 'ok', model: 'sim', stopReason: 'end_turn', usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } };
+    };
+    expect(await answeredFirst.exec.execute(run, ATTEMPT)).toBe('retried');
+    expect((await histogramValue(answeredFirst.metrics.runFirstOutput, interactive)).count).toBe(1);
+    expect(answeredFirst.retries[0]!.headers[RETRY_HEADER.outputSeen]).toBe('true');
+    // A retried attempt: no waiting, not an end.
+    expect((await histogramValue(answeredFirst.metrics.runEndToEnd, {})).count).toBe(0);
+
+    // Waiting for an open breaker before any step: nothing answered yet.
+    const nothingYet = executor([], new Map(), [], undefined, { breaker: { name: 'anthropic', state: 'open', retryAt: NOW + 5_000 } });
+    expect(await nothingYet.exec.execute(run, ATTEMPT)).toBe('retried');
+    expect(nothingYet.retries[0]!.headers[RETRY_HEADER.outputSeen]).toBe('false');
+
+    // The next attempt of a run whose output an earlier attempt had (a step before this one may
+    // have been a stand-in then, so the journal need not show it) observes none.
+    const next = executor([], new Map([['lookup-order', {}]]));
+    expect(await next.exec.execute({ ...run, attempt: 2, dueAt: NOW }, { ...ATTEMPT, outputSeen: true })).toBe('completed');
+    expect((await histogramValue(next.metrics.runFirstOutput, interactive)).count).toBe(0);
+    expect((await histogramValue(next.metrics.runEndToEnd, { class: 'interactive', status: 'completed' })).count).toBe(1);
+  });
+
+  it('does not take a stand-in for a dependency\'s answer: the first output is the first step actually answered', async () => {
+    const batchTools = loadConfig({ env: {} });
+    // A workflow that starts with a tool, so a stand-in can come before any answer.
+    batchTools.workflows['support-reply']!.steps = [batchTools.workflows['support-reply']!.steps[1]!, batchTools.workflows['support-reply']!.steps[2]!];
+    let now = NOW;
+    const { exec, metrics } = executor([], new Map(), [], batchTools, {
+      breaker: { name: 'order-lookup', state: 'open', retryAt: run.deadline + 1 },
+      deps: {
+        now: () => now,
+        llm: async () => {
+          now += 250;
+          return { text: 'ok', model: 'sim', stopReason: 'end_turn', usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } };
+        },
+      },
+    });
+    expect(await exec.execute(run, ATTEMPT)).toBe('completed');
+    expect(await histogramValue(metrics.runFirstOutput, interactive)).toEqual({ count: 1, sum: 1.25 });
+  });
+
+  it('observes every way a run ends, with its status, measured to the outcome event\'s time', async () => {
+    const ends: [RunRequested, string, string[]][] = [
+      [{ ...run, deadline: NOW - 1 }, 'expired', []],
+      [run, 'cancelled', ['requested']],
+      [tenantC, 'failed', []],
+    ];
+    for (const [r, status, cancel] of ends) {
+      const { exec, metrics } = executor(cancel as CancelReason[], new Map(), [], undefined, status === 'failed' ? { breaker: { name: 'anthropic', state: 'open', retryAt: run.deadline + 1_000 } } : {});
+      expect(await exec.execute(r, ATTEMPT)).toBe(status);
+      expect(await histogramValue(metrics.runEndToEnd, { class: 'interactive', status })).toEqual({ count: 1, sum: sinceAdmission });
+      expect((await histogramValue(metrics.runFirstOutput, interactive)).count).toBe(0);
+    }
+    // A run the dispatcher ends (unknown tenant, infrastructure given up) is measured the same way.
+    const { exec, metrics } = executor([]);
+    await exec.deadLetter({ ...run, class: 'batch' }, ATTEMPT, { reason: 'infrastructure_error', code: 'infrastructure_error', message: 'gave up', retryable: true });
+    expect(await histogramValue(metrics.runEndToEnd, { class: 'batch', status: 'failed' })).toEqual({ count: 1, sum: sinceAdmission });
+  });
+
+  it('reads a processor clock behind the API\'s as 0 s since admission', async () => {
+    const { exec, metrics } = executor([], new Map([['lookup-order', {}]]));
+    expect(await exec.execute({ ...run, admittedAt: NOW + 3_000 }, ATTEMPT)).toBe('completed');
+    expect(await histogramValue(metrics.runEndToEnd, { class: 'interactive', status: 'completed' })).toEqual({ count: 1, sum: 0 });
+  });
+});
+
+describe('RunExecutor counts the tokens of LLM responses', () => {
+  const answer = (model: string, usage: LlmResult['usage']) => async (): Promise<LlmResult> => ({ text: 'ok', model, stopReason: 'end_turn', usage });
+  const tokens = (metrics: ReturnType<typeof createMetrics>, labels: Record<string, string>) => metricValue(metrics.llmTokens, labels);
+
+  it('per tenant, workflow, model and kind, every kind from the response\'s usage', async () => {
+    const { exec, metrics } = executor([], new Map([['lookup-order', {}]]), [], undefined, {
+      deps: { llm: answer('claude-sonnet-4-6', { inputTokens: 120, outputTokens: 30, cacheReadTokens: 1_024, cacheCreationTokens: 8 }) },
+    });
+    expect(await exec.execute(run, ATTEMPT)).toBe('completed');
+    const labels = { tenant: 'tenant-a', workflow: 'support-reply', model: 'claude-sonnet-4-6' };
+    // Two LLM steps.
+    expect(await tokens(metrics, { ...labels, kind: 'input' })).toBe(240);
+    expect(await tokens(metrics, { ...labels, kind: 'output' })).toBe(60);
+    expect(await tokens(metrics, { ...labels, kind: 'cache_read' })).toBe(2_048);
+    expect(await tokens(metrics, { ...labels, kind: 'cache_creation' })).toBe(16);
+  });
+
+  it('labels a model the config does not name with the dependency\'s configured model', async () => {
+    const { exec, metrics } = executor([], new Map([['lookup-order', {}]]), [], undefined, {
+      deps: { llm: answer('some-proxy/"model"', { inputTokens: 5, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 }) },
+    });
+    expect(await exec.execute(run, ATTEMPT)).toBe('completed');
+    const { values } = await metrics.llmTokens.get();
+    expect([...new Set(values.map((v) => v.labels.model))]).toEqual(['claude-sonnet-4-6']);
+    expect(await tokens(metrics, { model: 'claude-sonnet-4-6', kind: 'input' })).toBe(10);
+  });
+
+  it('counts nothing for a step taken from the journal: no call, no tokens', async () => {
+    const { exec, metrics } = executor([], new Map<string, unknown>([['understand', { text: 'a' }], ['lookup-order', {}], ['reply', { text: 'b' }]]));
+    expect(await exec.execute(run, ATTEMPT)).toBe('completed');
+    expect((await metrics.llmTokens.get()).values).toEqual([]);
   });
 });

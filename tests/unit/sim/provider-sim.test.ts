@@ -92,7 +92,7 @@ describe('POST /v1/messages', () => {
       stop_reason: 'end_turn',
       stop_sequence: null,
       // "You are terse.\nfirst question\nfirst answer\nsecond question" is 59 characters.
-      usage: { input_tokens: 15, output_tokens: 9 },
+      usage: { input_tokens: 15, output_tokens: 9, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 },
     });
     expect(response.headers['request-id']).toMatch(/^req_sim_/);
   });
@@ -225,11 +225,13 @@ describe('POST /v1/messages', () => {
       .map((event) => (event.data.delta as { text: string }).text)
       .join('');
     expect(text).toBe('Simulated reply to: stream me a reply please');
-    expect(events[0]?.data.message).toMatchObject({ content: [], stop_reason: null, model: 'claude-sim-1' });
+    const usage = { input_tokens: expect.any(Number), cache_creation_input_tokens: 0, cache_read_input_tokens: 0 };
+    expect(events[0]?.data.message).toMatchObject({ content: [], stop_reason: null, model: 'claude-sim-1', usage: { ...usage, output_tokens: 1 } });
+    // The final counts are cumulative: input and cache counts again, with the whole output.
     expect(events.at(-2)?.data).toEqual({
       type: 'message_delta',
       delta: { stop_reason: 'end_turn', stop_sequence: null },
-      usage: { output_tokens: Math.ceil(text.length / 4) },
+      usage: { ...usage, output_tokens: Math.ceil(text.length / 4) },
     });
   });
 
