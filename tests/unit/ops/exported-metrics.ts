@@ -30,13 +30,6 @@ const NOT_YET_MERGED: MetricFamily[] = [
   { name: 'sluice_admission_backlog_oldest_age_seconds', type: 'gauge', labels: ['tenant', 'class'] },
   { name: 'sluice_runs_waiting_dependency', type: 'gauge', labels: ['tenant', 'class'] },
   { name: 'sluice_retry_topic_depth_messages', type: 'gauge', labels: [] },
-  // Processors and API.
-  { name: 'sluice_run_first_output_seconds', type: 'histogram', labels: ['class'] },
-  { name: 'sluice_run_end_to_end_seconds', type: 'histogram', labels: ['class', 'status'] },
-  { name: 'sluice_run_wait_since_admission_seconds', type: 'histogram', labels: ['class'] },
-  { name: 'sluice_http_request_duration_seconds', type: 'histogram', labels: ['outcome'] },
-  { name: 'sluice_llm_tokens_total', type: 'counter', labels: ['tenant', 'workflow', 'model', 'kind'] },
-  { name: 'sluice_processor_runs_held', type: 'gauge', labels: ['tenant', 'class'] },
 ];
 
 /** Every metric family Sluice registers, from the registries themselves (built in-process, no I/O). */
