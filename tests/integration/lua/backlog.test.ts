@@ -139,9 +139,9 @@ describe('backlog-admit.lua', () => {
 
   it('the same bug end to end: AdmissionController admits an interactive run whose deadline is shorter than the service time', async () => {
     const { A } = fresh();
-    const config = { admission: { emergencyRefillFactor: 0.5, leaseGraceMs: 60_000, maxBacklog: 1_000 }, limits: { global: 4, batchShare: 0.5 } } as unknown as SluiceConfig;
+    const config = { admission: { emergencyRefillFactor: 0.5, leaseGraceMs: 60_000, maxBacklog: 1_000 }, limits: { global: 4, batchShare: 0.5 }, tenants: {} } as unknown as SluiceConfig;
     const state = { service: () => ({ ratePerSec: 10, serviceTimeMs: 5_000 }) } as unknown as ServiceState;
-    const metrics = { admissions: { inc: () => {} }, admissionObserved: { inc: () => {} } } as unknown as Metrics;
+    const metrics = { admissions: { inc: () => {} }, admissionObserved: { inc: () => {} }, backlogLimit: { set: () => {} }, globalBacklogLimit: { set: () => {} } } as unknown as Metrics;
     const tenant = { admission: { mode: 'enforce', bucket: { capacity: 100, refillPerSec: 100 }, maxBacklog: 100 } } as unknown as TenantConfig;
     const workflow = { steps: [{ kind: 'llm', dependency: 'anthropic' }] } as unknown as WorkflowConfig;
     const controller = new AdmissionController(config, A, state, { all: () => new Map() }, metrics, new RedisOutageFallback({ policy: 'fail-closed', localBucket: { capacity: 1, refillPerSec: 1 }, maxAdmittedPerOutage: 1 }), createLogger('silent'));
