@@ -1,6 +1,6 @@
 // Open-loop baseline for POST /v1/runs: requests arrive at a fixed rate whatever the latency, so a
 // slow Sluice shows up as growing latency and dropped iterations instead of a politely slower
-// client (closed-loop tests hide overload; seed 002). Run: k6 run k6/baseline.js
+// client (closed-loop tests hide overload). Run: k6 run k6/baseline.js
 //   BASE_URL (default http://127.0.0.1:8080), API_KEY (default local-key-a), RATE per second
 //   (default 50), DURATION (default 1m), WORKFLOW (default support-reply).
 import http from 'k6/http';

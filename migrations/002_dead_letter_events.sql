@@ -1,4 +1,4 @@
--- The DLQ archive (seed 000): every record that could not be processed, with its original bytes
+-- The DLQ archive: every record that could not be processed, with its original bytes
 -- and failure context, until an operator replays or discards it. One row per original record:
 -- a record dead-lettered twice (its consumer died before committing) is archived once.
 CREATE TABLE IF NOT EXISTS dead_letter_events (

@@ -2,7 +2,7 @@ import type { RunClass } from '../events/schemas.js';
 import type { BreakerView } from '../breakers/breaker-gate.js';
 
 /**
- * The overload contract at the door (seed 001), as plain functions of their inputs: every
+ * The overload contract at the door, as plain functions of their inputs: every
  * request is admitted, queued, deferred (429) or rejected (503) — decided early and honestly, with
  * a retry hint that is the real time until the answer could change.
  */

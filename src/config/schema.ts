@@ -18,7 +18,7 @@ export const RUN_CLASSES = ['interactive', 'batch'] as const;
 /** `production` (the default) refuses demo keys, the simulator and local infrastructure; `dev` allows them. */
 export const PROFILES = ['production', 'dev'] as const;
 
-/** Retries of one dependency's calls (seed 003: LLM once, core tools twice, full-jitter backoff from 500 ms). */
+/** Retries of one dependency's calls: attempts, full-jitter backoff, and a retry budget shared by the dependency's callers. */
 const retryPolicy = z
   .object({
     maxAttempts: z.number().int().min(1).max(10).default(2),
@@ -35,7 +35,7 @@ const retryPolicy = z
 /**
  * A dependency's circuit breaker (state shared in Redis by every instance). It opens when, over
  * the sliding window and with at least `minimumCalls` calls in it, failures reach
- * `failureThreshold` (seed 000's count rule) or the failure rate or slow-call rate reaches its
+ * `failureThreshold` (a count rule) or the failure rate or slow-call rate reaches its
  * threshold (resilience4j's rate rules). After `openMs` it lets `halfOpenProbes` concurrent probe
  * calls through; `halfOpenSuccesses` successful probes close it, any failed probe opens it again.
  */
@@ -292,7 +292,7 @@ export const configSchema = z
       .prefault({}),
     processor: z
       .object({
-        /** Runs executing at once in one instance (seed 003 capped its workers at 30). */
+        /** Runs executing at once in one instance (bounds one process's memory and sockets). */
         maxInFlight: z.number().int().min(1).max(10_000).default(30),
         /** Records read ahead per partition before the partition is paused. */
         partitionBuffer: z.number().int().min(1).max(100_000).default(100),
