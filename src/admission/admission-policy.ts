@@ -60,7 +60,7 @@ export function unavailable(needed: readonly string[], states: ReadonlyMap<strin
   return needed.map((n) => states.get(n)).filter((s): s is DependencyState => s !== undefined && s.state !== 'closed');
 }
 
-/** Seed 000's emergency throttle: while a needed dependency is open, entry refills slower. */
+/** The emergency throttle: while a needed dependency is open, entry refills slower. */
 export function effectiveRefill(refillPerSec: number, anyOpen: boolean, emergencyFactor: number): number {
   return anyOpen ? refillPerSec * emergencyFactor : refillPerSec;
 }

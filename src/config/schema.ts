@@ -55,7 +55,7 @@ const breakerPolicy = z
   })
   .prefault({});
 
-/** Seed 003's budget table: a call has separate connect, read (idle) and total budgets. */
+/** A call's budgets, kept separate: connect, read (idle between bytes) and total. */
 const callTimeouts = z
   .object({
     connectMs: ms(10, 60_000),
@@ -121,11 +121,11 @@ const tokenBucket = (defaults: { capacity: number; refillPerSec: number }) =>
     })
     .prefault({});
 
-/** Seed 001's rollout: a new limit first runs in `observe` (decide and count, admit anyway). */
+/** A safe rollout: a new limit first runs in `observe` (decide and count, admit anyway). */
 const tenantAdmission = z
   .object({
     mode: z.enum(['enforce', 'observe']).default('enforce'),
-    /** Seed 000's entry bucket: capacity 60, refilled at 10 per second. */
+    /** The entry bucket: capacity 60, refilled at 10 per second by default. */
     bucket: tokenBucket({ capacity: 60, refillPerSec: 10 }),
     /** Admitted-but-unfinished runs of this tenant; more is deferred with 429 tenant_backlog_full. */
     maxBacklog: z.number().int().min(1).max(10_000_000).default(500),
@@ -259,7 +259,7 @@ export const configSchema = z
       .object({
         /** Admitted-but-unfinished runs over all tenants; more is refused with 503 overloaded. */
         maxBacklog: z.number().int().min(1).max(100_000_000).default(5_000),
-        /** Seed 000: while a dependency a workflow needs is open, its tenants' refill is multiplied by this. */
+        /** While a dependency a workflow needs is open, its tenants' refill is multiplied by this (emergency throttle). */
         emergencyRefillFactor: z.number().min(0).max(1).default(0.5),
         /** A backlog entry lives until the run's deadline plus this, so a lost release cannot leak capacity. */
         leaseGraceMs: ms(0, 3_600_000).default(60_000),

@@ -6,7 +6,7 @@ const PER_TENANT = 20;
 const FAULT_MS = 10_000;
 
 /**
- * Seed 000's avalanche, replayed: the provider answers every LLM call with 429 for 10 s while a
+ * The sales-day avalanche, replayed: the provider answers every LLM call with 429 for 10 s while a
  * burst of runs arrives. Two processor processes must learn of the open breaker within a fraction
  * of a second of each other, stop calling (probes only), answer interactive runs honestly at once
  * (tenant-a degrades, tenant-c fails), let batch runs wait, and drain them after the fault with no

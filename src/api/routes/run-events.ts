@@ -192,7 +192,7 @@ export function registerRunEventRoutes(app: FastifyInstance, deps: RunEventRoute
       .code(200)
       .header('content-type', 'text/event-stream; charset=utf-8')
       .header('cache-control', 'no-cache')
-      // Seed 003: a buffering proxy held progress back until the stream ended.
+      // A buffering proxy (nginx) would otherwise hold progress back until the stream ended.
       .header('x-accel-buffering', 'no')
       .send(stream.body);
   });

@@ -181,7 +181,7 @@ describe('parseConfig defaults', () => {
   });
 
   it('fills tenant, workflow, step and dependency defaults', () => {
-    // Seed 000's entry bucket (60, refilled 10/s), enforced, with a bounded backlog.
+    // The default entry bucket (60, refilled 10/s), enforced, with a bounded backlog.
     const admission = { mode: 'enforce', bucket: { capacity: 60, refillPerSec: 10 }, maxBacklog: 500 };
     const reads = { bucket: { capacity: 200, refillPerSec: 100 }, maxStreams: 100 };
     expect(cfg.tenants.t1).toEqual({ apiKeySha256: KEY_1, description: '', fallback: 'degrade', maxConcurrency: 16, admission, reads });
