@@ -1,6 +1,6 @@
 import type { Pool, PoolClient } from 'pg';
 import { inTransaction } from '../db/pool.js';
-import type { RunClass, RunError, RunStatus, RunStatusChanged } from '../events/schemas.js';
+import type { RunClass, RunError, RunEventBase, RunStatus, RunStatusChanged } from '../events/schemas.js';
 import { foldStatusEvents } from './run-history.js';
 import { ADMITTED_SEQUENCE } from '../runs/status-sequence.js';
 import { storableJsonText, storableNullableText, storableText } from '../db/storable-text.js';
@@ -21,15 +21,8 @@ export interface RunView {
   error?: RunError;
 }
 
-export interface AdmittedRun {
-  runId: string;
-  tenantId: string;
-  workflow: string;
-  class: RunClass;
-  admittedAt: number;
-  deadline: number;
-  message: string;
-}
+/** A run as the submit path records it, before any status event arrives. */
+export type AdmittedRun = Pick<RunEventBase, 'runId' | 'tenantId' | 'workflow' | 'class' | 'admittedAt' | 'deadline'> & { message: string };
 
 interface RunRow {
   run_id: string;
