@@ -14,7 +14,7 @@ import {
   stopPostgres,
 } from './postgres.js';
 import { DEFAULT_REDIS_URL, ensureRedis, redisServerPid, stopRedis } from './redis.js';
-import { redactUrl, urlPort } from './url.js';
+import { redactUrl, urlPort } from '../util/url.js';
 
 /**
  * Local infrastructure for development and tests: a Kafka broker, Redis and PostgreSQL, started
