@@ -3,7 +3,7 @@ import { Command, Option } from 'commander';
 import { ConfigError, loadConfig } from '../config/load.js';
 import type { SluiceConfig } from '../config/schema.js';
 import { createLogger, type Logger } from '../obs/logger.js';
-import { infraDown, infraStatus, infraUp, type InfraOptions } from '../infra/local-infra.js';
+import { infraDown, infraStatus, infraUp, type InfraOptions } from '../dev/infra/local-infra.js';
 import { redactUrl } from '../util/url.js';
 import { redactConfig } from '../config/redact.js';
 import { productionProblems, profileError } from '../config/profile.js';

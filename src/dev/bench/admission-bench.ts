@@ -4,10 +4,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse, stringify } from 'yaml';
 import { infraUp } from '../infra/local-infra.js';
-import { createLogger } from '../obs/logger.js';
-import { packageRoot } from '../util/package-root.js';
+import { createLogger } from '../../obs/logger.js';
+import { packageRoot } from '../../util/package-root.js';
 import { runOpenLoop, type OpenLoopResult } from './open-loop.js';
-import { freePort } from '../util/free-port.js';
+import { freePort } from '../../util/free-port.js';
 
 export interface AdmissionBenchOptions {
   rates: number[];
@@ -75,7 +75,7 @@ export async function benchAdmission(opts: AdmissionBenchOptions): Promise<void>
     DATABASE_URL: infra.databaseUrl,
     SLUICE_NAMESPACE: `bench-${Date.now().toString(36)}.`,
   });
-  const bare = startChild('bench/main.js', ['bare-server', '--port', String(barePort)], {});
+  const bare = startChild('dev/bench/main.js', ['bare-server', '--port', String(barePort)], {});
   try {
     await waitForHttp(`http://127.0.0.1:${apiPort}/healthz`, 60_000);
     await waitForHttp(`http://127.0.0.1:${barePort}/v1/runs`, 10_000);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { CallStats, OTHER_KEY } from '../../../src/sim/call-stats.js';
+import { CallStats, OTHER_KEY } from '../../../../src/dev/sim/call-stats.js';
 
 describe('CallStats', () => {
   it('starts empty', () => {

@@ -7,24 +7,24 @@ import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import type { Consumer, Kafka } from 'kafkajs';
 import { parse, stringify } from 'yaml';
-import { parseConfig } from '../config/load.js';
-import { EventCodec } from '../events/codec.js';
-import { FileSchemaRegistry } from '../events/schema-registry.js';
-import { SUBJECTS, type RunRequested, type RunStatusChanged } from '../events/schemas.js';
+import { parseConfig } from '../../config/load.js';
+import { EventCodec } from '../../events/codec.js';
+import { FileSchemaRegistry } from '../../events/schema-registry.js';
+import { SUBJECTS, type RunRequested, type RunStatusChanged } from '../../events/schemas.js';
 import { infraUp } from '../infra/local-infra.js';
-import { createKafka } from '../kafka/client.js';
-import { ensureTopics, groupId, topicNames } from '../kafka/topics.js';
-import { createLogger, type Logger } from '../obs/logger.js';
-import { EventProducer } from '../producers/event-producer.js';
-import { newRunId } from '../runs/run-id.js';
-import { childTraceparent } from '../runs/traceparent.js';
-import { isTerminal } from '../status/run-history.js';
-import { packageRoot } from '../util/package-root.js';
+import { createKafka } from '../../kafka/client.js';
+import { ensureTopics, groupId, topicNames } from '../../kafka/topics.js';
+import { createLogger, type Logger } from '../../obs/logger.js';
+import { EventProducer } from '../../producers/event-producer.js';
+import { newRunId } from '../../runs/run-id.js';
+import { childTraceparent } from '../../runs/traceparent.js';
+import { isTerminal } from '../../status/run-history.js';
+import { packageRoot } from '../../util/package-root.js';
 import type { BullJobData, BullWork, WatchMessage, WorkerMessage } from './bullmq-worker.js';
 import { waitForHttp } from './admission-bench.js';
-import { freePort } from '../util/free-port.js';
+import { freePort } from '../../util/free-port.js';
 import { deleteKeys } from './bench-redis.js';
-import { withTimeout } from '../util/with-timeout.js';
+import { withTimeout } from '../../util/with-timeout.js';
 
 export interface ProcessorBenchOptions {
   /** Runs (jobs) measured per phase. */
@@ -472,7 +472,7 @@ async function bullPhase(ctx: Ctx, label: string, work: BullWork): Promise<Phase
   const connection = new Redis(ctx.infra.redisUrl, { maxRetriesPerRequest: null });
   const queue = new Queue<BullJobData>(queueName, { connection, prefix });
   const child = children.start(
-    'bench/main.js',
+    'dev/bench/main.js',
     ['bullmq-worker', '--redis', ctx.infra.redisUrl, '--queue', queueName, '--prefix', prefix, '--concurrency', String(opts.concurrency), '--work', work, '--sim', ctx.simulatorUrl],
     childEnv({}),
     true,

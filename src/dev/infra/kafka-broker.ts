@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { delimiter, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Kafka, logLevel } from 'kafkajs';
-import type { Logger } from '../obs/logger.js';
+import type { Logger } from '../../obs/logger.js';
 import { withLock } from './lock.js';
 import {
   findExecutable,
@@ -18,7 +18,7 @@ import {
   waitFor,
   writePidFile,
 } from './process.js';
-import { withTimeout } from '../util/with-timeout.js';
+import { withTimeout } from '../../util/with-timeout.js';
 
 /**
  * A single-node KRaft Kafka broker run from the Apache jars on Maven Central (no Docker, no

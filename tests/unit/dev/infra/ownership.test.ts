@@ -2,7 +2,7 @@ import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { ownershipFile, readOwnership, writeOwnership, type OwnershipRecord } from '../../../src/infra/ownership.js';
+import { ownershipFile, readOwnership, writeOwnership, type OwnershipRecord } from '../../../../src/dev/infra/ownership.js';
 
 let dir: string;
 beforeEach(async () => {

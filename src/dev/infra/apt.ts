@@ -1,4 +1,4 @@
-import type { Logger } from '../obs/logger.js';
+import type { Logger } from '../../obs/logger.js';
 import { findExecutable, runChecked } from './process.js';
 
 const APT_TIMEOUT_MS = 5 * 60_000; // per apt-get command

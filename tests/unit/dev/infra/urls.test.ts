@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { splitBrokers } from '../../../src/infra/local-infra.js';
-import { databaseName, maintenanceUrl, quoteIdent } from '../../../src/infra/postgres.js';
+import { splitBrokers } from '../../../../src/dev/infra/local-infra.js';
+import { databaseName, maintenanceUrl, quoteIdent } from '../../../../src/dev/infra/postgres.js';
 
 describe('database URLs', () => {
   it('takes the database from the path, else from the user, as libpq does', () => {

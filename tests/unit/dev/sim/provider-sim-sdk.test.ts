@@ -3,9 +3,9 @@ import type { AddressInfo } from 'node:net';
 import Anthropic from '@anthropic-ai/sdk';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
-import { sha256Hex } from '../../../src/api/auth.js';
-import { createLogger } from '../../../src/obs/logger.js';
-import { createProviderSim, type ProviderSimStats } from '../../../src/sim/provider-sim.js';
+import { sha256Hex } from '../../../../src/api/auth.js';
+import { createLogger } from '../../../../src/obs/logger.js';
+import { createProviderSim, type ProviderSimStats } from '../../../../src/dev/sim/provider-sim.js';
 
 const ADMIN = { authorization: 'Bearer admin' };
 const PARAMS = { model: 'claude-sim-1', max_tokens: 64, messages: [{ role: 'user' as const, content: 'What is the status of ord_7?' }] };

@@ -3,8 +3,8 @@ import { mkdtemp, readFile, rm, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { acquireLock, isStaleLock, parseLockContent, withLock } from '../../../src/infra/lock.js';
-import { isAlive, sleep, waitFor } from '../../../src/infra/process.js';
+import { acquireLock, isStaleLock, parseLockContent, withLock } from '../../../../src/dev/infra/lock.js';
+import { isAlive, sleep, waitFor } from '../../../../src/dev/infra/process.js';
 
 let dir: string;
 let lock: string;

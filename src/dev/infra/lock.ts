@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { open, readFile, rm, stat } from 'node:fs/promises';
-import type { Logger } from '../obs/logger.js';
+import type { Logger } from '../../obs/logger.js';
 import { isAlive, sleep } from './process.js';
 
 /**

@@ -15,7 +15,7 @@ import Fastify, {
   type FastifyReply,
   type FastifyRequest,
 } from 'fastify';
-import type { Logger } from '../obs/logger.js';
+import type { Logger } from '../../obs/logger.js';
 import { CallStats, type CallStatsSnapshot } from './call-stats.js';
 import {
   ZERO_PROFILE,

@@ -1,8 +1,8 @@
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { sha256Hex } from '../../../src/api/auth.js';
-import { createLogger } from '../../../src/obs/logger.js';
-import { ToolLedger, createProviderSim, type ProviderSimOptions, type ProviderSimStats } from '../../../src/sim/provider-sim.js';
+import { sha256Hex } from '../../../../src/api/auth.js';
+import { createLogger } from '../../../../src/obs/logger.js';
+import { ToolLedger, createProviderSim, type ProviderSimOptions, type ProviderSimStats } from '../../../../src/dev/sim/provider-sim.js';
 
 const ADMIN_KEY = 'admin-secret';
 const ADMIN = { authorization: `Bearer ${ADMIN_KEY}` };

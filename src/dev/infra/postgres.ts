@@ -1,10 +1,10 @@
 import { existsSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import pg from 'pg';
-import type { Logger } from '../obs/logger.js';
+import type { Logger } from '../../obs/logger.js';
 import { ensureExecutable } from './apt.js';
 import { inspectPidFile, runChecked, waitFor } from './process.js';
-import { redactUrl } from '../util/url.js';
+import { redactUrl } from '../../util/url.js';
 
 export const DEFAULT_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/sluice';
 const CONNECT_TIMEOUT_MS = 3_000;

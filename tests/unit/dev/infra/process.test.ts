@@ -12,7 +12,7 @@ import {
   tailFile,
   terminate,
   waitFor,
-} from '../../../src/infra/process.js';
+} from '../../../../src/dev/infra/process.js';
 
 /** The pid of a process that has exited and been reaped. */
 async function deadPid(): Promise<number> {

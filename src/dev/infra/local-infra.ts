@@ -1,6 +1,6 @@
 import { mkdir } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import type { Logger } from '../obs/logger.js';
+import type { Logger } from '../../obs/logger.js';
 import { APT_INSTALL_BOUND_MS } from './apt.js';
 import { brokerPid, ensureBroker, probeKafka, stopBroker } from './kafka-broker.js';
 import { withLock } from './lock.js';
@@ -14,7 +14,7 @@ import {
   stopPostgres,
 } from './postgres.js';
 import { DEFAULT_REDIS_URL, ensureRedis, redisServerPid, stopRedis } from './redis.js';
-import { redactUrl, urlPort } from '../util/url.js';
+import { redactUrl, urlPort } from '../../util/url.js';
 
 /**
  * Local infrastructure for development and tests: a Kafka broker, Redis and PostgreSQL, started

@@ -3,7 +3,7 @@ import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { brokerPaths, jarsUpToDate, newClusterId, probeKafka, renderServerProperties } from '../../../src/infra/kafka-broker.js';
+import { brokerPaths, jarsUpToDate, newClusterId, probeKafka, renderServerProperties } from '../../../../src/dev/infra/kafka-broker.js';
 
 function parseProperties(text: string): Map<string, string> {
   const entries = text

@@ -7,7 +7,7 @@ import {
   parseFaultUpdate,
   parseSimulateFailure,
   type FaultProfile,
-} from '../../../src/sim/fault-profile.js';
+} from '../../../../src/dev/sim/fault-profile.js';
 
 const TARGETS = ['anthropic', 'order-lookup'];
 

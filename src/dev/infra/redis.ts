@@ -1,9 +1,9 @@
 import { resolve } from 'node:path';
 import { Redis } from 'ioredis';
-import type { Logger } from '../obs/logger.js';
+import type { Logger } from '../../obs/logger.js';
 import { ensureExecutable } from './apt.js';
 import { inspectPidFile, readPidFile, runChecked, tailFile, terminate, waitFor } from './process.js';
-import { redactUrl, urlPort } from '../util/url.js';
+import { redactUrl, urlPort } from '../../util/url.js';
 
 export const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
 const START_TIMEOUT_MS = 10_000;
