@@ -1,5 +1,6 @@
 import { mkdir } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
+import type { SluiceConfig } from '../../config/schema.js';
 import type { Logger } from '../../obs/logger.js';
 import { APT_INSTALL_BOUND_MS } from './apt.js';
 import { brokerPid, ensureBroker, probeKafka, stopBroker } from './kafka-broker.js';
@@ -245,4 +246,16 @@ export async function infraStatus(opts: InfraOptions): Promise<InfraStatus> {
   const o = resolveOptions(opts, record);
   const [kafka, redis, postgres] = await Promise.all([kafkaStatus(o), redisStatus(o, record), postgresStatus(o, record)]);
   return { stateDir: o.stateDir, kafka, redis, postgres };
+}
+
+/** Points the config at the local services `infra up` found or started, when it asks for them. */
+export async function withLocalInfra(config: SluiceConfig, logger: Logger): Promise<SluiceConfig> {
+  if (!config.localInfra) return config;
+  const endpoints = await infraUp({ stateDir: config.stateDir, logger: logger.child({ component: 'infra' }) });
+  return {
+    ...config,
+    kafka: { ...config.kafka, brokers: endpoints.kafkaBrokers },
+    redis: { ...config.redis, url: endpoints.redisUrl },
+    postgres: { ...config.postgres, url: endpoints.databaseUrl },
+  };
 }
