@@ -1,5 +1,5 @@
 import type { SluiceConfig } from '../config/schema.js';
-import { redactUrl } from '../infra/url.js';
+import { redactUrl } from '../util/url.js';
 import type { RunningRoles } from '../roles/start-roles.js';
 
 /** The human-readable "where to look" printed once at start-up (logs stay JSON). */

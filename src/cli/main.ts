@@ -2,9 +2,8 @@
 import { Command, Option } from 'commander';
 import { ConfigError, loadConfig } from '../config/load.js';
 import type { SluiceConfig } from '../config/schema.js';
-import { createLogger, type Logger } from '../obs/logger.js';
-import { infraDown, infraStatus, infraUp, type InfraOptions } from '../infra/local-infra.js';
-import { redactUrl } from '../infra/url.js';
+import { createLogger } from '../obs/logger.js';
+import { infraCommand, withLocalInfra } from '../dev/index.js';
 import { redactConfig } from '../config/redact.js';
 import { productionProblems, profileError } from '../config/profile.js';
 import { startRoles } from '../roles/start-roles.js';
@@ -32,18 +31,6 @@ function configOrExit(path: string | undefined, opts: { toStart?: boolean } = {}
     }
     throw err;
   }
-}
-
-/** Points the config at the local services `infra up` found or started. */
-async function withLocalInfra(config: SluiceConfig, logger: Logger): Promise<SluiceConfig> {
-  if (!config.localInfra) return config;
-  const endpoints = await infraUp({ stateDir: config.stateDir, logger: logger.child({ component: 'infra' }) });
-  return {
-    ...config,
-    kafka: { ...config.kafka, brokers: endpoints.kafkaBrokers },
-    redis: { ...config.redis, url: endpoints.redisUrl },
-    postgres: { ...config.postgres, url: endpoints.databaseUrl },
-  };
 }
 
 async function start(opts: { config?: string; roles?: string }): Promise<void> {
@@ -78,34 +65,6 @@ async function start(opts: { config?: string; roles?: string }): Promise<void> {
   logger.info({ roles: running.roles, apiUrl: running.apiUrl, simulatorUrl: running.simulatorUrl, opsUrl: running.opsUrl, profile: config.profile }, 'sluice started');
 }
 
-const INFRA_ACTIONS = {
-  up: {
-    description: 'start what is not running; reuse what is',
-    level: 'info',
-    run: async (opts: InfraOptions) => {
-      const endpoints = await infraUp(opts);
-      return { ...endpoints, redisUrl: redactUrl(endpoints.redisUrl), databaseUrl: redactUrl(endpoints.databaseUrl) };
-    },
-  },
-  down: { description: 'stop only what `infra up` started', level: 'info', run: infraDown },
-  status: { description: 'what runs, who owns it, pids and ports', level: 'warn', run: infraStatus },
-} as const;
-
-function infraCommand(): Command {
-  const infra = new Command('infra').description('local Kafka (from Maven jars), Redis and Postgres without Docker');
-  for (const [name, action] of Object.entries(INFRA_ACTIONS)) {
-    infra
-      .command(name)
-      .description(action.description)
-      .option('-c, --config <file>', 'config file')
-      .action(async (opts: { config?: string }) => {
-        const result = await action.run({ stateDir: configOrExit(opts.config).stateDir, logger: createLogger(action.level) });
-        process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
-      });
-  }
-  return infra;
-}
-
 const program = new Command('sluice').description('Kafka stream processor for AI-agent work with explicit backpressure').showHelpAfterError();
 
 program
@@ -126,7 +85,7 @@ program
     for (const p of productionProblems(config)) process.stderr.write(`sluice: warning: \`sluice start\` would refuse this under the production profile: ${p.field}: ${p.message}\n`);
   });
 
-program.addCommand(infraCommand());
+program.addCommand(infraCommand({ loadConfig: configOrExit }));
 program.addCommand(dlqCommand({ loadConfig: configOrExit, exit: EXIT }));
 
 program.parseAsync(process.argv).catch((err: unknown) => {

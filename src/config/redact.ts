@@ -1,4 +1,4 @@
-import { REDACTED, redactUrl } from '../infra/url.js';
+import { REDACTED, redactUrl } from '../util/url.js';
 import type { SluiceConfig } from './schema.js';
 
 /** Fields that are a secret outright. */

@@ -1,5 +1,5 @@
 import { pino, type DestinationStream, type Logger } from 'pino';
-import { REDACTED, redactUrl } from '../infra/url.js';
+import { REDACTED, redactUrl } from '../util/url.js';
 
 export type { Logger };
 

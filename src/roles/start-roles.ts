@@ -4,7 +4,7 @@ import type { Logger } from '../obs/logger.js';
 import { createMetrics, type Metrics } from '../obs/metrics.js';
 import { buildApiServer } from '../api/server.js';
 import { registerHealthRoutes } from '../api/routes/health.js';
-import { createProviderSim } from '../sim/provider-sim.js';
+import { createProviderSim } from '../dev/index.js';
 import { RunStore } from '../status/run-store.js';
 import { StatusSink } from '../status/status-sink.js';
 import { RunConsumer } from '../processors/run-consumer.js';

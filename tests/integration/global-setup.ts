@@ -1,5 +1,5 @@
 import type { TestProject } from 'vitest/node';
-import { infraDown, infraUp, type InfraEndpoints } from '../../src/infra/local-infra.js';
+import { infraDown, infraUp, type InfraEndpoints } from '../../src/dev/infra/local-infra.js';
 import { createLogger } from '../../src/obs/logger.js';
 
 declare module 'vitest' {

@@ -5,10 +5,10 @@ import { join } from 'node:path';
 import { Kafka, logLevel, Partitioners } from 'kafkajs';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { infraDown, infraStatus, infraUp, type InfraOptions } from '../../src/infra/local-infra.js';
-import { DEFAULT_DATABASE_URL, maintenanceUrl } from '../../src/infra/postgres.js';
-import { isAlive, isPortOpen, waitFor } from '../../src/infra/process.js';
-import { DEFAULT_REDIS_URL, ensureRedis, redisServerPid, stopRedis } from '../../src/infra/redis.js';
+import { infraDown, infraStatus, infraUp, type InfraOptions } from '../../src/dev/infra/local-infra.js';
+import { DEFAULT_DATABASE_URL, maintenanceUrl } from '../../src/dev/infra/postgres.js';
+import { isAlive, isPortOpen, waitFor } from '../../src/dev/infra/process.js';
+import { DEFAULT_REDIS_URL, ensureRedis, redisServerPid, stopRedis } from '../../src/dev/infra/redis.js';
 import { createLogger } from '../../src/obs/logger.js';
 
 // Not the default ports, so a developer's own broker on 9092 is neither reused nor disturbed.

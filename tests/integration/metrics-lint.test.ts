@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensurePromtool, PROMTOOL_FETCH_BOUND_MS } from '../../src/infra/promtool.js';
+import { ensurePromtool, PROMTOOL_FETCH_BOUND_MS } from '../../src/dev/infra/promtool.js';
 import { TENANT_A_KEY, TENANT_B_KEY, freePort, http, startSluice, testNamespace, waitForStatus, writeTestConfig, type SluiceProcess } from './harness.js';
 
 /**

@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { brokerPid, ensureBroker, stopBroker } from '../../src/infra/kafka-broker.js';
+import { brokerPid, ensureBroker, stopBroker } from '../../src/dev/infra/kafka-broker.js';
 import { createLogger } from '../../src/obs/logger.js';
 import { freePort } from '../../src/util/free-port.js';
 import { withTimeout } from '../../src/util/with-timeout.js';

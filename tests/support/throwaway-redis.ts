@@ -1,8 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { ensureExecutable } from '../../src/infra/apt.js';
-import { redisServerPid } from '../../src/infra/redis.js';
+import { ensureExecutable } from '../../src/dev/infra/apt.js';
+import { redisServerPid } from '../../src/dev/infra/redis.js';
 import { createLogger } from '../../src/obs/logger.js';
-import { terminate, waitFor } from '../../src/infra/process.js';
+import { terminate, waitFor } from '../../src/dev/infra/process.js';
 import { freePort } from '../../src/util/free-port.js';
 
 const START_TIMEOUT_MS = 10_000;

@@ -3,8 +3,8 @@ import { tmpdir } from 'node:os';
 import { basename, join, resolve } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
-import { runCommand } from '../../../src/infra/process.js';
-import { ensurePromtool, PROMTOOL_FETCH_BOUND_MS } from '../../../src/infra/promtool.js';
+import { runCommand } from '../../../src/dev/infra/process.js';
+import { ensurePromtool, PROMTOOL_FETCH_BOUND_MS } from '../../../src/dev/infra/promtool.js';
 import { exportedMetricNames } from './exported-metrics.js';
 import { promqlProblems } from './promql.js';
 

@@ -9,7 +9,7 @@ import { loadConfig } from '../../../src/config/load.js';
 import { createLogger } from '../../../src/obs/logger.js';
 import { callLlm, type LlmRequest } from '../../../src/processors/steps/llm-call.js';
 import { StepError } from '../../../src/processors/steps/step-error.js';
-import { createProviderSim, type ProviderSimStats } from '../../../src/sim/provider-sim.js';
+import { createProviderSim, type ProviderSimStats } from '../../../src/dev/sim/provider-sim.js';
 
 const ADMIN = { authorization: 'Bearer admin' };
 const SYSTEM = 'Be brief.';

@@ -1,0 +1,135 @@
+import { request as httpRequest } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import Anthropic from '@anthropic-ai/sdk';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { sha256Hex } from '../../../../src/api/auth.js';
+import { createLogger } from '../../../../src/obs/logger.js';
+import { createProviderSim, type ProviderSimStats } from '../../../../src/dev/sim/provider-sim.js';
+
+const ADMIN = { authorization: 'Bearer admin' };
+const PARAMS = { model: 'claude-sim-1', max_tokens: 64, messages: [{ role: 'user' as const, content: 'What is the status of ord_7?' }] };
+const EXPECTED_TEXT = 'Simulated reply to: What is the status of ord_7?';
+
+let app: FastifyInstance;
+let client: Anthropic;
+let port: number;
+
+async function setFault(body: Record<string, unknown>): Promise<void> {
+  const response = await app.inject({ method: 'PUT', url: '/admin/faults', headers: ADMIN, payload: body });
+  expect(response.statusCode).toBe(200);
+}
+
+async function stats(): Promise<ProviderSimStats> {
+  return (await app.inject({ method: 'GET', url: '/admin/stats', headers: ADMIN })).json();
+}
+
+async function expectNothingInFlight(): Promise<void> {
+  await vi.waitFor(async () => expect((await stats()).concurrent).toEqual({ anthropic: 0 }), { timeout: 1000, interval: 10 });
+}
+
+beforeAll(async () => {
+  app = createProviderSim({ adminKeySha256: sha256Hex('admin'), logger: createLogger('silent'), tools: [] });
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  port = (app.server.address() as AddressInfo).port;
+  client = new Anthropic({ apiKey: 'sim', baseURL: `http://127.0.0.1:${port}`, maxRetries: 0 });
+});
+
+afterAll(async () => {
+  await app.close();
+});
+
+beforeEach(async () => {
+  await app.inject({ method: 'DELETE', url: '/admin/faults', headers: ADMIN });
+  await app.inject({ method: 'POST', url: '/admin/stats/reset', headers: ADMIN });
+});
+
+describe('provider-sim with the real @anthropic-ai/sdk client', () => {
+  it('returns the text and usage from messages.create()', async () => {
+    const { data: message, response } = await client.messages.create({ ...PARAMS, metadata: { user_id: 'acme' } }).withResponse();
+    expect(message.content).toEqual([{ type: 'text', text: EXPECTED_TEXT }]);
+    expect(message.stop_reason).toBe('end_turn');
+    expect(message.usage.output_tokens).toBe(Math.ceil(EXPECTED_TEXT.length / 4));
+    expect(response.headers.get('request-id')).toMatch(/^req_sim_/);
+    expect((await stats()).maxConcurrent.byTenant).toEqual({ acme: 1 });
+  });
+
+  it('surfaces a 429 fault as RateLimitError with retry-after', async () => {
+    await setFault({ target: 'anthropic', errorStatus: 429, retryAfterSec: 3 });
+    const error = await client.messages.create(PARAMS).catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(Anthropic.RateLimitError);
+    const rateLimited = error as InstanceType<typeof Anthropic.RateLimitError>;
+    expect(rateLimited.status).toBe(429);
+    expect(rateLimited.headers.get('retry-after')).toBe('3');
+    expect(rateLimited.type).toBe('rate_limit_error');
+  });
+
+  it('surfaces a 529 fault as an APIError with status 529', async () => {
+    await setFault({ target: 'anthropic', errorStatus: 529 });
+    const error = await client.messages.create(PARAMS).catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(Anthropic.APIError);
+    expect((error as InstanceType<typeof Anthropic.APIError>).status).toBe(529);
+    expect((error as InstanceType<typeof Anthropic.APIError>).type).toBe('overloaded_error');
+  });
+
+  it('honours X-Simulate-Failure sent as a request header', async () => {
+    const error = await client.messages.create(PARAMS, { headers: { 'X-Simulate-Failure': '500' } }).catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(Anthropic.InternalServerError);
+    expect((error as InstanceType<typeof Anthropic.APIError>).status).toBe(500);
+  });
+
+  it('streams through messages.stream() and finalMessage()', async () => {
+    await setFault({ target: 'anthropic', latencyMs: 100 });
+    const stream = client.messages.stream(PARAMS);
+    const deltas: string[] = [];
+    stream.on('text', (delta) => deltas.push(delta));
+    const message = await stream.finalMessage();
+    expect(message.content).toEqual([{ type: 'text', text: EXPECTED_TEXT }]);
+    expect(deltas.join('')).toBe(EXPECTED_TEXT);
+    expect(deltas.length).toBeGreaterThan(1);
+    expect(message.usage).toMatchObject({ output_tokens: Math.ceil(EXPECTED_TEXT.length / 4) });
+    await expectNothingInFlight();
+  });
+
+  it('hangs until the SDK timeout cuts the call, then forgets it', async () => {
+    await setFault({ target: 'anthropic', hang: true });
+    const started = Date.now();
+    const error = await client.messages.create(PARAMS, { timeout: 200 }).catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(Anthropic.APIConnectionTimeoutError);
+    expect(Date.now() - started).toBeLessThan(1000);
+    await expectNothingInFlight();
+    expect((await stats()).maxConcurrent.byTarget).toEqual({ anthropic: 1 });
+  });
+
+  it('stops a slow stream when the client aborts it', async () => {
+    await setFault({ target: 'anthropic', latencyMs: 5000 });
+    const stream = client.messages.stream(PARAMS);
+    await new Promise<void>((resolve) => stream.on('connect', () => resolve()));
+    expect((await stats()).concurrent).toEqual({ anthropic: 1 });
+    stream.abort();
+    await expect(stream.finalMessage()).rejects.toBeInstanceOf(Anthropic.APIUserAbortError);
+    await expectNothingInFlight();
+  });
+});
+
+describe('provider-sim shutdown', () => {
+  it('closes promptly while a call hangs', async () => {
+    const hanging = createProviderSim({ adminKeySha256: sha256Hex('admin'), logger: createLogger('silent'), tools: [] });
+    await hanging.listen({ host: '127.0.0.1', port: 0 });
+    const { port: hangingPort } = hanging.server.address() as AddressInfo;
+    const dropped = new Promise<string>((resolve) => {
+      const req = httpRequest({ host: '127.0.0.1', port: hangingPort, method: 'POST', path: '/v1/messages', headers: { 'x-api-key': 'sim', 'content-type': 'application/json', 'x-simulate-failure': 'hang' } });
+      req.on('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? 'error'));
+      req.on('response', () => resolve('answered'));
+      req.end(JSON.stringify(PARAMS));
+    });
+    await vi.waitFor(async () => {
+      const response = await hanging.inject({ method: 'GET', url: '/admin/stats', headers: ADMIN });
+      expect(response.json().concurrent).toEqual({ anthropic: 1 });
+    }, { timeout: 1000, interval: 10 });
+    const started = Date.now();
+    await hanging.close();
+    expect(Date.now() - started).toBeLessThan(500);
+    expect(await dropped).toBe('ECONNRESET');
+  });
+});

@@ -1,0 +1,572 @@
+import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { sha256Hex } from '../../../../src/api/auth.js';
+import { createLogger } from '../../../../src/obs/logger.js';
+import { ToolLedger, createProviderSim, type ProviderSimOptions, type ProviderSimStats } from '../../../../src/dev/sim/provider-sim.js';
+
+const ADMIN_KEY = 'admin-secret';
+const ADMIN = { authorization: `Bearer ${ADMIN_KEY}` };
+const TOOLS = ['order-lookup', 'report', 'notify', 'crm-sync'];
+
+function sim(extra: Partial<ProviderSimOptions> = {}): FastifyInstance {
+  return createProviderSim({ adminKeySha256: sha256Hex(ADMIN_KEY), logger: createLogger('silent'), tools: TOOLS, random: () => 0, ...extra });
+}
+
+function messageBody(fields: Record<string, unknown> = {}): Record<string, unknown> {
+  return { model: 'claude-sim-1', max_tokens: 64, messages: [{ role: 'user', content: 'Where is my order?' }], ...fields };
+}
+
+let app: FastifyInstance;
+
+function sendMessage(body: unknown, headers: Record<string, string> = {}): Promise<LightMyRequestResponse> {
+  return app.inject({ method: 'POST', url: '/v1/messages', headers: { 'x-api-key': 'sim', 'anthropic-version': '2023-06-01', ...headers }, payload: body as InjectOptions['payload'] });
+}
+
+function callTool(name: string, payload: unknown, headers: Record<string, string> = {}): Promise<LightMyRequestResponse> {
+  return app.inject({ method: 'POST', url: `/tools/${name}`, headers, payload: payload as InjectOptions['payload'] });
+}
+
+async function setFault(body: Record<string, unknown>): Promise<LightMyRequestResponse> {
+  return app.inject({ method: 'PUT', url: '/admin/faults', headers: ADMIN, payload: body });
+}
+
+async function stats(): Promise<ProviderSimStats> {
+  return (await app.inject({ method: 'GET', url: '/admin/stats', headers: ADMIN })).json();
+}
+
+function sseEvents(payload: string): { event: string; data: Record<string, unknown> }[] {
+  return payload
+    .split('\n\n')
+    .filter((frame) => frame.trim() !== '')
+    .map((frame) => {
+      const event = /^event: (.*)$/m.exec(frame)?.[1] ?? '';
+      const data = /^data: (.*)$/m.exec(frame)?.[1] ?? '{}';
+      return { event, data: JSON.parse(data) as Record<string, unknown> };
+    });
+}
+
+beforeEach(() => {
+  app = sim();
+});
+
+afterEach(async () => {
+  await app.close();
+});
+
+describe('health and request ids', () => {
+  it('answers /healthz with a request-id', async () => {
+    const response = await app.inject({ method: 'GET', url: '/healthz' });
+    expect(response.statusCode).toBe(200);
+    expect(response.json()).toEqual({ status: 'ok' });
+    expect(response.headers['request-id']).toMatch(/^req_sim_[0-9a-f]{24}$/);
+  });
+
+  it('answers unknown routes with a 404 problem', async () => {
+    const response = await app.inject({ method: 'GET', url: '/nope' });
+    expect(response.statusCode).toBe(404);
+    expect(response.headers['content-type']).toContain('application/problem+json');
+    expect(response.json()).toMatchObject({ status: 404, code: 'not_found', requestId: response.headers['request-id'] });
+  });
+});
+
+describe('POST /v1/messages', () => {
+  it('answers like the Messages API, mentioning the last user message', async () => {
+    const response = await sendMessage(
+      messageBody({
+        system: 'You are terse.',
+        messages: [
+          { role: 'user', content: 'first question' },
+          { role: 'assistant', content: [{ type: 'text', text: 'first answer' }] },
+          { role: 'user', content: [{ type: 'text', text: 'second question' }] },
+        ],
+      }),
+    );
+    expect(response.statusCode).toBe(200);
+    const body = response.json();
+    expect(body).toEqual({
+      id: expect.stringMatching(/^msg_sim_[0-9a-f]{24}$/),
+      type: 'message',
+      role: 'assistant',
+      model: 'claude-sim-1',
+      content: [{ type: 'text', text: 'Simulated reply to: second question' }],
+      stop_reason: 'end_turn',
+      stop_sequence: null,
+      // "You are terse.\nfirst question\nfirst answer\nsecond question" is 59 characters.
+      usage: { input_tokens: 15, output_tokens: 9, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 },
+    });
+    expect(response.headers['request-id']).toMatch(/^req_sim_/);
+  });
+
+  it('is deterministic, reads tool results and keeps only the first 200 characters', async () => {
+    const long = 'x'.repeat(300);
+    const content = [
+      { type: 'tool_result', tool_use_id: 'toolu_1', content: [{ type: 'text', text: long }] },
+      { type: 'text', text: 'tail' },
+    ];
+    const first = await sendMessage(messageBody({ messages: [{ role: 'user', content }] }));
+    const second = await sendMessage(messageBody({ messages: [{ role: 'user', content }] }));
+    const text = `Simulated reply to: ${'x'.repeat(200)}`;
+    expect(first.json().content).toEqual([{ type: 'text', text }]);
+    expect(second.json().content).toEqual(first.json().content);
+    expect(first.json().id).not.toBe(second.json().id);
+  });
+
+  it('accepts the authorization header instead of x-api-key but needs one of them', async () => {
+    const bearer = await app.inject({ method: 'POST', url: '/v1/messages', headers: { authorization: 'Bearer anything' }, payload: messageBody() });
+    expect(bearer.statusCode).toBe(200);
+    const anonymous = await app.inject({ method: 'POST', url: '/v1/messages', payload: messageBody() });
+    expect(anonymous.statusCode).toBe(401);
+    expect(anonymous.json()).toEqual({ type: 'error', error: { type: 'authentication_error', message: 'x-api-key header is required' } });
+  });
+
+  it.each([
+    [[], 'body: Input should be a valid dictionary'],
+    [{ max_tokens: 5, messages: [{ role: 'user', content: 'hi' }] }, 'model: Field required'],
+    [messageBody({ model: '' }), 'model: Input should be a non-empty string'],
+    [messageBody({ model: 3 }), 'model: Input should be a non-empty string'],
+    [messageBody({ max_tokens: undefined }), 'max_tokens: Field required'],
+    [messageBody({ max_tokens: 0 }), 'max_tokens: Input should be a positive integer'],
+    [messageBody({ max_tokens: 1.5 }), 'max_tokens: Input should be a positive integer'],
+    [messageBody({ max_tokens: '10' }), 'max_tokens: Input should be a positive integer'],
+    [messageBody({ messages: undefined }), 'messages: Field required'],
+    [messageBody({ messages: 'hi' }), 'messages: Input should be a valid list'],
+    [messageBody({ messages: [] }), 'messages: at least one message is required'],
+    [messageBody({ messages: ['hi'] }), 'messages.0: Input should be a valid dictionary'],
+    [messageBody({ messages: [{ content: 'hi' }] }), 'messages.0.role: Field required'],
+    [messageBody({ messages: [{ role: 'system', content: 'hi' }] }), "messages.0.role: Input should be 'user' or 'assistant'"],
+    [messageBody({ messages: [{ role: 'user' }] }), 'messages.0.content: Field required'],
+    [messageBody({ messages: [{ role: 'user', content: 5 }] }), 'messages.0.content: Input should be a valid string or list of content blocks'],
+    [messageBody({ messages: [{ role: 'user', content: [{ text: 'hi' }] }] }), 'messages.0.content.0.type: Field required'],
+    [messageBody({ messages: [{ role: 'user', content: [{ type: 'video' }] }] }), 'messages.0.content.0.type: Input should be one of'],
+    [messageBody({ messages: [{ role: 'user', content: [{ type: 'text' }] }] }), 'messages.0.content.0.text: Field required'],
+    [messageBody({ messages: [{ role: 'user', content: [{ type: 'text', text: 1 }] }] }), 'messages.0.content.0.text: Input should be a valid string'],
+    [messageBody({ messages: [{ role: 'user', content: [{ type: 'tool_result' }] }] }), 'messages.0.content.0.tool_use_id: Field required'],
+    [
+      messageBody({ messages: [{ role: 'assistant', content: [{ type: 'tool_use', id: 'toolu_1', name: 'x', input: 'y' }] }] }),
+      'messages.0.content.0.input: Input should be a valid dictionary',
+    ],
+    [
+      messageBody({ messages: [{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 't', content: [{ type: 'tool_use' }] }] }] }),
+      'messages.0.content.0.content.0.type: Input should be one of',
+    ],
+    [messageBody({ system: 5 }), 'system: Input should be a valid string or list of content blocks'],
+    [messageBody({ system: [{ type: 'image', source: {} }] }), "system.0.type: Input should be one of 'text'"],
+    [messageBody({ metadata: 'acme' }), 'metadata: Input should be a valid dictionary'],
+    [messageBody({ metadata: { user_id: 42 } }), 'metadata.user_id: Input should be a valid string'],
+    [messageBody({ stream: 'yes' }), 'stream: Input should be a valid boolean'],
+  ])('rejects %j', async (body, message) => {
+    const response = await sendMessage(body);
+    expect(response.statusCode).toBe(400);
+    const error = response.json();
+    expect(error.type).toBe('error');
+    expect(error.error.type).toBe('invalid_request_error');
+    expect(error.error.message).toContain(message);
+  });
+
+  it('accepts every supported block type, system blocks and a null user_id', async () => {
+    const response = await sendMessage(
+      messageBody({
+        system: [{ type: 'text', text: 'sys' }],
+        metadata: { user_id: null },
+        stream: false,
+        messages: [
+          { role: 'user', content: [{ type: 'image', source: { type: 'base64' } }, { type: 'document', source: { type: 'text' } }, { type: 'text', text: 'q' }] },
+          {
+            role: 'assistant',
+            content: [
+              { type: 'thinking', thinking: 'hmm', signature: 'sig' },
+              { type: 'redacted_thinking', data: 'x' },
+              { type: 'tool_use', id: 'toolu_1', name: 'order-lookup', input: {} },
+            ],
+          },
+          { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1', content: 'shipped' }] },
+        ],
+      }),
+    );
+    expect(response.statusCode).toBe(200);
+    expect(response.json().content[0].text).toBe('Simulated reply to: shipped');
+  });
+
+  it('maps malformed JSON and oversized bodies onto Anthropic errors', async () => {
+    const malformed = await app.inject({
+      method: 'POST',
+      url: '/v1/messages',
+      headers: { 'x-api-key': 'sim', 'content-type': 'application/json' },
+      payload: '{"model":',
+    });
+    expect(malformed.statusCode).toBe(400);
+    expect(malformed.json().error.type).toBe('invalid_request_error');
+    const huge = await sendMessage(messageBody({ messages: [{ role: 'user', content: 'x'.repeat(1024 * 1024) }] }));
+    expect(huge.statusCode).toBe(413);
+    expect(huge.json().error.type).toBe('request_too_large');
+  });
+
+  it('streams the Anthropic SSE event sequence', async () => {
+    const response = await sendMessage(messageBody({ stream: true, messages: [{ role: 'user', content: 'stream me a reply please' }] }));
+    expect(response.statusCode).toBe(200);
+    expect(response.headers['content-type']).toContain('text/event-stream');
+    const events = sseEvents(response.payload);
+    expect(events.map((event) => event.event)).toEqual([
+      'message_start',
+      'content_block_start',
+      'ping',
+      'content_block_delta',
+      'content_block_delta',
+      'content_block_delta',
+      'content_block_delta',
+      'content_block_delta',
+      'content_block_stop',
+      'message_delta',
+      'message_stop',
+    ]);
+    expect(events.every((event) => event.data.type === event.event)).toBe(true);
+    const text = events
+      .filter((event) => event.event === 'content_block_delta')
+      .map((event) => (event.data.delta as { text: string }).text)
+      .join('');
+    expect(text).toBe('Simulated reply to: stream me a reply please');
+    const usage = { input_tokens: expect.any(Number), cache_creation_input_tokens: 0, cache_read_input_tokens: 0 };
+    expect(events[0]?.data.message).toMatchObject({ content: [], stop_reason: null, model: 'claude-sim-1', usage: { ...usage, output_tokens: 1 } });
+    // The final counts are cumulative: input and cache counts again, with the whole output.
+    expect(events.at(-2)?.data).toEqual({
+      type: 'message_delta',
+      delta: { stop_reason: 'end_turn', stop_sequence: null },
+      usage: { ...usage, output_tokens: Math.ceil(text.length / 4) },
+    });
+  });
+
+  it('spreads the latency over the streamed chunks', async () => {
+    await setFault({ target: 'anthropic', latencyMs: 150 });
+    const started = Date.now();
+    const response = await sendMessage(messageBody({ stream: true }));
+    expect(Date.now() - started).toBeGreaterThanOrEqual(140);
+    expect(sseEvents(response.payload).at(-1)?.event).toBe('message_stop');
+  });
+
+  it('applies the configured latency before answering', async () => {
+    await setFault({ target: 'anthropic', latencyMs: 120 });
+    const started = Date.now();
+    expect((await sendMessage(messageBody())).statusCode).toBe(200);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(110);
+  });
+
+  it.each([
+    [429, 'rate_limit_error', '1'],
+    [500, 'api_error', undefined],
+    [529, 'overloaded_error', undefined],
+  ])('answers a %i fault like Anthropic', async (errorStatus, type, retryAfter) => {
+    await setFault({ target: 'anthropic', errorStatus });
+    const response = await sendMessage(messageBody());
+    expect(response.statusCode).toBe(errorStatus);
+    expect(response.json()).toEqual({ type: 'error', error: { type, message: `simulated ${errorStatus} from provider-sim` } });
+    expect(response.headers['retry-after']).toBe(retryAfter);
+    expect(response.headers['request-id']).toMatch(/^req_sim_/);
+  });
+
+  it('sends the configured retry-after and fails only the configured share of calls', async () => {
+    app = sim({ random: (() => { const rolls = [0.1, 0.9]; return () => rolls.shift() ?? 0; })() });
+    await setFault({ target: 'anthropic', errorStatus: 429, errorRate: 0.5, retryAfterSec: 7 });
+    const failed = await sendMessage(messageBody());
+    expect(failed.statusCode).toBe(429);
+    expect(failed.headers['retry-after']).toBe('7');
+    expect((await sendMessage(messageBody())).statusCode).toBe(200);
+    expect((await stats()).errors).toEqual({ anthropic: 1 });
+  });
+});
+
+describe('X-Simulate-Failure', () => {
+  it.each([
+    ['429,retry-after=3', 429, '3'],
+    ['529', 529, undefined],
+    ['500', 500, undefined],
+  ])('forces %s for one request', async (header, status, retryAfter) => {
+    const response = await sendMessage(messageBody(), { 'x-simulate-failure': header });
+    expect(response.statusCode).toBe(status);
+    expect(response.headers['retry-after']).toBe(retryAfter);
+    expect((await sendMessage(messageBody())).statusCode).toBe(200);
+  });
+
+  it('overrides the target profile, including latency', async () => {
+    await setFault({ target: 'anthropic', errorStatus: 500 });
+    const started = Date.now();
+    const response = await sendMessage(messageBody(), { 'x-simulate-failure': 'slow=100' });
+    expect(response.statusCode).toBe(200);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(90);
+  });
+
+  it.each(['', 'teapot', '429,500', 'slow=-5', 'hang,429', 'retry-after=2'])('rejects %j with a 400 before counting the call', async (header) => {
+    const response = await sendMessage(messageBody(), { 'x-simulate-failure': header });
+    expect(response.statusCode).toBe(400);
+    expect(response.json().error.type).toBe('invalid_request_error');
+    expect(response.json().error.message).toMatch(/^x-simulate-failure: /);
+    const tool = await callTool('notify', {}, { 'x-simulate-failure': header });
+    expect(tool.statusCode).toBe(400);
+    expect(tool.json()).toMatchObject({ code: 'invalid_request', errors: [{ path: 'x-simulate-failure' }] });
+    expect((await stats()).calls).toEqual({});
+  });
+
+  it('applies to tools as well', async () => {
+    const response = await callTool('order-lookup', {}, { 'x-simulate-failure': '529,retry-after=2' });
+    expect(response.statusCode).toBe(529);
+    expect(response.headers['retry-after']).toBe('2');
+    expect(response.json()).toMatchObject({ status: 529, code: 'overloaded', retryable: true, retryAfterSec: 2, title: 'Overloaded' });
+  });
+});
+
+describe('stats', () => {
+  it('measures concurrency per target and per tenant across targets', async () => {
+    await setFault({ target: 'anthropic', latencyMs: 150 });
+    await setFault({ target: 'report', latencyMs: 150 });
+    const asTenant = (tenant: string) => sendMessage(messageBody({ metadata: { user_id: tenant } }));
+    const responses = await Promise.all([
+      asTenant('acme'),
+      asTenant('acme'),
+      asTenant('globex'),
+      callTool('report', {}, { 'x-sluice-tenant': 'acme' }),
+      sendMessage(messageBody()),
+    ]);
+    expect(responses.map((response) => response.statusCode)).toEqual([200, 200, 200, 200, 200]);
+    expect(await stats()).toEqual({
+      calls: { anthropic: 4, report: 1 },
+      errors: {},
+      concurrent: { anthropic: 0, report: 0 },
+      maxConcurrent: { byTarget: { anthropic: 4, report: 1 }, byTenant: { acme: 3, globex: 1, _none: 1 }, total: 5 },
+      sideEffects: { report: 1 },
+      duplicateDeliveries: {},
+    });
+  });
+
+  it('counts errors and resets everything on request', async () => {
+    await sendMessage(messageBody(), { 'x-simulate-failure': '500' });
+    await callTool('notify', {}, { 'idempotency-key': 'k1' });
+    expect(await stats()).toMatchObject({ calls: { anthropic: 1, notify: 1 }, errors: { anthropic: 1 }, sideEffects: { notify: 1 } });
+    const reset = await app.inject({ method: 'POST', url: '/admin/stats/reset', headers: ADMIN });
+    expect(reset.statusCode).toBe(204);
+    expect(await stats()).toEqual({
+      calls: {},
+      errors: {},
+      concurrent: {},
+      maxConcurrent: { byTarget: {}, byTenant: {}, total: 0 },
+      sideEffects: {},
+      duplicateDeliveries: {},
+    });
+    // The idempotency records are tool state, not counters: a redelivery after a reset is still a duplicate.
+    await callTool('notify', {}, { 'idempotency-key': 'k1' });
+    expect(await stats()).toMatchObject({ sideEffects: {}, duplicateDeliveries: { notify: 1 } });
+  });
+});
+
+describe('demo tools', () => {
+  it('answers deterministically per tool', async () => {
+    const lookup = await callTool('order-lookup', { input: { orderId: 'ord_42' } });
+    expect(lookup.statusCode).toBe(200);
+    expect(lookup.json()).toEqual({
+      orderId: 'ord_42',
+      status: 'shipped',
+      carrier: expect.stringMatching(/^(UPS|DHL|FedEx)$/),
+      eta: expect.stringMatching(/^2030-01-0[2-8]$/),
+    });
+    expect((await callTool('order-lookup', { input: { orderId: 'ord_42' } })).json()).toEqual(lookup.json());
+    expect((await callTool('order-lookup', undefined)).json()).toMatchObject({ orderId: 'ord_demo' });
+    expect((await callTool('report', { input: { rows: 12 } })).json()).toEqual({ rows: 12, summary: 'Simulated report over 12 rows' });
+    expect((await callTool('report', { input: { rows: -1 } })).json()).toMatchObject({ rows: 100 });
+    expect((await callTool('notify', { input: { to: 'ops' } })).json()).toEqual({ delivered: true });
+    expect((await callTool('crm-sync', { input: { id: 7 } })).json()).toEqual({ ok: true, echo: { id: 7 } });
+    expect((await callTool('crm-sync', {})).json()).toEqual({ ok: true, echo: null });
+  });
+
+  it('answers unknown tools and non-object bodies with problems', async () => {
+    const unknown = await callTool('rm-rf', {});
+    expect(unknown.statusCode).toBe(404);
+    expect(unknown.json()).toMatchObject({ status: 404, code: 'unknown_tool', detail: 'unknown tool "rm-rf"' });
+    const array = await callTool('notify', [1, 2]);
+    expect(array.statusCode).toBe(400);
+    expect(array.json()).toMatchObject({ code: 'invalid_request', errors: [{ path: 'body', message: 'must be a JSON object' }] });
+  });
+
+  it('applies each idempotency key once per tool and replays the first response', async () => {
+    const headers = { 'idempotency-key': 'run_1:step_2', 'x-sluice-tenant': 'acme' };
+    const first = await callTool('order-lookup', { input: { orderId: 'A' } }, headers);
+    const again = await callTool('order-lookup', { input: { orderId: 'B' } }, headers);
+    expect(again.json()).toEqual(first.json());
+    expect(first.headers['idempotent-replayed']).toBeUndefined();
+    expect(again.headers['idempotent-replayed']).toBe('true');
+    await callTool('notify', {}, headers);
+    await callTool('notify', {});
+    await callTool('notify', {});
+    expect(await stats()).toMatchObject({
+      calls: { 'order-lookup': 2, notify: 3 },
+      sideEffects: { 'order-lookup': 1, notify: 3 },
+      duplicateDeliveries: { 'order-lookup': 1 },
+      maxConcurrent: { byTenant: { acme: 1, _none: 1 } },
+    });
+  });
+
+  it('applies no side effect when the call fails', async () => {
+    await setFault({ target: 'notify', errorStatus: 500 });
+    const failed = await callTool('notify', {}, { 'idempotency-key': 'k' });
+    expect(failed.statusCode).toBe(500);
+    expect(failed.json()).toMatchObject({ code: 'internal_error', retryable: true });
+    expect(failed.headers['retry-after']).toBeUndefined();
+    await app.inject({ method: 'DELETE', url: '/admin/faults', headers: ADMIN });
+    expect((await callTool('notify', {}, { 'idempotency-key': 'k' })).headers['idempotent-replayed']).toBeUndefined();
+    expect(await stats()).toMatchObject({ sideEffects: { notify: 1 }, duplicateDeliveries: {}, errors: { notify: 1 } });
+  });
+
+  it('rejects empty and oversized idempotency keys', async () => {
+    for (const key of ['', 'k'.repeat(257)]) {
+      const response = await callTool('notify', {}, { 'idempotency-key': key });
+      expect(response.statusCode).toBe(400);
+      expect(response.json()).toMatchObject({ errors: [{ path: 'idempotency-key' }] });
+    }
+    expect((await callTool('notify', {}, { 'idempotency-key': 'k'.repeat(256) })).statusCode).toBe(200);
+  });
+
+  it('forgets the oldest key once the ledger is full', () => {
+    const ledger = new ToolLedger({ maxKeys: 2, maxResponseBytes: 1_000, maxTotalBytes: 1_000_000 });
+    const respond = (body: string) => () => body;
+    ledger.deliver('notify', 'a', respond('first a'));
+    ledger.deliver('notify', 'b', respond('first b'));
+    ledger.deliver('notify', 'c', respond('first c'));
+    expect(ledger.deliver('notify', 'b', respond('second b'))).toEqual({ body: 'first b', replayed: true });
+    expect(ledger.deliver('notify', 'a', respond('second a'))).toEqual({ body: 'second a', replayed: false });
+    expect(ledger.deliver('report', 'a', respond('report a'))).toEqual({ body: 'report a', replayed: false });
+    expect(ledger.counters()).toEqual({ sideEffects: { notify: 4, report: 1 }, duplicateDeliveries: { notify: 1 } });
+  });
+
+  /** A slot is JSON.stringify([tool, key]): ["notify","a"] is 14 bytes; a body of n x's is n + 2. */
+  const body = (n: number) => () => 'x'.repeat(n);
+
+  it('forgets the oldest keys once the kept bytes would pass maxTotalBytes', () => {
+    // Each entry costs 14 + 52 = 66 bytes: two fit in 140, a third pushes the oldest out.
+    const ledger = new ToolLedger({ maxKeys: 100, maxResponseBytes: 1_000, maxTotalBytes: 140 });
+    ledger.deliver('notify', 'a', body(50));
+    ledger.deliver('notify', 'b', body(50));
+    expect(ledger.deliver('notify', 'a', body(1))).toEqual({ body: 'x'.repeat(50), replayed: true });
+    ledger.deliver('notify', 'c', body(50));
+    expect(ledger.deliver('notify', 'a', body(1))).toEqual({ body: 'x', replayed: false });
+    expect(ledger.deliver('notify', 'c', body(1))).toEqual({ body: 'x'.repeat(50), replayed: true });
+  });
+
+  it('forgets as many old keys as one large response needs', () => {
+    const ledger = new ToolLedger({ maxKeys: 100, maxResponseBytes: 1_000, maxTotalBytes: 200 });
+    for (const key of ['a', 'b', 'c', 'd', 'e']) ledger.deliver('notify', key, body(10));
+    // Five entries of 14 + 12 = 26 bytes; f costs 14 + 152 = 166, and only e still fits beside it.
+    ledger.deliver('notify', 'f', body(150));
+    expect(ledger.deliver('notify', 'f', body(0)).replayed).toBe(true);
+    expect(ledger.deliver('notify', 'e', body(0)).replayed).toBe(true);
+    expect(ledger.deliver('notify', 'd', body(0)).replayed).toBe(false);
+  });
+
+  it('keeps only the key of a response over maxResponseBytes: a repeat has no second effect and is answered afresh', () => {
+    const ledger = new ToolLedger({ maxKeys: 100, maxResponseBytes: 100, maxTotalBytes: 1_000 });
+    let effects = 0;
+    const echo = (text: string) => () => (effects++, text);
+    expect(ledger.deliver('notify', 'big', echo('y'.repeat(99)))).toEqual({ body: 'y'.repeat(99), replayed: false });
+    expect(ledger.deliver('notify', 'big', echo('y'.repeat(99)))).toEqual({ body: 'y'.repeat(99), replayed: true });
+    expect(ledger.counters()).toEqual({ sideEffects: { notify: 1 }, duplicateDeliveries: { notify: 1 } });
+    // Only the key counted: 900 more bytes of kept responses still fit.
+    ledger.deliver('notify', 'k1', body(98));
+    expect(ledger.deliver('notify', 'big', body(1)).replayed).toBe(true);
+    expect(effects).toBe(2);
+  });
+
+  it('keeps a response of exactly maxResponseBytes', () => {
+    const ledger = new ToolLedger({ maxKeys: 100, maxResponseBytes: 100, maxTotalBytes: 1_000 });
+    ledger.deliver('notify', 'k', body(98));
+    expect(ledger.deliver('notify', 'k', body(1))).toEqual({ body: 'x'.repeat(98), replayed: true });
+  });
+
+  it('never holds more than maxTotalBytes however many large responses arrive', () => {
+    const ledger = new ToolLedger({ maxKeys: 1_000_000, maxResponseBytes: 10_000, maxTotalBytes: 50_000 });
+    for (let i = 0; i < 1_000; i++) ledger.deliver('report', `k${i}`, body(9_000));
+    // Each entry costs 17 + 9,002 bytes: the five newest fit in 50,000, a sixth would not.
+    for (let i = 999; i >= 995; i--) expect(ledger.deliver('report', `k${i}`, body(0)).replayed).toBe(true);
+    expect(ledger.deliver('report', 'k994', body(0)).replayed).toBe(false);
+  });
+});
+
+describe('admin faults', () => {
+  it('sets a profile, lists all targets and resets to the baseline', async () => {
+    const set = await setFault({ target: 'report', latencyMs: 5, jitterMs: 2, errorStatus: 529, errorRate: 0.1 });
+    expect(set.statusCode).toBe(200);
+    expect(set.json()).toEqual({ target: 'report', latencyMs: 5, jitterMs: 2, errorStatus: 529, errorRate: 0.1, hang: false });
+    const listed = await app.inject({ method: 'GET', url: '/admin/faults', headers: ADMIN });
+    const zero = { latencyMs: 0, jitterMs: 0, errorRate: 0, hang: false };
+    expect(listed.json()).toEqual({
+      anthropic: zero,
+      'order-lookup': zero,
+      report: { latencyMs: 5, jitterMs: 2, errorStatus: 529, errorRate: 0.1, hang: false },
+      notify: zero,
+      'crm-sync': zero,
+    });
+    // A PUT replaces the profile rather than merging into the previous one.
+    expect((await setFault({ target: 'report', hang: true })).json()).toEqual({ target: 'report', ...zero, hang: true });
+    const cleared = await app.inject({ method: 'DELETE', url: '/admin/faults', headers: ADMIN });
+    expect(cleared.statusCode).toBe(204);
+    expect((await app.inject({ method: 'GET', url: '/admin/faults', headers: ADMIN })).json().report).toEqual(zero);
+  });
+
+  it('rejects invalid profiles and unknown targets with field errors', async () => {
+    const invalid = await setFault({ target: 'anthropic', errorRate: 2, latencyMs: -1 });
+    expect(invalid.statusCode).toBe(400);
+    expect(invalid.headers['content-type']).toContain('application/problem+json');
+    expect(invalid.json()).toMatchObject({
+      status: 400,
+      code: 'invalid_request',
+      retryable: false,
+      errors: [
+        { path: 'latencyMs', message: 'must be an integer between 0 and 600000' },
+        { path: 'errorRate', message: 'must be a number between 0 and 1' },
+      ],
+    });
+    const unknown = await setFault({ target: 'openai' });
+    expect(unknown.statusCode).toBe(400);
+    expect(unknown.json().errors).toEqual([{ path: 'target', message: expect.stringContaining('anthropic') }]);
+  });
+
+  it('starts from and returns to the configured defaults', async () => {
+    app = sim({ defaults: { anthropic: { latencyMs: 30, jitterMs: 5 } } });
+    const baseline = { latencyMs: 30, jitterMs: 5, errorRate: 0, hang: false };
+    expect((await app.inject({ method: 'GET', url: '/admin/faults', headers: ADMIN })).json().anthropic).toEqual(baseline);
+    expect((await setFault({ target: 'anthropic', errorStatus: 529 })).json()).toEqual({ target: 'anthropic', ...baseline, errorStatus: 529, errorRate: 1 });
+    await app.inject({ method: 'DELETE', url: '/admin/faults', headers: ADMIN });
+    expect((await app.inject({ method: 'GET', url: '/admin/faults', headers: ADMIN })).json().anthropic).toEqual(baseline);
+  });
+
+  it('refuses bad construction options', () => {
+    expect(() => sim({ defaults: { anthropic: { latencyMs: -1 } } })).toThrow(/invalid default profile for anthropic: latencyMs/);
+    expect(() => sim({ defaults: { openai: { latencyMs: 1 } } })).toThrow(/unknown targets: openai/);
+    expect(() => sim({ tools: ['notify', 'notify'] })).toThrow(/unique/);
+    expect(() => sim({ tools: ['anthropic'] })).toThrow(/unique/);
+    expect(() => sim({ adminKeySha256: 'admin' })).toThrow(/adminKeySha256/);
+  });
+});
+
+describe('admin auth', () => {
+  const routes: InjectOptions[] = [
+    { method: 'GET', url: '/admin/faults' },
+    { method: 'PUT', url: '/admin/faults', payload: { target: 'anthropic' } },
+    { method: 'DELETE', url: '/admin/faults' },
+    { method: 'GET', url: '/admin/stats' },
+    { method: 'POST', url: '/admin/stats/reset' },
+  ];
+
+  it.each([undefined, 'Bearer wrong', `Basic ${ADMIN_KEY}`, `Bearer ${ADMIN_KEY}x`, 'Bearer '])('refuses authorization %j on every admin route', async (authorization) => {
+    for (const route of routes) {
+      const response = await app.inject({ ...route, headers: authorization === undefined ? {} : { authorization } });
+      expect(response.statusCode).toBe(401);
+      expect(response.headers['content-type']).toContain('application/problem+json');
+      expect(response.headers['www-authenticate']).toBe('Bearer');
+      expect(response.json()).toMatchObject({ status: 401, code: 'unauthorized', retryable: false });
+    }
+    expect((await app.inject({ method: 'GET', url: '/admin/faults', headers: ADMIN })).json().anthropic.errorRate).toBe(0);
+  });
+
+  it('accepts the admin key', async () => {
+    for (const route of routes) {
+      const response = await app.inject({ ...route, headers: ADMIN });
+      expect(response.statusCode).toBeLessThan(300);
+    }
+  });
+});
