@@ -12,8 +12,8 @@ import { RunExecutor, type AttemptContext } from '../processors/run-executor.js'
 import { RunDispatcher } from '../processors/run-dispatcher.js';
 import { UnlimitedPermits } from '../permits/unlimited-permits.js';
 import { RunBreakerGate } from '../breakers/run-breaker-gate.js';
-import { callLlm, createAnthropicClient, type LlmRequest } from '../processors/steps/llm-call.js';
-import { StepError } from '../processors/steps/step-error.js';
+import { callLlm, createAnthropicClient, type LlmRequest } from '../steps/llm-call.js';
+import { StepError } from '../steps/step-error.js';
 import { redisKeys } from '../redis/keys.js';
 import { LuaScripts } from '../redis/scripts.js';
 import { newRunId } from '../runs/run-id.js';

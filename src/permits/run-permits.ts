@@ -3,7 +3,7 @@ import type { RunRequested } from '../events/schemas.js';
 import type { Logger } from '../obs/logger.js';
 import type { Metrics } from '../obs/metrics.js';
 import type { RunPermitAnswer, RunPermitSource } from '../processors/run-dispatcher.js';
-import { StepError } from '../processors/steps/step-error.js';
+import { StepError } from '../steps/step-error.js';
 import type { RedisKeys } from '../redis/keys.js';
 import type { LeaseKeeper } from './lease-keeper.js';
 import { dependencyScope, runScopes, type PermitScope } from './permit-scopes.js';

@@ -20,10 +20,10 @@ import { heldSequence, stepSequence, terminalSequence } from '../runs/status-seq
 import { isTerminal } from '../status/run-history.js';
 import type { CancelReason, CancellationCheck } from './cancellation.js';
 import type { StepJournal } from './step-journal.js';
-import type { LlmRequest, LlmResult } from './steps/llm-call.js';
-import { composeUserTurn } from './steps/prompt.js';
-import { StepError } from './steps/step-error.js';
-import { callTool } from './steps/tool-call.js';
+import type { LlmRequest, LlmResult } from '../steps/llm-call.js';
+import { composeUserTurn } from '../steps/prompt.js';
+import { StepError } from '../steps/step-error.js';
+import { callTool } from '../steps/tool-call.js';
 
 export interface RunExecutorDeps {
   config: SluiceConfig;

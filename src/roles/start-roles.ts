@@ -13,7 +13,7 @@ import { RedisCancellations } from '../processors/cancellation.js';
 import { RedisStepJournal } from '../processors/step-journal.js';
 import { RunEventFeed } from '../status/run-event-feed.js';
 import { createListenClient } from '../db/pool.js';
-import { callLlm, createAnthropicClient } from '../processors/steps/llm-call.js';
+import { callLlm, createAnthropicClient } from '../steps/llm-call.js';
 import { SharedClients } from './shared-clients.js';
 import { AdmissionController } from '../admission/admission-controller.js';
 import { AdmissionStore } from '../admission/admission-store.js';

@@ -8,15 +8,15 @@ import { createMetrics } from '../../../src/obs/metrics.js';
 import { RunExecutor, type RunExecutorDeps } from '../../../src/processors/run-executor.js';
 import type { CancelReason } from '../../../src/processors/cancellation.js';
 import { InfrastructureError, type RunFailure } from '../../../src/processors/run-faults.js';
-import { toStepError } from '../../../src/processors/steps/llm-call.js';
-import { StepError } from '../../../src/processors/steps/step-error.js';
+import { toStepError } from '../../../src/steps/llm-call.js';
+import { StepError } from '../../../src/steps/step-error.js';
 import type { BreakerView } from '../../../src/breakers/breaker-gate.js';
 import type { BreakerAdmission } from '../../../src/breakers/breaker-store.js';
 import type { DeadLetterEnvelope } from '../../../src/events/schemas.js';
 import { ATTEMPT } from './fixtures.js';
 import { terminalSequence } from '../../../src/runs/status-sequence.js';
 import { RETRY_HEADER } from '../../../src/processors/retry-enqueue.js';
-import type { LlmResult } from '../../../src/processors/steps/llm-call.js';
+import type { LlmResult } from '../../../src/steps/llm-call.js';
 import { histogramValue, metricValue } from '../../support/metric-value.js';
 
 const NOW = Date.UTC(2026, 0, 1, 12, 0, 0);

@@ -1,6 +1,6 @@
 import http from 'node:http';
 import https from 'node:https';
-import type { CallTimeouts } from '../../config/schema.js';
+import type { CallTimeouts } from '../config/schema.js';
 import { StepError } from './step-error.js';
 
 export interface ToolRequest {

@@ -7,8 +7,8 @@ import { sha256Hex } from '../../../src/api/auth.js';
 import type { CallTimeouts } from '../../../src/config/schema.js';
 import { loadConfig } from '../../../src/config/load.js';
 import { createLogger } from '../../../src/obs/logger.js';
-import { callLlm, type LlmRequest } from '../../../src/processors/steps/llm-call.js';
-import { StepError } from '../../../src/processors/steps/step-error.js';
+import { callLlm, type LlmRequest } from '../../../src/steps/llm-call.js';
+import { StepError } from '../../../src/steps/step-error.js';
 import { createProviderSim, type ProviderSimStats } from '../../../src/sim/provider-sim.js';
 
 const ADMIN = { authorization: 'Bearer admin' };

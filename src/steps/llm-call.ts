@@ -1,6 +1,6 @@
 import Anthropic from '@anthropic-ai/sdk';
 import { Stream } from '@anthropic-ai/sdk/core/streaming.js';
-import type { LlmDependencyConfig } from '../../config/schema.js';
+import type { LlmDependencyConfig } from '../config/schema.js';
 import { StepError } from './step-error.js';
 
 export interface LlmRequest {
