@@ -10,7 +10,7 @@ import { PartitionProgress } from './partition-progress.js';
 import { RunDispatcher, type DispatchBreakers, type DispatchTask, type RunPermitSource } from './run-dispatcher.js';
 import { RUN_CLASSES } from '../events/schemas.js';
 import type { AttemptContext } from './run-executor.js';
-import { parseRetryFailures, parseRetryFirstFailureAt, parseRetryOutputSeen } from './retry-enqueue.js';
+import { parseRetryFailures, parseRetryFirstFailureAt, parseRetryOutputSeen } from '../retries/retry-headers.js';
 import { resolveRunConfig, type RunFailure } from './run-faults.js';
 
 export interface RunConsumerDeps {

@@ -6,7 +6,7 @@ import type { Metrics } from '../obs/metrics.js';
 import { isExpired } from '../runs/deadline.js';
 import { FairQueue, type Waiting } from './fair-queue.js';
 import { measuresAdmissionWait, secondsSinceAdmission } from './run-signals.js';
-import type { RetryPolicy } from './retry-policy.js';
+import type { RetryPolicy } from '../retries/retry-policy.js';
 import { InfrastructureError, afterInfrastructureFailure, asInfrastructureError, infrastructureFailure, keepTryingDelayMs, type RunFailure } from './run-faults.js';
 
 /** A granted set of run permits (global, class share, tenant, workflow), released exactly once. */

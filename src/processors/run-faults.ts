@@ -2,7 +2,7 @@ import type { DeadLetterReason } from '../dlq/dead-letter.js';
 import { ownEntry } from '../config/lookup.js';
 import type { SluiceConfig, TenantConfig, WorkflowConfig } from '../config/schema.js';
 import type { RunRequested } from '../events/schemas.js';
-import { fullJitterMs, type RetryPolicy } from './retry-policy.js';
+import { fullJitterMs, type RetryPolicy } from '../retries/retry-policy.js';
 
 /** Why a run ends without (further) attempts: the DLQ reason, and the error its reader is shown. */
 export interface RunFailure {

@@ -15,7 +15,7 @@ import type { BreakerAdmission } from '../../../src/breakers/breaker-store.js';
 import type { DeadLetterEnvelope } from '../../../src/events/schemas.js';
 import { ATTEMPT } from './fixtures.js';
 import { terminalSequence } from '../../../src/runs/status-sequence.js';
-import { RETRY_HEADER } from '../../../src/processors/retry-enqueue.js';
+import { RETRY_HEADER } from '../../../src/retries/retry-headers.js';
 import type { LlmResult } from '../../../src/steps/llm-call.js';
 import { histogramValue, metricValue } from '../../support/metric-value.js';
 

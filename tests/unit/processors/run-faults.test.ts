@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../src/config/load.js';
-import type { RetryPolicy } from '../../../src/processors/retry-policy.js';
+import type { RetryPolicy } from '../../../src/retries/retry-policy.js';
 import {
   InfrastructureError,
   afterInfrastructureFailure,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { RetryBudget } from '../../../src/processors/retry-budget.js';
+import { RetryBudget } from '../../../src/retries/retry-budget.js';
 
 function budget(ratio = 0.1, windowMs = 10_000, minRetries = 0) {
   let t = 1_000_000;

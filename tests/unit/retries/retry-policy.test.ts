@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { fullJitterMs, nextRetryDelay, type RetryPolicy } from '../../../src/processors/retry-policy.js';
+import { fullJitterMs, nextRetryDelay, type RetryPolicy } from '../../../src/retries/retry-policy.js';
 import { StepError } from '../../../src/steps/step-error.js';
 
 const policy: RetryPolicy = { maxAttempts: 3, baseMs: 500, capMs: 2_000 };
