@@ -1,10 +1,10 @@
 import type { SluiceConfig, TenantConfig, WorkflowConfig } from '../config/schema.js';
+import { dependenciesOf } from '../config/workflows.js';
 import type { RunClass } from '../events/schemas.js';
 import type { Metrics } from '../obs/metrics.js';
 import {
   bucketRefusal,
   decideFromBacklog,
-  dependenciesOf,
   dependencyRefusal,
   effectiveRefill,
   maxAheadForDeadline,

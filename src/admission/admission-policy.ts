@@ -148,8 +148,3 @@ export function bucketRefusal(take: { allowed: boolean; waitMs: number }): Admis
   if (take.allowed) return undefined;
   return { outcome: 'deferred', reason: 'rate_limited', retryAfterSec: take.waitMs < 0 ? 3600 : retryAfterSeconds(take.waitMs) };
 }
-
-/** Dependencies a workflow's steps call, each once, in step order. */
-export function dependenciesOf(steps: readonly ({ kind: 'llm'; dependency: string } | { kind: 'tool'; tool: string })[]): string[] {
-  return [...new Set(steps.map((s) => (s.kind === 'llm' ? s.dependency : s.tool)))];
-}

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { DEFAULT_MAX_BATCH_BYTES } from '../producers/produce-batcher.js';
+import { dependencyOf } from './workflows.js';
 
 /**
  * The whole of Sluice's configuration. Every field is validated at start-up so that a typo
@@ -384,7 +385,7 @@ export const configSchema = z
         const at = ['workflows', wfName, 'steps', i];
         if (seen.has(step.id)) ctx.addIssue({ code: 'custom', path: [...at, 'id'], message: `duplicate step id "${step.id}"` });
         seen.add(step.id);
-        const depName = step.kind === 'llm' ? step.dependency : step.tool;
+        const depName = dependencyOf(step);
         const dep = cfg.dependencies[depName];
         const field = step.kind === 'llm' ? 'dependency' : 'tool';
         if (!dep) ctx.addIssue({ code: 'custom', path: [...at, field], message: `unknown dependency "${depName}"` });

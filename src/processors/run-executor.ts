@@ -11,6 +11,7 @@ import { checkResult, checkStepOutput, jsonBytes } from './output-bounds.js';
 import { secondsSinceAdmission, tokenCounts, tokenModelLabel } from './run-signals.js';
 import { InfrastructureError, resolveRunConfig, type InfraOperation, type RunFailure } from './run-faults.js';
 import { ownEntry } from '../config/lookup.js';
+import { dependencyOf } from '../config/workflows.js';
 import { groupId } from '../kafka/topics.js';
 import type { RunError, RunRequested, RunStatus, RunStatusChanged } from '../events/schemas.js';
 import type { Logger } from '../obs/logger.js';
@@ -190,7 +191,7 @@ export class RunExecutor {
       const cancelledNow = i > 0 ? await this.deps.cancellation.cancelReason(run.runId) : undefined;
       if (cancelledNow) return this.cancel(run, cancelledNow, `at the step boundary before step ${i + 1}/${steps.length} (${step.id})`);
       if (isExpired(run.deadline, this.now())) return this.expire(run, context, `before step ${i + 1}/${steps.length} (${step.id})`);
-      const target = step.kind === 'llm' ? step.dependency : step.tool;
+      const target = dependencyOf(step);
       await this.publishProgress(run, stepSequence(run.attempt, i), `running: step ${i + 1}/${steps.length} (${step.id}) calling ${target}`, step.id);
       const where = `step ${i + 1}/${steps.length} (${step.id})`;
       let output: unknown;
@@ -338,7 +339,7 @@ export class RunExecutor {
    * the HTTP client never do. The dependency permit is given back while waiting to retry.
    */
   private async callStep(run: RunRequested, step: StepConfig, input: unknown, outputs: StepOutputs): Promise<unknown> {
-    const depName = step.kind === 'llm' ? step.dependency : step.tool;
+    const depName = dependencyOf(step);
     const dep = ownEntry(this.deps.config.dependencies, depName);
     if (!dep) throw new StepError('bad_response', depName, `dependency "${depName}" is not configured`, false);
     for (let attempt = 1; ; attempt++) {
@@ -405,7 +406,7 @@ export class RunExecutor {
 
   private async callOnce(run: RunRequested, step: StepConfig, dep: DependencyConfig, input: unknown, outputs: StepOutputs): Promise<unknown> {
     const { metrics } = this.deps;
-    const depName = step.kind === 'llm' ? step.dependency : step.tool;
+    const depName = dependencyOf(step);
     this.budgetFor(depName, dep).recordCall();
     const releasePermit = await infrastructure('dependency_permit', depName, () => this.deps.dependencyPermits.acquire(depName, run));
     // Measured from after the permit: waiting for capacity is not the dependency's time.

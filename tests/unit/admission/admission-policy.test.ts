@@ -2,7 +2,6 @@ import { describe, expect, it } from 'vitest';
 import {
   bucketRefusal,
   decideFromBacklog,
-  dependenciesOf,
   dependencyRefusal,
   effectiveRefill,
   maxAheadForDeadline,
@@ -435,27 +434,5 @@ describe('bucketRefusal', () => {
   it('asks a bucket that never refills (waitMs < 0) to come back in an hour', () => {
     expect(bucketRefusal({ allowed: false, waitMs: -1 })).toEqual({ outcome: 'deferred', reason: 'rate_limited', retryAfterSec: 3_600 });
     expect(bucketRefusal({ allowed: false, waitMs: -42 })).toEqual({ outcome: 'deferred', reason: 'rate_limited', retryAfterSec: 3_600 });
-  });
-});
-
-describe('dependenciesOf', () => {
-  it('names each dependency once, in the order the steps first use it', () => {
-    expect(
-      dependenciesOf([
-        { kind: 'tool', tool: 'order_lookup' },
-        { kind: 'llm', dependency: 'anthropic' },
-        { kind: 'tool', tool: 'order_lookup' },
-        { kind: 'tool', tool: 'slow_report' },
-        { kind: 'llm', dependency: 'anthropic' },
-      ]),
-    ).toEqual(['order_lookup', 'anthropic', 'slow_report']);
-  });
-
-  it('is empty for no steps', () => {
-    expect(dependenciesOf([])).toEqual([]);
-  });
-
-  it('treats an LLM dependency and a tool of the same name as one dependency', () => {
-    expect(dependenciesOf([{ kind: 'llm', dependency: 'x' }, { kind: 'tool', tool: 'x' }])).toEqual(['x']);
   });
 });
