@@ -2,13 +2,13 @@ import type { SluiceConfig, TenantConfig, WorkflowConfig } from '../config/schem
 import { dependenciesOf } from '../config/workflows.js';
 import type { RunClass } from '../events/schemas.js';
 import type { Metrics } from '../obs/metrics.js';
+import { slotsFor } from '../permits/permit-scopes.js';
 import {
   bucketRefusal,
   decideFromBacklog,
   dependencyRefusal,
   effectiveRefill,
   maxAheadForDeadline,
-  slotsFor,
   unavailable,
   type AdmissionDecision,
   type DependencyState,
