@@ -2,7 +2,7 @@ import type { SluiceConfig } from '../config/schema.js';
 import type { RunRequested } from '../events/schemas.js';
 import type { Logger } from '../obs/logger.js';
 import type { Metrics } from '../obs/metrics.js';
-import type { RunPermitAnswer, RunPermitSource } from '../processors/run-dispatcher.js';
+import type { RunPermitAnswer, RunPermitSource } from './run-permit-source.js';
 import { StepError } from '../steps/step-error.js';
 import type { RedisKeys } from '../redis/keys.js';
 import type { LeaseKeeper } from './lease-keeper.js';
