@@ -1,4 +1,4 @@
-import { sha256Hex } from '../api/auth.js';
+import { sha256Hex } from '../util/sha256-hex.js';
 import { ConfigError } from './load.js';
 import type { SluiceConfig } from './schema.js';
 import { dependencyOf } from './workflows.js';
