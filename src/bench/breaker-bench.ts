@@ -8,7 +8,7 @@ import { infraUp } from '../infra/local-infra.js';
 import { createLogger } from '../obs/logger.js';
 import { createMetrics } from '../obs/metrics.js';
 import { parseRetryFailures } from '../retries/retry-headers.js';
-import { RunExecutor, type AttemptContext } from '../processors/run-executor.js';
+import { RunExecutor, type AttemptContext } from '../execution/run-executor.js';
 import { RunDispatcher } from '../processors/run-dispatcher.js';
 import { UnlimitedPermits } from '../permits/unlimited-permits.js';
 import { RunBreakerGate } from '../breakers/run-breaker-gate.js';

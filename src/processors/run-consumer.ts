@@ -10,9 +10,9 @@ import { PartitionProgress } from './partition-progress.js';
 import type { RunPermitSource } from '../permits/run-permit-source.js';
 import { RunDispatcher, type DispatchBreakers, type DispatchTask } from './run-dispatcher.js';
 import { RUN_CLASSES } from '../events/schemas.js';
-import type { AttemptContext } from './run-executor.js';
+import type { AttemptContext } from '../execution/run-executor.js';
 import { parseRetryFailures, parseRetryFirstFailureAt, parseRetryOutputSeen } from '../retries/retry-headers.js';
-import { resolveRunConfig, type RunFailure } from './run-faults.js';
+import { resolveRunConfig, type RunFailure } from '../execution/run-faults.js';
 
 export interface RunConsumerDeps {
   kafka: Kafka;

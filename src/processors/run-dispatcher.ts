@@ -1,14 +1,14 @@
 import type { BreakerGate } from '../breakers/breaker-gate.js';
-import type { AttemptContext } from './run-executor.js';
+import type { AttemptContext } from '../execution/run-executor.js';
 import type { RunClass, RunRequested } from '../events/schemas.js';
 import type { Logger } from '../obs/logger.js';
 import type { Metrics } from '../obs/metrics.js';
 import type { HeldPermits, RunPermitSource } from '../permits/run-permit-source.js';
 import { isExpired } from '../runs/deadline.js';
 import { FairQueue, type Waiting } from './fair-queue.js';
-import { measuresAdmissionWait, secondsSinceAdmission } from './run-signals.js';
+import { measuresAdmissionWait, secondsSinceAdmission } from '../execution/run-signals.js';
 import type { RetryPolicy } from '../retries/retry-policy.js';
-import { InfrastructureError, afterInfrastructureFailure, asInfrastructureError, infrastructureFailure, keepTryingDelayMs, type RunFailure } from './run-faults.js';
+import { InfrastructureError, afterInfrastructureFailure, asInfrastructureError, infrastructureFailure, keepTryingDelayMs, type RunFailure } from '../execution/run-faults.js';
 
 /** What the dispatcher needs from the shared breakers (see `RunBreakerGate`). */
 export interface DispatchBreakers {

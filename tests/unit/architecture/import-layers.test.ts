@@ -13,12 +13,13 @@ import { describe, expect, it } from 'vitest';
  * - util: helpers that know nothing of Sluice.
  * - config, obs: the validated configuration (and the workflow helpers over it); logs and metrics.
  * - events, kafka, redis, db: the wire format and the three systems' clients, keys and errors.
- * - runs, steps, producers: a run's identity, deadline and status sequence; one call to a step's
- *   dependency (LLM, tool) and how it fails; producing events to Kafka.
+ * - runs, steps, producers: a run's identity, deadline, status sequence and cancellation; one call
+ *   to a step's dependency (LLM, tool) and how it fails; producing events to Kafka.
  * - dlq, permits, breakers: dead letters; concurrency permits; the shared circuit breakers.
  * - retries, admission, status: retry policy, budget and the retry topic (whose unreadable records
  *   are dead-lettered); the admission decision at the door; status records and the run store.
- * - processors: reading work from Kafka and executing runs with all of the above.
+ * - execution: one attempt of a run, step by step, to its published outcome.
+ * - processors: reading work from Kafka and dispatching it to execution under permits and breakers.
  * - api, sim: the HTTP surfaces (Sluice's API, the provider simulator).
  * - roles: starting the configured roles with shared clients.
  * - infra: local infrastructure for development (brokers, Redis, Postgres on this machine).
@@ -32,6 +33,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ['runs', 'steps', 'producers'],
   ['dlq', 'permits', 'breakers'],
   ['retries', 'admission', 'status'],
+  ['execution'],
   ['processors'],
   ['api', 'sim'],
   ['roles'],

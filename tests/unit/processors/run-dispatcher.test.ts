@@ -4,7 +4,7 @@ import { createLogger } from '../../../src/obs/logger.js';
 import { createMetrics } from '../../../src/obs/metrics.js';
 import type { RunPermitAnswer, RunPermitSource } from '../../../src/permits/run-permit-source.js';
 import { RunDispatcher, type DispatchTask, type RunDispatcherDeps } from '../../../src/processors/run-dispatcher.js';
-import { InfrastructureError, type RunFailure } from '../../../src/processors/run-faults.js';
+import { InfrastructureError, type RunFailure } from '../../../src/execution/run-faults.js';
 import { ATTEMPT, INFRA_RETRY } from './fixtures.js';
 import { histogramValue } from '../../support/metric-value.js';
 

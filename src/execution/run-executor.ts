@@ -19,7 +19,7 @@ import type { Metrics } from '../obs/metrics.js';
 import { MIN_USEFUL_CALL_MS, clampTimeout, isExpired } from '../runs/deadline.js';
 import { heldSequence, stepSequence, terminalSequence } from '../runs/status-sequence.js';
 import { isTerminal } from '../status/run-history.js';
-import type { CancelReason, CancellationCheck } from './cancellation.js';
+import type { CancelReason, CancellationCheck } from '../runs/cancellation.js';
 import type { StepJournal } from './step-journal.js';
 import type { LlmRequest, LlmResult } from '../steps/llm-call.js';
 import { composeUserTurn } from '../steps/prompt.js';

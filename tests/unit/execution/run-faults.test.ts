@@ -8,7 +8,7 @@ import {
   infrastructureFailure,
   keepTryingDelayMs,
   resolveRunConfig,
-} from '../../../src/processors/run-faults.js';
+} from '../../../src/execution/run-faults.js';
 
 const policy: RetryPolicy = { maxAttempts: 4, baseMs: 500, capMs: 3_000 };
 const NOW = 1_800_000_000_000;
