@@ -1,4 +1,3 @@
-import type { KafkaMessage } from 'kafkajs';
 import type { DependencyConfig, SluiceConfig, StepConfig, TenantConfig, WorkflowConfig } from '../config/schema.js';
 import { gateRun, type BreakerView } from '../breakers/breaker-gate.js';
 import { breakerOutcomeOf } from '../breakers/breaker-outcome.js';
@@ -21,6 +20,7 @@ import { heldSequence, stepSequence, terminalSequence } from '../runs/status-seq
 import { isTerminal } from '../status/run-history.js';
 import type { CancelReason, CancellationCheck } from '../runs/cancellation.js';
 import type { StepJournal } from './step-journal.js';
+import type { AttemptContext, RunOutcome } from './attempt.js';
 import type { LlmRequest, LlmResult } from '../steps/llm-call.js';
 import { composeUserTurn } from '../steps/prompt.js';
 import { StepError } from '../steps/step-error.js';
@@ -54,21 +54,6 @@ export interface RunExecutorDeps {
   /** Source for retry jitter; injectable so tests are deterministic. */
   random?: () => number;
 }
-
-/** What the processor knows about an attempt beyond the event itself. */
-export interface AttemptContext {
-  /** Run-level transient failures before this attempt (carried by the retry topic's header). */
-  priorFailures: number;
-  firstFailureAt?: number;
-  /** An earlier attempt had a step answered by its dependency (carried by the retry topic's header): the run's first output is behind it. */
-  outputSeen?: boolean;
-  /** The record the attempt came from: archived byte for byte if the run dies. */
-  record: { topic: string; partition: number; message: Pick<KafkaMessage, 'offset' | 'key' | 'value'> };
-}
-
-
-/** `retried`: the attempt ended and the run's next attempt waits on the retry topic. */
-export type RunOutcome = Extract<RunStatus, 'completed' | 'failed' | 'expired' | 'cancelled'> | 'retried';
 
 /** A call that was not made because the dependency's breaker is open (or its probes are taken). */
 export class DependencyUnavailable extends Error {

@@ -10,7 +10,7 @@ import { PartitionProgress } from './partition-progress.js';
 import type { RunPermitSource } from '../permits/run-permit-source.js';
 import { RunDispatcher, type DispatchBreakers, type DispatchTask } from './run-dispatcher.js';
 import { RUN_CLASSES } from '../events/schemas.js';
-import type { AttemptContext } from '../execution/run-executor.js';
+import type { AttemptContext } from '../execution/attempt.js';
 import { parseRetryFailures, parseRetryFirstFailureAt, parseRetryOutputSeen } from '../retries/retry-headers.js';
 import { resolveRunConfig, type RunFailure } from '../execution/run-faults.js';
 

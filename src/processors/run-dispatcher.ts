@@ -1,5 +1,5 @@
 import type { BreakerGate } from '../breakers/breaker-gate.js';
-import type { AttemptContext } from '../execution/run-executor.js';
+import type { AttemptContext } from '../execution/attempt.js';
 import type { RunClass, RunRequested } from '../events/schemas.js';
 import type { Logger } from '../obs/logger.js';
 import type { Metrics } from '../obs/metrics.js';
