@@ -8,7 +8,7 @@ import { retryRecord } from '../retries/retry-headers.js';
 import { RetryBudget } from '../retries/retry-budget.js';
 import { checkResult, checkStepOutput, jsonBytes } from './output-bounds.js';
 import { secondsSinceAdmission, tokenCounts, tokenModelLabel } from './run-signals.js';
-import { InfrastructureError, resolveRunConfig, type InfraOperation, type RunFailure } from './run-faults.js';
+import { InfrastructureError, infrastructureCall, resolveRunConfig, type RunFailure } from './run-faults.js';
 import { ownEntry } from '../config/lookup.js';
 import { dependencyOf } from '../config/workflows.js';
 import { groupId } from '../kafka/topics.js';
@@ -78,19 +78,6 @@ interface Unavailability {
 type StepOutputs = Record<string, unknown>;
 
 const OUTCOME_PUBLISH_TRIES = 3;
-
-/**
- * Awaits a call to Sluice's own infrastructure, naming the operation if it fails, so the dispatcher
- * can repeat the attempt and the DLQ says what failed; a step error (a permit wait that reached the
- * deadline) passes through as it is.
- */
-async function infrastructure<T>(operation: InfraOperation, subject: string | undefined, call: () => Promise<T>): Promise<T> {
-  try {
-    return await call();
-  } catch (err) {
-    throw err instanceof StepError ? err : new InfrastructureError(operation, subject, err);
-  }
-}
 
 /**
  * Runs one attempt of a workflow step by step, emitting a status event per transition. The
@@ -286,7 +273,7 @@ export class RunExecutor {
     const now = this.now();
     const failures = context.priorFailures + (failure ? 1 : 0);
     const next = retryRecord(run, { dueAt, failures, error: { kind: reason, message }, firstFailureAt: context.firstFailureAt ?? now, now, outputSeen });
-    await infrastructure('retry_enqueue', undefined, () => this.deps.enqueueRetry(next.event, next.headers));
+    await infrastructureCall('retry_enqueue', undefined, () => this.deps.enqueueRetry(next.event, next.headers));
     this.deps.metrics.runRetries.inc({ reason });
     const why = reason === 'breaker_open' ? `waiting for ${dependency} (breaker open)` : `${dependency} failed (${message.slice(0, 200)})`;
     await this.finish(run, 'waiting_dependency', `${why}; attempt ${next.event.attempt} at ${new Date(dueAt).toISOString()}`, null, null);
@@ -314,7 +301,7 @@ export class RunExecutor {
       lastFailureAt: now,
       run,
     });
-    await infrastructure('dead_letter', undefined, () => this.deps.deadLetters.publishDeadLetter(envelope, headers, this.deps.config.processor.produceTimeoutMs));
+    await infrastructureCall('dead_letter', undefined, () => this.deps.deadLetters.publishDeadLetter(envelope, headers, this.deps.config.processor.produceTimeoutMs));
     this.deps.metrics.deadLettered.inc({ topic: context.record.topic, reason });
   }
 
@@ -360,7 +347,7 @@ export class RunExecutor {
   private async admitCall(run: RunRequested, dependency: string, token: string): Promise<string | undefined> {
     const gate = gateRun({ runClass: run.class, deadline: run.deadline, needed: [dependency], views: new Map([[dependency, this.deps.board.view(dependency)]]), now: this.now(), minCallMs: MIN_USEFUL_CALL_MS, probeRoom: () => true });
     if (gate.kind !== 'go') throw new DependencyUnavailable(dependency, gate.until, gate.kind === 'wait');
-    const admission = await infrastructure('breaker_admission', dependency, () => this.deps.breakers.admit(dependency, token));
+    const admission = await infrastructureCall('breaker_admission', dependency, () => this.deps.breakers.admit(dependency, token));
     if (admission.allowed) return admission.probe ? token : undefined;
     // Half-open with its probes taken: the verdict comes with their answers, and a failed probe
     // reopens it for openMs, so look again by then rather than at the probes' lease expiry.
@@ -393,7 +380,7 @@ export class RunExecutor {
     const { metrics } = this.deps;
     const depName = dependencyOf(step);
     this.budgetFor(depName, dep).recordCall();
-    const releasePermit = await infrastructure('dependency_permit', depName, () => this.deps.dependencyPermits.acquire(depName, run));
+    const releasePermit = await infrastructureCall('dependency_permit', depName, () => this.deps.dependencyPermits.acquire(depName, run));
     // Measured from after the permit: waiting for capacity is not the dependency's time.
     const timeoutMs = clampTimeout(dep.timeouts.totalMs, run.deadline, this.now());
     const callStarted = this.now();
