@@ -2,25 +2,23 @@ import type { DependencyConfig, SluiceConfig, StepConfig, TenantConfig, Workflow
 import { gateRun, type BreakerView } from '../breakers/breaker-gate.js';
 import { breakerOutcomeOf } from '../breakers/breaker-outcome.js';
 import type { BreakerAdmission, BreakerOutcome, BreakerStateName } from '../breakers/breaker-store.js';
-import { buildDeadLetter, type DeadLetterReason, type DeadLetterSink } from '../dlq/dead-letter.js';
+import type { DeadLetterSink } from '../dlq/dead-letter.js';
 import { fullJitterMs, nextRetryDelay } from '../retries/retry-policy.js';
-import { retryRecord } from '../retries/retry-headers.js';
 import { RetryBudget } from '../retries/retry-budget.js';
-import { checkResult, checkStepOutput, jsonBytes } from './output-bounds.js';
+import { checkStepOutput, jsonBytes } from './output-bounds.js';
 import { secondsSinceAdmission, tokenCounts, tokenModelLabel } from './run-signals.js';
-import { InfrastructureError, infrastructureCall, resolveRunConfig, type RunFailure } from './run-faults.js';
+import { infrastructureCall, resolveRunConfig, type RunFailure } from './run-faults.js';
 import { ownEntry } from '../config/lookup.js';
 import { dependencyOf } from '../config/workflows.js';
-import { groupId } from '../kafka/topics.js';
-import type { RunError, RunRequested, RunStatus, RunStatusChanged } from '../events/schemas.js';
+import type { RunRequested, RunStatusChanged } from '../events/schemas.js';
 import type { Logger } from '../obs/logger.js';
 import type { Metrics } from '../obs/metrics.js';
 import { MIN_USEFUL_CALL_MS, clampTimeout, isExpired } from '../runs/deadline.js';
-import { heldSequence, stepSequence, terminalSequence } from '../runs/status-sequence.js';
-import { isTerminal } from '../status/run-history.js';
-import type { CancelReason, CancellationCheck } from '../runs/cancellation.js';
+import { stepSequence } from '../runs/status-sequence.js';
+import type { CancellationCheck } from '../runs/cancellation.js';
 import type { StepJournal } from './step-journal.js';
 import type { AttemptContext, RunOutcome } from './attempt.js';
+import { OutcomePublisher } from './outcome-publisher.js';
 import type { LlmRequest, LlmResult } from '../steps/llm-call.js';
 import { composeUserTurn } from '../steps/prompt.js';
 import { StepError } from '../steps/step-error.js';
@@ -77,8 +75,6 @@ interface Unavailability {
 
 type StepOutputs = Record<string, unknown>;
 
-const OUTCOME_PUBLISH_TRIES = 3;
-
 /**
  * Runs one attempt of a workflow step by step, emitting a status event per transition. The
  * outcome event is published (and acknowledged) before this resolves, because the caller commits
@@ -90,18 +86,18 @@ export class RunExecutor {
   /** One retry budget per dependency in this process (bounded: dependencies come from config). */
   private readonly budgets = new Map<string, RetryBudget>();
 
-  /** When each attempt in progress started; keyed by the event object, so nothing outlives the attempt. */
-  private readonly attemptStarts = new WeakMap<RunRequested, number>();
+  private readonly outcomes: OutcomePublisher;
 
   constructor(private readonly deps: RunExecutorDeps) {
     this.now = deps.now ?? Date.now;
     this.random = deps.random ?? Math.random;
+    this.outcomes = new OutcomePublisher({ ...deps, now: this.now });
   }
 
   async execute(run: RunRequested, context: AttemptContext): Promise<RunOutcome> {
     const { metrics } = this.deps;
     const started = this.now();
-    this.attemptStarts.set(run, started);
+    this.outcomes.startAttempt(run, started);
     const labels = { tenant: run.tenantId, workflow: run.workflow, class: run.class };
     metrics.runsStarted.inc(labels);
     metrics.runsInFlight.inc();
@@ -116,35 +112,30 @@ export class RunExecutor {
   }
 
   /** Tells the run's reader it waits, before starting, for a dependency whose breaker is open. */
-  async publishHeld(run: RunRequested, dependency: string, until: number): Promise<void> {
-    const at = new Date(until).toISOString();
-    try {
-      await this.deps.publishStatus(this.statusEvent(run, heldSequence(run.attempt), 'waiting_dependency', `waiting for ${dependency} (breaker open); next probe at ${at}`, null, null, null));
-    } catch (err) {
-      this.deps.logger.warn({ err, runId: run.runId }, 'could not publish a waiting event');
-    }
+  publishHeld(run: RunRequested, dependency: string, until: number): Promise<void> {
+    return this.outcomes.held(run, dependency, until);
   }
 
   /** Ends a run without further attempts: archived in the DLQ topic with its context, then reported failed. */
   deadLetter(run: RunRequested, context: AttemptContext, failure: RunFailure): Promise<RunOutcome> {
-    return this.fail(run, context, failure.reason, `failed: ${failure.message}`, null, { code: failure.code, message: failure.message, retryable: failure.retryable });
+    return this.outcomes.deadLettered(run, context, failure);
   }
 
   private async runSteps(run: RunRequested, context: AttemptContext): Promise<RunOutcome> {
     // The dispatcher ends such runs before they get here; this is for any other caller.
     const configured = resolveRunConfig(this.deps.config, run);
-    if (!configured.ok) return this.deadLetter(run, context, configured.failure);
+    if (!configured.ok) return this.outcomes.deadLettered(run, context, configured.failure);
     const { tenant, workflow } = configured;
     // Cancellation before expiry: the caller's explicit request is the more useful thing to report.
     const cancelled = await this.deps.cancellation.cancelReason(run.runId);
-    if (cancelled) return this.cancel(run, cancelled, 'before it started');
-    if (isExpired(run.deadline, this.now())) return this.expire(run, context, 'before it started');
+    if (cancelled) return this.outcomes.cancelled(run, cancelled, 'before it started');
+    if (isExpired(run.deadline, this.now())) return this.outcomes.expired(run, context, 'before it started');
 
     let input: unknown;
     try {
       input = JSON.parse(run.input);
     } catch {
-      return this.fail(run, context, 'invalid_input', 'failed: the run input is not JSON', null, { code: 'invalid_input', message: 'the run input is not valid JSON', retryable: false });
+      return this.outcomes.failed(run, context, { reason: 'invalid_input', message: 'failed: the run input is not JSON', error: { code: 'invalid_input', message: 'the run input is not valid JSON', retryable: false } });
     }
 
     /**
@@ -161,10 +152,10 @@ export class RunExecutor {
     const steps = workflow.steps;
     for (const [i, step] of steps.entries()) {
       const cancelledNow = i > 0 ? await this.deps.cancellation.cancelReason(run.runId) : undefined;
-      if (cancelledNow) return this.cancel(run, cancelledNow, `at the step boundary before step ${i + 1}/${steps.length} (${step.id})`);
-      if (isExpired(run.deadline, this.now())) return this.expire(run, context, `before step ${i + 1}/${steps.length} (${step.id})`);
+      if (cancelledNow) return this.outcomes.cancelled(run, cancelledNow, `at the step boundary before step ${i + 1}/${steps.length} (${step.id})`);
+      if (isExpired(run.deadline, this.now())) return this.outcomes.expired(run, context, `before step ${i + 1}/${steps.length} (${step.id})`);
       const target = dependencyOf(step);
-      await this.publishProgress(run, stepSequence(run.attempt, i), `running: step ${i + 1}/${steps.length} (${step.id}) calling ${target}`, step.id);
+      await this.outcomes.running(run, { sequence: stepSequence(run.attempt, i), message: `running: step ${i + 1}/${steps.length} (${step.id}) calling ${target}`, step: step.id });
       const where = `step ${i + 1}/${steps.length} (${step.id})`;
       let output: unknown;
       let remembered: { output: unknown } | undefined;
@@ -172,26 +163,30 @@ export class RunExecutor {
         remembered = await this.deps.journal.recall(run.runId, step.id);
         output = remembered ? remembered.output : await this.callStep(run, step, input, outputs);
       } catch (err) {
-        if (isExpired(run.deadline, this.now())) return this.expire(run, context, `during ${where}`);
+        if (isExpired(run.deadline, this.now())) return this.outcomes.expired(run, context, `during ${where}`);
         let gone: Unavailability;
         if (err instanceof DependencyUnavailable) {
           this.deps.metrics.breakerRefusals.inc({ dependency: err.dependency });
-          if (err.canWait) return this.retryRun(run, context, 'breaker_open', err.dependency, err.message, Math.min(err.until + this.spread(err.dependency), run.deadline), false, outputSeen);
+          if (err.canWait) {
+            const dueAt = Math.min(err.until + this.spread(err.dependency), run.deadline);
+            return this.outcomes.retried(run, context, { reason: 'breaker_open', dependency: err.dependency, message: err.message, dueAt, failure: false, outputSeen });
+          }
           gone = { dependency: err.dependency, reason: `the ${err.dependency} breaker is open until ${new Date(err.until).toISOString()}, after this run's deadline` };
         } else if (err instanceof StepError) {
           if (!err.retryable) {
-            return this.fail(run, context, 'non_retryable', `failed: ${where} — ${err.message}`, step.id, { code: 'dependency_error', message: err.message, retryable: false });
+            return this.outcomes.failed(run, context, { reason: 'non_retryable', message: `failed: ${where} — ${err.message}`, step: step.id, error: { code: 'dependency_error', message: err.message, retryable: false } });
           }
           const dueAt = this.nextRunAttemptAt(context);
-          if (dueAt !== undefined && dueAt + MIN_USEFUL_CALL_MS < run.deadline) return this.retryRun(run, context, 'transient_failure', err.dependency, err.message, dueAt, true, outputSeen);
+          if (dueAt !== undefined && dueAt + MIN_USEFUL_CALL_MS < run.deadline) return this.outcomes.retried(run, context, { reason: 'transient_failure', dependency: err.dependency, message: err.message, dueAt, failure: true, outputSeen });
           gone = { dependency: err.dependency, reason: err.message };
         } else throw err;
         const fallback = this.unavailableStep(run.tenantId, tenant, workflow, step, gone);
         if (fallback.kind === 'fail') {
-          return this.fail(run, context, 'dependency_unavailable', `failed: ${where} — ${gone.dependency} is unavailable and tenant ${run.tenantId} takes no stand-in answers`, step.id, {
-            code: 'dependency_unavailable',
-            message: gone.reason,
-            retryable: true,
+          return this.outcomes.failed(run, context, {
+            reason: 'dependency_unavailable',
+            message: `failed: ${where} — ${gone.dependency} is unavailable and tenant ${run.tenantId} takes no stand-in answers`,
+            step: step.id,
+            error: { code: 'dependency_unavailable', message: gone.reason, retryable: true },
           });
         }
         unavailable.push(gone);
@@ -202,7 +197,7 @@ export class RunExecutor {
       // Checked before the journal write: an output over its bound is not stored anywhere.
       const bytes = jsonBytes(output);
       const bound = checkStepOutput(bytes, keptBytes, this.deps.config.processor);
-      if (!bound.ok) return this.fail(run, context, 'non_retryable', `failed: ${where} — ${bound.message}`, step.id, { code: bound.code, message: `${where}: ${bound.message}`, retryable: false });
+      if (!bound.ok) return this.outcomes.failed(run, context, { reason: 'non_retryable', message: `failed: ${where} — ${bound.message}`, step: step.id, error: { code: bound.code, message: `${where}: ${bound.message}`, retryable: false } });
       keptBytes += bytes;
       if (!remembered) {
         await this.deps.journal.record(run.runId, step.id, output, run.deadline);
@@ -216,17 +211,7 @@ export class RunExecutor {
     // A list, not a map: Postgres jsonb does not keep key order, and step order is meaningful.
     const result = JSON.stringify({ text: lastText ?? null, degraded: false, steps: steps.map((s) => ({ id: s.id, output: outputs[s.id] })) });
     const seconds = ((this.now() - run.admittedAt) / 1000).toFixed(1);
-    return this.complete(run, context, `completed: ${steps.length} steps, ${seconds} s after admission, attempt ${run.attempt}`, result);
-  }
-
-  /**
-   * Reports a run completed with its result, unless the result cannot travel in a status event:
-   * then it fails clearly, since a status event over Kafka's message limit could never be produced.
-   */
-  private complete(run: RunRequested, context: AttemptContext, message: string, result: string): Promise<RunOutcome> {
-    const bound = checkResult(result, this.deps.config.processor);
-    if (!bound.ok) return this.fail(run, context, 'non_retryable', `failed: ${bound.message}`, null, { code: bound.code, message: bound.message, retryable: false });
-    return this.finish(run, 'completed', message, null, null, result);
+    return this.outcomes.completed(run, context, { message: `completed: ${steps.length} steps, ${seconds} s after admission, attempt ${run.attempt}`, result });
   }
 
   /**
@@ -246,7 +231,7 @@ export class RunExecutor {
   private finishDegraded(run: RunRequested, context: AttemptContext, steps: readonly StepConfig[], outputs: StepOutputs, unavailable: readonly Unavailability[], text: string | null): Promise<RunOutcome> {
     const names = [...new Set(unavailable.map((u) => u.dependency))].join(', ');
     const result = JSON.stringify({ text, degraded: true, unavailable, steps: steps.filter((s) => s.id in outputs).map((s) => ({ id: s.id, output: outputs[s.id] })) });
-    return this.complete(run, context, `completed degraded: ${names} unavailable; the answer says so (attempt ${run.attempt})`, result);
+    return this.outcomes.completed(run, context, { message: `completed degraded: ${names} unavailable; the answer says so (attempt ${run.attempt})`, result });
   }
 
   /** When the next run-level attempt may start, or undefined when the attempts are used up. */
@@ -261,48 +246,6 @@ export class RunExecutor {
   private spread(dependency: string): number {
     const dep = ownEntry(this.deps.config.dependencies, dependency);
     return dep ? Math.floor(this.random() * Math.min(dep.breaker.openMs, 2_000)) : 0;
-  }
-
-  /**
-   * Ends this attempt and puts the next one on the retry topic, due at `dueAt`: nothing (no
-   * partition, no permit) is held while it waits. `failure` says whether it counts against the
-   * run's attempts: waiting out an open breaker does not. `outputSeen` travels with it, so the
-   * next attempt does not take its first answered step for the run's first output.
-   */
-  private async retryRun(run: RunRequested, context: AttemptContext, reason: 'breaker_open' | 'transient_failure', dependency: string, message: string, dueAt: number, failure: boolean, outputSeen: boolean): Promise<RunOutcome> {
-    const now = this.now();
-    const failures = context.priorFailures + (failure ? 1 : 0);
-    const next = retryRecord(run, { dueAt, failures, error: { kind: reason, message }, firstFailureAt: context.firstFailureAt ?? now, now, outputSeen });
-    await infrastructureCall('retry_enqueue', undefined, () => this.deps.enqueueRetry(next.event, next.headers));
-    this.deps.metrics.runRetries.inc({ reason });
-    const why = reason === 'breaker_open' ? `waiting for ${dependency} (breaker open)` : `${dependency} failed (${message.slice(0, 200)})`;
-    await this.finish(run, 'waiting_dependency', `${why}; attempt ${next.event.attempt} at ${new Date(dueAt).toISOString()}`, null, null);
-    return 'retried';
-  }
-
-  /** A failed run dies here: archived in the DLQ topic with its context, then reported failed. */
-  private async fail(run: RunRequested, context: AttemptContext, reason: DeadLetterReason, message: string, step: string | null, error: RunError): Promise<RunOutcome> {
-    await this.archive(run, context, reason, error);
-    return this.finish(run, 'failed', message, step, error);
-  }
-
-  /** Produces the run's original record to the DLQ topic with the failure context; resolves once acknowledged. */
-  private async archive(run: RunRequested, context: AttemptContext, reason: DeadLetterReason, error: RunError): Promise<void> {
-    const now = this.now();
-    const failure = new Error(error.message);
-    failure.name = error.code;
-    const { envelope, headers } = buildDeadLetter({
-      ...context.record,
-      consumerGroup: groupId(this.deps.config.namespace, 'processor'),
-      reason,
-      error: failure,
-      attempts: run.attempt,
-      firstFailureAt: context.firstFailureAt ?? now,
-      lastFailureAt: now,
-      run,
-    });
-    await infrastructureCall('dead_letter', undefined, () => this.deps.deadLetters.publishDeadLetter(envelope, headers, this.deps.config.processor.produceTimeoutMs));
-    this.deps.metrics.deadLettered.inc({ topic: context.record.topic, reason });
   }
 
   /**
@@ -415,52 +358,6 @@ export class RunExecutor {
       metrics.stepCalls.inc({ dependency: depName, outcome });
       metrics.stepDuration.observe({ dependency: depName, outcome }, (this.now() - callStarted) / 1000);
       await releasePermit().catch((err: unknown) => this.deps.logger.warn({ err, runId: run.runId, dependency: depName }, 'could not release a dependency permit; its lease will expire'));
-    }
-  }
-
-  /**
-   * A batch run that expires is archived in the DLQ first (reason `expired`): its work is still
-   * wanted, and a replay runs it with a fresh deadline window. An interactive one is only reported:
-   * its caller has stopped waiting, so a late answer is useless and replaying it would be wrong.
-   */
-  private async expire(run: RunRequested, context: AttemptContext, when: string): Promise<RunOutcome> {
-    const error: RunError = { code: 'deadline_exceeded', message: `the deadline passed ${when}`, retryable: false };
-    if (run.class === 'batch') await this.archive(run, context, 'expired', error);
-    return this.finish(run, 'expired', `expired: the deadline ${new Date(run.deadline).toISOString()} passed ${when}`, null, error);
-  }
-
-  private cancel(run: RunRequested, reason: CancelReason, when: string): Promise<RunOutcome> {
-    const why = reason === 'requested' ? "at the caller's request" : 'because its submission was answered 503 (Kafka did not acknowledge it in time), and a refused submission never runs';
-    return this.finish(run, 'cancelled', `cancelled: stopped ${why} ${when}`, null, null);
-  }
-
-  private statusEvent(run: RunRequested, sequence: number, status: RunStatus, message: string, step: string | null, error: RunError | null, result: string | null): RunStatusChanged {
-    const { runId, tenantId, workflow, admittedAt, deadline, attempt, traceparent } = run;
-    const attemptStartedAt = this.attemptStarts.get(run) ?? null;
-    return { runId, tenantId, workflow, class: run.class, admittedAt, deadline, attempt, traceparent, sequence, status, occurredAt: this.now(), message, step, result, error, attemptStartedAt };
-  }
-
-  /** Progress events are informative: a failure to publish one is logged and the run goes on. */
-  private async publishProgress(run: RunRequested, sequence: number, message: string, step: string): Promise<void> {
-    try {
-      await this.deps.publishStatus(this.statusEvent(run, sequence, 'running', message, step, null, null));
-    } catch (err) {
-      this.deps.logger.warn({ err, runId: run.runId, sequence }, 'could not publish a progress event');
-    }
-  }
-
-  private async finish<S extends RunStatus>(run: RunRequested, status: S, message: string, step: string | null, error: RunError | null, result: string | null = null): Promise<S> {
-    const event = this.statusEvent(run, terminalSequence(run.attempt), status, message, step, error, result);
-    for (let attempt = 1; ; attempt++) {
-      try {
-        await this.deps.publishStatus(event);
-        if (isTerminal(status)) this.deps.metrics.runEndToEnd.observe({ class: run.class, status }, secondsSinceAdmission(run.admittedAt, event.occurredAt));
-        return status;
-      } catch (err) {
-        if (attempt >= OUTCOME_PUBLISH_TRIES) throw new InfrastructureError('outcome_publish', undefined, err);
-        this.deps.logger.warn({ err, runId: run.runId, attempt }, 'could not publish the run outcome; trying again');
-        await new Promise((r) => setTimeout(r, 500 * attempt));
-      }
     }
   }
 }
