@@ -1,4 +1,4 @@
-import type { DependencyConfig, SluiceConfig, StepConfig, TenantConfig, WorkflowConfig } from '../config/schema.js';
+import type { DependencyConfig, SluiceConfig, StepConfig } from '../config/schema.js';
 import { gateRun, type BreakerView } from '../breakers/breaker-gate.js';
 import { breakerOutcomeOf } from '../breakers/breaker-outcome.js';
 import type { BreakerAdmission, BreakerOutcome, BreakerStateName } from '../breakers/breaker-store.js';
@@ -19,6 +19,7 @@ import type { CancellationCheck } from '../runs/cancellation.js';
 import type { StepJournal } from './step-journal.js';
 import type { AttemptContext, RunOutcome } from './attempt.js';
 import { OutcomePublisher } from './outcome-publisher.js';
+import { degradedCompletion, fallbackFor, type Unavailability } from './fallback-policy.js';
 import type { LlmRequest, LlmResult } from '../steps/llm-call.js';
 import { composeUserTurn } from '../steps/prompt.js';
 import { StepError } from '../steps/step-error.js';
@@ -65,12 +66,6 @@ export class DependencyUnavailable extends Error {
     super(`${dependency} is unavailable (breaker open) until ${new Date(until).toISOString()}`);
     this.name = 'DependencyUnavailable';
   }
-}
-
-/** Why a step could not be served, as told to the LLM, the caller and the DLQ. */
-interface Unavailability {
-  dependency: string;
-  reason: string;
 }
 
 type StepOutputs = Record<string, unknown>;
@@ -180,7 +175,8 @@ export class RunExecutor {
           if (dueAt !== undefined && dueAt + MIN_USEFUL_CALL_MS < run.deadline) return this.outcomes.retried(run, context, { reason: 'transient_failure', dependency: err.dependency, message: err.message, dueAt, failure: true, outputSeen });
           gone = { dependency: err.dependency, reason: err.message };
         } else throw err;
-        const fallback = this.unavailableStep(run.tenantId, tenant, workflow, step, gone);
+        this.deps.metrics.fallbacks.inc({ tenant: run.tenantId, dependency: gone.dependency, policy: tenant.fallback });
+        const fallback = fallbackFor(tenant.fallback, workflow, step);
         if (fallback.kind === 'fail') {
           return this.outcomes.failed(run, context, {
             reason: 'dependency_unavailable',
@@ -190,7 +186,7 @@ export class RunExecutor {
           });
         }
         unavailable.push(gone);
-        if (fallback.kind === 'answer') return this.finishDegraded(run, context, steps, outputs, unavailable, fallback.text);
+        if (fallback.kind === 'answer') return this.outcomes.completed(run, context, degradedCompletion({ attempt: run.attempt, steps, outputs, unavailable, text: fallback.text }));
         outputs[step.id] = { unavailable: true, reason: gone.reason };
         continue;
       }
@@ -207,31 +203,11 @@ export class RunExecutor {
       outputs[step.id] = output;
       if (step.kind === 'llm') lastText = (output as { text: string }).text;
     }
-    if (unavailable.length > 0) return this.finishDegraded(run, context, steps, outputs, unavailable, lastText ?? null);
+    if (unavailable.length > 0) return this.outcomes.completed(run, context, degradedCompletion({ attempt: run.attempt, steps, outputs, unavailable, text: lastText ?? null }));
     // A list, not a map: Postgres jsonb does not keep key order, and step order is meaningful.
     const result = JSON.stringify({ text: lastText ?? null, degraded: false, steps: steps.map((s) => ({ id: s.id, output: outputs[s.id] })) });
     const seconds = ((this.now() - run.admittedAt) / 1000).toFixed(1);
     return this.outcomes.completed(run, context, { message: `completed: ${steps.length} steps, ${seconds} s after admission, attempt ${run.attempt}`, result });
-  }
-
-  /**
-   * The tenant's fallback policy for a step whose dependency is unavailable (seeds 000 and 002):
-   * `fail` never answers with a stand-in; `degrade` tells a later LLM step a tool is unavailable
-   * (the prompts say to report that, not to guess), and answers an LLM step with the workflow's
-   * declared fallback, or fails when none is declared, since an invented answer is worse than none.
-   */
-  private unavailableStep(tenantId: string, tenant: TenantConfig, workflow: WorkflowConfig, step: StepConfig, gone: Unavailability): { kind: 'fail' } | { kind: 'continue' } | { kind: 'answer'; text: string } {
-    const policy = tenant.fallback;
-    this.deps.metrics.fallbacks.inc({ tenant: tenantId, dependency: gone.dependency, policy });
-    if (policy === 'fail') return { kind: 'fail' };
-    if (step.kind === 'tool') return { kind: 'continue' };
-    return workflow.fallback ? { kind: 'answer', text: workflow.fallback.text } : { kind: 'fail' };
-  }
-
-  private finishDegraded(run: RunRequested, context: AttemptContext, steps: readonly StepConfig[], outputs: StepOutputs, unavailable: readonly Unavailability[], text: string | null): Promise<RunOutcome> {
-    const names = [...new Set(unavailable.map((u) => u.dependency))].join(', ');
-    const result = JSON.stringify({ text, degraded: true, unavailable, steps: steps.filter((s) => s.id in outputs).map((s) => ({ id: s.id, output: outputs[s.id] })) });
-    return this.outcomes.completed(run, context, { message: `completed degraded: ${names} unavailable; the answer says so (attempt ${run.attempt})`, result });
   }
 
   /** When the next run-level attempt may start, or undefined when the attempts are used up. */
