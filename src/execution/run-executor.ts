@@ -3,7 +3,8 @@ import { gateRun, type BreakerView } from '../breakers/breaker-gate.js';
 import { breakerOutcomeOf } from '../breakers/breaker-outcome.js';
 import type { BreakerAdmission, BreakerOutcome, BreakerStateName } from '../breakers/breaker-store.js';
 import type { DeadLetterSink } from '../dlq/dead-letter.js';
-import { fullJitterMs, nextRetryDelay } from '../retries/retry-policy.js';
+import { nextRetryDelay } from '../retries/retry-policy.js';
+import { breakerRetryAt, transientRetryAt } from '../retries/run-retry.js';
 import { RetryBudget } from '../retries/retry-budget.js';
 import { checkStepOutput, jsonBytes } from './output-bounds.js';
 import { secondsSinceAdmission, tokenCounts, tokenModelLabel } from './run-signals.js';
@@ -163,7 +164,8 @@ export class RunExecutor {
         if (err instanceof DependencyUnavailable) {
           this.deps.metrics.breakerRefusals.inc({ dependency: err.dependency });
           if (err.canWait) {
-            const dueAt = Math.min(err.until + this.spread(err.dependency), run.deadline);
+            const openMs = ownEntry(this.deps.config.dependencies, err.dependency)?.breaker.openMs;
+            const dueAt = breakerRetryAt({ until: err.until, openMs, deadline: run.deadline, random: this.random });
             return this.outcomes.retried(run, context, { reason: 'breaker_open', dependency: err.dependency, message: err.message, dueAt, failure: false, outputSeen });
           }
           gone = { dependency: err.dependency, reason: `the ${err.dependency} breaker is open until ${new Date(err.until).toISOString()}, after this run's deadline` };
@@ -171,8 +173,8 @@ export class RunExecutor {
           if (!err.retryable) {
             return this.outcomes.failed(run, context, { reason: 'non_retryable', message: `failed: ${where} — ${err.message}`, step: step.id, error: { code: 'dependency_error', message: err.message, retryable: false } });
           }
-          const dueAt = this.nextRunAttemptAt(context);
-          if (dueAt !== undefined && dueAt + MIN_USEFUL_CALL_MS < run.deadline) return this.outcomes.retried(run, context, { reason: 'transient_failure', dependency: err.dependency, message: err.message, dueAt, failure: true, outputSeen });
+          const dueAt = transientRetryAt({ priorFailures: context.priorFailures, policy: this.deps.config.processor.runRetry, now: this.now(), deadline: run.deadline, minCallMs: MIN_USEFUL_CALL_MS, random: this.random });
+          if (dueAt !== undefined) return this.outcomes.retried(run, context, { reason: 'transient_failure', dependency: err.dependency, message: err.message, dueAt, failure: true, outputSeen });
           gone = { dependency: err.dependency, reason: err.message };
         } else throw err;
         this.deps.metrics.fallbacks.inc({ tenant: run.tenantId, dependency: gone.dependency, policy: tenant.fallback });
@@ -208,20 +210,6 @@ export class RunExecutor {
     const result = JSON.stringify({ text: lastText ?? null, degraded: false, steps: steps.map((s) => ({ id: s.id, output: outputs[s.id] })) });
     const seconds = ((this.now() - run.admittedAt) / 1000).toFixed(1);
     return this.outcomes.completed(run, context, { message: `completed: ${steps.length} steps, ${seconds} s after admission, attempt ${run.attempt}`, result });
-  }
-
-  /** When the next run-level attempt may start, or undefined when the attempts are used up. */
-  private nextRunAttemptAt(context: AttemptContext): number | undefined {
-    const policy = this.deps.config.processor.runRetry;
-    const failures = context.priorFailures + 1;
-    if (failures >= policy.maxAttempts) return undefined;
-    return this.now() + Math.max(1, fullJitterMs(failures, policy, this.random));
-  }
-
-  /** Waiters for one breaker spread over part of its open time, so its reopening is not a wave. */
-  private spread(dependency: string): number {
-    const dep = ownEntry(this.deps.config.dependencies, dependency);
-    return dep ? Math.floor(this.random() * Math.min(dep.breaker.openMs, 2_000)) : 0;
   }
 
   /**
