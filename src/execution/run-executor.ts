@@ -1,14 +1,13 @@
 import type { DependencyConfig, SluiceConfig, StepConfig } from '../config/schema.js';
-import { gateRun, type BreakerView } from '../breakers/breaker-gate.js';
+import type { BreakerView } from '../breakers/breaker-gate.js';
 import { breakerOutcomeOf } from '../breakers/breaker-outcome.js';
-import type { BreakerAdmission, BreakerOutcome, BreakerStateName } from '../breakers/breaker-store.js';
 import type { DeadLetterSink } from '../dlq/dead-letter.js';
 import { nextRetryDelay } from '../retries/retry-policy.js';
 import { breakerRetryAt, transientRetryAt } from '../retries/run-retry.js';
 import { RetryBudget } from '../retries/retry-budget.js';
 import { checkStepOutput, jsonBytes } from './output-bounds.js';
 import { secondsSinceAdmission, tokenCounts, tokenModelLabel } from './run-signals.js';
-import { infrastructureCall, resolveRunConfig, type RunFailure } from './run-faults.js';
+import { resolveRunConfig, type RunFailure } from './run-faults.js';
 import { ownEntry } from '../config/lookup.js';
 import { dependencyOf } from '../config/workflows.js';
 import type { RunRequested, RunStatusChanged } from '../events/schemas.js';
@@ -20,6 +19,7 @@ import type { CancellationCheck } from '../runs/cancellation.js';
 import type { StepJournal } from './step-journal.js';
 import type { AttemptContext, RunOutcome } from './attempt.js';
 import { OutcomePublisher } from './outcome-publisher.js';
+import { CallGuard, DependencyUnavailable, type DependencyPermits, type SharedBreakers } from './call-guard.js';
 import { degradedCompletion, fallbackFor, type Unavailability } from './fallback-policy.js';
 import type { LlmRequest, LlmResult } from '../steps/llm-call.js';
 import { composeUserTurn } from '../steps/prompt.js';
@@ -36,13 +36,8 @@ export interface RunExecutorDeps {
   cancellation: CancellationCheck;
   /** Outputs of completed steps: a redelivered run skips them instead of repeating their side effects. */
   journal: StepJournal;
-  /** A permit per call at the dependency's scope; resolves to its release, or throws at the deadline. */
-  dependencyPermits: { acquire(dependency: string, run: RunRequested): Promise<() => Promise<void>> };
-  /** The shared breakers: asked before every call, told every call's outcome. */
-  breakers: {
-    admit(dependency: string, token: string): Promise<BreakerAdmission>;
-    record(dependency: string, token: string | undefined, outcome: BreakerOutcome, durationMs: number): Promise<{ state: BreakerStateName; changed: boolean }>;
-  };
+  dependencyPermits: DependencyPermits;
+  breakers: SharedBreakers;
   /** This instance's view of the breakers, so an open one is not even asked. */
   board: { view(dependency: string): BreakerView };
   /** Puts the next attempt of a run on the retry topic; resolves once Kafka acknowledged it. */
@@ -53,20 +48,6 @@ export interface RunExecutorDeps {
   now?: () => number;
   /** Source for retry jitter; injectable so tests are deterministic. */
   random?: () => number;
-}
-
-/** A call that was not made because the dependency's breaker is open (or its probes are taken). */
-export class DependencyUnavailable extends Error {
-  constructor(
-    readonly dependency: string,
-    /** When the dependency may next be called. */
-    readonly until: number,
-    /** Whether the run can wait for that within its deadline; if not, its tenant's fallback applies. */
-    readonly canWait: boolean,
-  ) {
-    super(`${dependency} is unavailable (breaker open) until ${new Date(until).toISOString()}`);
-    this.name = 'DependencyUnavailable';
-  }
 }
 
 type StepOutputs = Record<string, unknown>;
@@ -83,11 +64,13 @@ export class RunExecutor {
   private readonly budgets = new Map<string, RetryBudget>();
 
   private readonly outcomes: OutcomePublisher;
+  private readonly guard: CallGuard;
 
   constructor(private readonly deps: RunExecutorDeps) {
     this.now = deps.now ?? Date.now;
     this.random = deps.random ?? Math.random;
     this.outcomes = new OutcomePublisher({ ...deps, now: this.now });
+    this.guard = new CallGuard({ ...deps, now: this.now });
   }
 
   async execute(run: RunRequested, context: AttemptContext): Promise<RunOutcome> {
@@ -222,18 +205,18 @@ export class RunExecutor {
     const dep = ownEntry(this.deps.config.dependencies, depName);
     if (!dep) throw new StepError('bad_response', depName, `dependency "${depName}" is not configured`, false);
     for (let attempt = 1; ; attempt++) {
-      const probe = await this.admitCall(run, depName, `${run.runId}:${run.attempt}:${step.id}:${attempt}`);
+      const probe = await this.guard.admit(run, depName, `${run.runId}:${run.attempt}:${step.id}:${attempt}`);
       const started = this.now();
       try {
         const output = await this.callOnce(run, step, dep, input, outputs);
-        await this.recordCall(depName, probe, 'success', this.now() - started);
+        await this.guard.record(depName, probe, 'success', this.now() - started);
         return output;
       } catch (err) {
         if (!(err instanceof StepError)) {
-          await this.recordCall(depName, probe, 'released', this.now() - started);
+          await this.guard.record(depName, probe, 'released', this.now() - started);
           throw err;
         }
-        await this.recordCall(depName, probe, breakerOutcomeOf(err), this.now() - started);
+        await this.guard.record(depName, probe, breakerOutcomeOf(err), this.now() - started);
         const delay = nextRetryDelay({ error: err, attempt, policy: dep.retry, now: this.now(), deadline: run.deadline, minCallMs: MIN_USEFUL_CALL_MS, random: this.random });
         if (delay === undefined) throw err;
         if (!this.budgetFor(depName, dep).tryRetry()) {
@@ -244,33 +227,6 @@ export class RunExecutor {
         this.deps.logger.info({ runId: run.runId, step: step.id, attempt, delayMs: delay, err: err.message }, 'retrying a step call');
         await new Promise((r) => setTimeout(r, delay));
       }
-    }
-  }
-
-  /**
-   * Asks the dependency's breaker whether this call may go out; resolves to the probe token when
-   * it goes out as a half-open probe. An open breaker this instance already knows of is not asked.
-   */
-  private async admitCall(run: RunRequested, dependency: string, token: string): Promise<string | undefined> {
-    const gate = gateRun({ runClass: run.class, deadline: run.deadline, needed: [dependency], views: new Map([[dependency, this.deps.board.view(dependency)]]), now: this.now(), minCallMs: MIN_USEFUL_CALL_MS, probeRoom: () => true });
-    if (gate.kind !== 'go') throw new DependencyUnavailable(dependency, gate.until, gate.kind === 'wait');
-    const admission = await infrastructureCall('breaker_admission', dependency, () => this.deps.breakers.admit(dependency, token));
-    if (admission.allowed) return admission.probe ? token : undefined;
-    // Half-open with its probes taken: the verdict comes with their answers, and a failed probe
-    // reopens it for openMs, so look again by then rather than at the probes' lease expiry.
-    const openMs = ownEntry(this.deps.config.dependencies, dependency)?.breaker.openMs ?? 0;
-    const until = admission.state === 'half_open' ? Math.min(admission.retryAt, this.now() + openMs) : admission.retryAt;
-    const canWait = run.class === 'batch' || until + MIN_USEFUL_CALL_MS <= run.deadline;
-    throw new DependencyUnavailable(dependency, until, canWait);
-  }
-
-  /** A breaker that cannot be told an outcome must not fail the run: the window just misses one call. */
-  private async recordCall(dependency: string, probe: string | undefined, outcome: BreakerOutcome, durationMs: number): Promise<void> {
-    try {
-      const after = await this.deps.breakers.record(dependency, probe, outcome, durationMs);
-      if (after.changed) this.deps.logger.warn({ dependency, state: after.state, outcome }, 'this call moved the breaker');
-    } catch (err) {
-      this.deps.logger.warn({ err, dependency }, 'could not record a call outcome with the breaker');
     }
   }
 
@@ -287,7 +243,7 @@ export class RunExecutor {
     const { metrics } = this.deps;
     const depName = dependencyOf(step);
     this.budgetFor(depName, dep).recordCall();
-    const releasePermit = await infrastructureCall('dependency_permit', depName, () => this.deps.dependencyPermits.acquire(depName, run));
+    const releasePermit = await this.guard.takePermit(run, depName);
     // Measured from after the permit: waiting for capacity is not the dependency's time.
     const timeoutMs = clampTimeout(dep.timeouts.totalMs, run.deadline, this.now());
     const callStarted = this.now();
@@ -321,7 +277,7 @@ export class RunExecutor {
     } finally {
       metrics.stepCalls.inc({ dependency: depName, outcome });
       metrics.stepDuration.observe({ dependency: depName, outcome }, (this.now() - callStarted) / 1000);
-      await releasePermit().catch((err: unknown) => this.deps.logger.warn({ err, runId: run.runId, dependency: depName }, 'could not release a dependency permit; its lease will expire'));
+      await releasePermit();
     }
   }
 }
