@@ -1,30 +1,26 @@
-import type { DependencyConfig, SluiceConfig, StepConfig } from '../config/schema.js';
+import type { SluiceConfig } from '../config/schema.js';
 import type { BreakerView } from '../breakers/breaker-gate.js';
-import { breakerOutcomeOf } from '../breakers/breaker-outcome.js';
 import type { DeadLetterSink } from '../dlq/dead-letter.js';
-import { nextRetryDelay } from '../retries/retry-policy.js';
 import { breakerRetryAt, transientRetryAt } from '../retries/run-retry.js';
-import { RetryBudget } from '../retries/retry-budget.js';
 import { checkStepOutput, jsonBytes } from './output-bounds.js';
-import { secondsSinceAdmission, tokenCounts, tokenModelLabel } from './run-signals.js';
+import { secondsSinceAdmission } from './run-signals.js';
 import { resolveRunConfig, type RunFailure } from './run-faults.js';
 import { ownEntry } from '../config/lookup.js';
 import { dependencyOf } from '../config/workflows.js';
 import type { RunRequested, RunStatusChanged } from '../events/schemas.js';
 import type { Logger } from '../obs/logger.js';
 import type { Metrics } from '../obs/metrics.js';
-import { MIN_USEFUL_CALL_MS, clampTimeout, isExpired } from '../runs/deadline.js';
+import { MIN_USEFUL_CALL_MS, isExpired } from '../runs/deadline.js';
 import { stepSequence } from '../runs/status-sequence.js';
 import type { CancellationCheck } from '../runs/cancellation.js';
 import type { StepJournal } from './step-journal.js';
 import type { AttemptContext, RunOutcome } from './attempt.js';
 import { OutcomePublisher } from './outcome-publisher.js';
 import { CallGuard, DependencyUnavailable, type DependencyPermits, type SharedBreakers } from './call-guard.js';
+import { StepCaller, type StepOutputs } from './step-caller.js';
 import { degradedCompletion, fallbackFor, type Unavailability } from './fallback-policy.js';
 import type { LlmRequest, LlmResult } from '../steps/llm-call.js';
-import { composeUserTurn } from '../steps/prompt.js';
 import { StepError } from '../steps/step-error.js';
-import { callTool } from '../steps/tool-call.js';
 
 export interface RunExecutorDeps {
   config: SluiceConfig;
@@ -50,8 +46,6 @@ export interface RunExecutorDeps {
   random?: () => number;
 }
 
-type StepOutputs = Record<string, unknown>;
-
 /**
  * Runs one attempt of a workflow step by step, emitting a status event per transition. The
  * outcome event is published (and acknowledged) before this resolves, because the caller commits
@@ -60,17 +54,15 @@ type StepOutputs = Record<string, unknown>;
 export class RunExecutor {
   private readonly now: () => number;
   private readonly random: () => number;
-  /** One retry budget per dependency in this process (bounded: dependencies come from config). */
-  private readonly budgets = new Map<string, RetryBudget>();
 
   private readonly outcomes: OutcomePublisher;
-  private readonly guard: CallGuard;
+  private readonly caller: StepCaller;
 
   constructor(private readonly deps: RunExecutorDeps) {
     this.now = deps.now ?? Date.now;
     this.random = deps.random ?? Math.random;
     this.outcomes = new OutcomePublisher({ ...deps, now: this.now });
-    this.guard = new CallGuard({ ...deps, now: this.now });
+    this.caller = new StepCaller({ ...deps, guard: new CallGuard({ ...deps, now: this.now }), now: this.now, random: this.random });
   }
 
   async execute(run: RunRequested, context: AttemptContext): Promise<RunOutcome> {
@@ -140,7 +132,7 @@ export class RunExecutor {
       let remembered: { output: unknown } | undefined;
       try {
         remembered = await this.deps.journal.recall(run.runId, step.id);
-        output = remembered ? remembered.output : await this.callStep(run, step, input, outputs);
+        output = remembered ? remembered.output : await this.caller.call(run, step, input, outputs);
       } catch (err) {
         if (isExpired(run.deadline, this.now())) return this.outcomes.expired(run, context, `during ${where}`);
         let gone: Unavailability;
@@ -193,91 +185,5 @@ export class RunExecutor {
     const result = JSON.stringify({ text: lastText ?? null, degraded: false, steps: steps.map((s) => ({ id: s.id, output: outputs[s.id] })) });
     const seconds = ((this.now() - run.admittedAt) / 1000).toFixed(1);
     return this.outcomes.completed(run, context, { message: `completed: ${steps.length} steps, ${seconds} s after admission, attempt ${run.attempt}`, result });
-  }
-
-  /**
-   * Calls a step's dependency, retrying retryable failures with full-jitter backoff within the
-   * dependency's policy and the run's deadline. This is the only layer that retries: the SDK and
-   * the HTTP client never do. The dependency permit is given back while waiting to retry.
-   */
-  private async callStep(run: RunRequested, step: StepConfig, input: unknown, outputs: StepOutputs): Promise<unknown> {
-    const depName = dependencyOf(step);
-    const dep = ownEntry(this.deps.config.dependencies, depName);
-    if (!dep) throw new StepError('bad_response', depName, `dependency "${depName}" is not configured`, false);
-    for (let attempt = 1; ; attempt++) {
-      const probe = await this.guard.admit(run, depName, `${run.runId}:${run.attempt}:${step.id}:${attempt}`);
-      const started = this.now();
-      try {
-        const output = await this.callOnce(run, step, dep, input, outputs);
-        await this.guard.record(depName, probe, 'success', this.now() - started);
-        return output;
-      } catch (err) {
-        if (!(err instanceof StepError)) {
-          await this.guard.record(depName, probe, 'released', this.now() - started);
-          throw err;
-        }
-        await this.guard.record(depName, probe, breakerOutcomeOf(err), this.now() - started);
-        const delay = nextRetryDelay({ error: err, attempt, policy: dep.retry, now: this.now(), deadline: run.deadline, minCallMs: MIN_USEFUL_CALL_MS, random: this.random });
-        if (delay === undefined) throw err;
-        if (!this.budgetFor(depName, dep).tryRetry()) {
-          this.deps.metrics.retryBudgetExhausted.inc({ dependency: depName });
-          throw err;
-        }
-        this.deps.metrics.stepRetries.inc({ dependency: depName });
-        this.deps.logger.info({ runId: run.runId, step: step.id, attempt, delayMs: delay, err: err.message }, 'retrying a step call');
-        await new Promise((r) => setTimeout(r, delay));
-      }
-    }
-  }
-
-  private budgetFor(name: string, dep: DependencyConfig): RetryBudget {
-    let budget = this.budgets.get(name);
-    if (!budget) {
-      budget = new RetryBudget({ ratio: dep.retry.budgetRatio, windowMs: dep.retry.budgetWindowMs, minRetries: dep.retry.budgetMinRetries, now: this.now });
-      this.budgets.set(name, budget);
-    }
-    return budget;
-  }
-
-  private async callOnce(run: RunRequested, step: StepConfig, dep: DependencyConfig, input: unknown, outputs: StepOutputs): Promise<unknown> {
-    const { metrics } = this.deps;
-    const depName = dependencyOf(step);
-    this.budgetFor(depName, dep).recordCall();
-    const releasePermit = await this.guard.takePermit(run, depName);
-    // Measured from after the permit: waiting for capacity is not the dependency's time.
-    const timeoutMs = clampTimeout(dep.timeouts.totalMs, run.deadline, this.now());
-    const callStarted = this.now();
-    const headers = { traceparent: run.traceparent, 'X-Sluice-Tenant': run.tenantId, 'X-Sluice-Run': run.runId, 'Idempotency-Key': `${run.runId}:${step.id}` };
-    let outcome = 'ok';
-    try {
-      if (step.kind === 'llm' && dep.kind === 'llm') {
-        const res = await this.deps.llm({
-          dependency: depName,
-          config: dep,
-          system: step.system,
-          userContent: composeUserTurn(input, outputs),
-          tenantId: run.tenantId,
-          timeoutMs,
-          headers,
-        });
-        const model = tokenModelLabel(this.deps.config.dependencies, dep, res.model);
-        for (const [kind, tokens] of tokenCounts(res.usage)) metrics.llmTokens.inc({ tenant: run.tenantId, workflow: run.workflow, model, kind }, tokens);
-        // The output keeps the shape callers read in the result; the cache counts go to the counters only.
-        return { text: res.text, model: res.model, usage: { inputTokens: res.usage.inputTokens, outputTokens: res.usage.outputTokens } };
-      }
-      if (step.kind === 'tool' && dep.kind === 'tool') {
-        const url = new URL(dep.url.startsWith('/') ? `${this.deps.simulatorUrl}${dep.url}` : dep.url);
-        const timeouts = { connectMs: Math.min(dep.timeouts.connectMs, timeoutMs), readMs: Math.min(dep.timeouts.readMs, timeoutMs), totalMs: timeoutMs };
-        return await callTool({ dependency: depName, url, body: { input, steps: outputs }, headers, timeouts });
-      }
-      throw new StepError('bad_response', depName, `step "${step.id}" is ${step.kind} but "${depName}" is ${dep.kind}`, false);
-    } catch (err) {
-      outcome = err instanceof StepError ? err.kind : 'error';
-      throw err;
-    } finally {
-      metrics.stepCalls.inc({ dependency: depName, outcome });
-      metrics.stepDuration.observe({ dependency: depName, outcome }, (this.now() - callStarted) / 1000);
-      await releasePermit();
-    }
   }
 }

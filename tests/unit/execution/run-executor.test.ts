@@ -271,12 +271,11 @@ describe('RunExecutor and the shared breakers', () => {
 
   it('an unavailable tool is passed on to the LLM as {unavailable, reason}, and the answer is marked degraded', async () => {
     const prompts: string[] = [];
-    const { exec, published } = executor([], new Map([['understand', { text: 'order 42' }]]), [], undefined, { breaker: openUntil('order-lookup', run.deadline + 1) });
-    const original = (exec as unknown as { deps: { llm: (r: { userContent: string }) => Promise<unknown> } }).deps.llm;
-    (exec as unknown as { deps: { llm: (r: { userContent: string }) => Promise<unknown> } }).deps.llm = (r) => {
+    const llm: RunExecutorDeps['llm'] = async (r) => {
       prompts.push(r.userContent);
-      return original(r);
+      return { text: 'ok', model: 'sim', stopReason: 'end_turn', usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } };
     };
+    const { exec, published } = executor([], new Map([['understand', { text: 'order 42' }]]), [], undefined, { breaker: openUntil('order-lookup', run.deadline + 1), deps: { llm } });
     expect(await exec.execute(run, ATTEMPT)).toBe('completed');
     expect(prompts).toHaveLength(1);
     expect(prompts[0]).toContain('"unavailable":true');
@@ -524,12 +523,12 @@ describe('RunExecutor measures a run against its admission', () => {
 
   it('tells the next attempt whether the run had its output; the next attempt then observes none', async () => {
     // The first step is answered, the last one keeps failing: the run goes to the retry topic.
-    const answeredFirst = executor([], new Map([['lookup-order', {}]]), []);
     let calls = 0;
-    (answeredFirst.exec as unknown as { deps: { llm: () => Promise<LlmResult> } }).deps.llm = async () => {
+    const llm = async (): Promise<LlmResult> => {
       if (++calls > 1) throw toStepError('anthropic', overloaded());
       return { text: 'ok', model: 'sim', stopReason: 'end_turn', usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } };
     };
+    const answeredFirst = executor([], new Map([['lookup-order', {}]]), [], undefined, { deps: { llm } });
     expect(await answeredFirst.exec.execute(run, ATTEMPT)).toBe('retried');
     expect((await histogramValue(answeredFirst.metrics.runFirstOutput, interactive)).count).toBe(1);
     expect(answeredFirst.retries[0]!.headers[RETRY_HEADER.outputSeen]).toBe('true');
