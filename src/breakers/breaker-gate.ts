@@ -14,7 +14,7 @@ export interface BreakerView {
  * - `wait`: a needed dependency is open and the run can wait for its next probe within its deadline
  *   (batch always waits: it expires if the deadline passes first);
  * - `unavailable`: an interactive run that cannot wait for the next probe gets its tenant's
- *   fallback at once (a quick honest answer beats a spinner).
+ *   fallback at once: a quick honest answer beats a spinner.
  */
 export type BreakerGate = { kind: 'go' } | { kind: 'wait'; dependency: string; until: number } | { kind: 'unavailable'; dependency: string; until: number };
 
