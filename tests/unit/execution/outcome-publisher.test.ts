@@ -7,33 +7,15 @@ import { createMetrics } from '../../../src/obs/metrics.js';
 import { RETRY_HEADER } from '../../../src/retries/retry-headers.js';
 import { heldSequence, terminalSequence } from '../../../src/runs/status-sequence.js';
 import { ATTEMPT } from '../processors/fixtures.js';
+import { NOW, RUN } from './fixtures.js';
 
-const NOW = Date.UTC(2026, 0, 1, 12, 0, 0);
-const run: RunRequested = {
-  runId: '0190f5a2-7c00-7abc-8def-0123456789ab',
-  tenantId: 'tenant-a',
-  workflow: 'support-reply',
-  class: 'interactive',
-  admittedAt: NOW - 1_000,
-  deadline: NOW + 30_000,
-  attempt: 2,
-  traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01',
-  input: '{}',
-  idempotencyKey: null,
-  dueAt: null,
-};
+const run: RunRequested = { ...RUN, attempt: 2 };
 
 describe('statusEvent', () => {
   it("carries the run's own fields, and null for what the report leaves out", () => {
+    const { input: _input, idempotencyKey: _key, dueAt: _dueAt, ...own } = run;
     expect(statusEvent(run, { status: 'cancelled', sequence: 7, message: 'm' }, { occurredAt: NOW, attemptStartedAt: null })).toEqual({
-      runId: run.runId,
-      tenantId: 'tenant-a',
-      workflow: 'support-reply',
-      class: 'interactive',
-      admittedAt: NOW - 1_000,
-      deadline: NOW + 30_000,
-      attempt: 2,
-      traceparent: run.traceparent,
+      ...own,
       sequence: 7,
       status: 'cancelled',
       occurredAt: NOW,

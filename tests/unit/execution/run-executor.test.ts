@@ -14,25 +14,13 @@ import type { BreakerView } from '../../../src/breakers/breaker-gate.js';
 import type { BreakerAdmission } from '../../../src/breakers/breaker-store.js';
 import type { DeadLetterEnvelope } from '../../../src/events/schemas.js';
 import { ATTEMPT } from '../processors/fixtures.js';
+import { NOW, RUN } from './fixtures.js';
 import { terminalSequence } from '../../../src/runs/status-sequence.js';
 import { RETRY_HEADER } from '../../../src/retries/retry-headers.js';
 import type { LlmResult } from '../../../src/steps/llm-call.js';
 import { histogramValue, metricValue } from '../../support/metric-value.js';
 
-const NOW = Date.UTC(2026, 0, 1, 12, 0, 0);
-const run: RunRequested = {
-  runId: '0190f5a2-7c00-7abc-8def-0123456789ab',
-  tenantId: 'tenant-a',
-  workflow: 'support-reply',
-  class: 'interactive',
-  admittedAt: NOW - 1_000,
-  deadline: NOW + 30_000,
-  attempt: 1,
-  traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01',
-  input: '{"orderId":"42"}',
-  idempotencyKey: null,
-  dueAt: null,
-};
+const run = RUN;
 
 /** An executor whose LLM answers at once (or fails as `llmFailures` says) and whose tools must never be called. */
 function executor(cancelAnswers: (CancelReason | undefined)[], journal: Map<string, unknown> = new Map(), llmFailures: Error[] = [], config = loadConfig({ env: {} }), opts: { breaker?: BreakerView; admit?: BreakerAdmission[]; llmText?: string; deps?: Partial<RunExecutorDeps> } = {}) {
