@@ -1,14 +1,14 @@
 import type { SluiceConfig, TenantConfig, WorkflowConfig } from '../config/schema.js';
+import { dependenciesOf } from '../config/workflows.js';
 import type { RunClass } from '../events/schemas.js';
 import type { Metrics } from '../obs/metrics.js';
+import { slotsFor } from '../permits/permit-scopes.js';
 import {
   bucketRefusal,
   decideFromBacklog,
-  dependenciesOf,
   dependencyRefusal,
   effectiveRefill,
   maxAheadForDeadline,
-  slotsFor,
   unavailable,
   type AdmissionDecision,
   type DependencyState,

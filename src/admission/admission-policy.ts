@@ -48,13 +48,6 @@ export function retryAfterSeconds(ms: number): number {
   return Math.max(MIN_RETRY_AFTER_SEC, Math.ceil(ms / 1000));
 }
 
-/** Concurrency slots a class may use: batch gets its share of the global cap, interactive all of it. */
-export function slotsFor(runClass: RunClass, globalLimit: number, batchShare: number): number {
-  if (runClass === 'interactive') return Math.max(1, globalLimit);
-  // The epsilon keeps 100 × 0.57 (= 56.99999…) from losing a whole slot to binary rounding.
-  return Math.max(1, Math.floor(globalLimit * batchShare + 1e-9));
-}
-
 /** Open (or probing) dependencies among those a workflow needs. */
 export function unavailable(needed: readonly string[], states: ReadonlyMap<string, DependencyState>): DependencyState[] {
   return needed.map((n) => states.get(n)).filter((s): s is DependencyState => s !== undefined && s.state !== 'closed');
@@ -147,9 +140,4 @@ export function serviceRate(buckets: ReadonlyMap<number, number>, nowSec: number
 export function bucketRefusal(take: { allowed: boolean; waitMs: number }): AdmissionDecision | undefined {
   if (take.allowed) return undefined;
   return { outcome: 'deferred', reason: 'rate_limited', retryAfterSec: take.waitMs < 0 ? 3600 : retryAfterSeconds(take.waitMs) };
-}
-
-/** Dependencies a workflow's steps call, each once, in step order. */
-export function dependenciesOf(steps: readonly ({ kind: 'llm'; dependency: string } | { kind: 'tool'; tool: string })[]): string[] {
-  return [...new Set(steps.map((s) => (s.kind === 'llm' ? s.dependency : s.tool)))];
 }

@@ -1,10 +1,6 @@
-import { createHash } from 'node:crypto';
+import { sha256Hex } from '../util/sha256-hex.js';
 
 export type Principal = { kind: 'tenant'; tenantId: string } | { kind: 'admin' };
-
-export function sha256Hex(text: string): string {
-  return createHash('sha256').update(text, 'utf8').digest('hex');
-}
 
 /**
  * Keys are configured as SHA-256 digests only, so a leaked config does not leak keys; lookup

@@ -1,4 +1,4 @@
-import type { StepError } from '../processors/steps/step-error.js';
+import type { StepError } from '../steps/step-error.js';
 import type { BreakerOutcome } from './breaker-store.js';
 
 /**

@@ -1,6 +1,6 @@
-import { dependenciesOf } from '../admission/admission-policy.js';
 import { ownEntry } from '../config/lookup.js';
 import type { SluiceConfig } from '../config/schema.js';
+import { dependenciesOf } from '../config/workflows.js';
 import type { RunRequested } from '../events/schemas.js';
 import { MIN_USEFUL_CALL_MS } from '../runs/deadline.js';
 import type { BreakerBoard } from './breaker-board.js';

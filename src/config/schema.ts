@@ -1,10 +1,16 @@
 import { z } from 'zod';
-import { DEFAULT_MAX_BATCH_BYTES } from '../producers/produce-batcher.js';
+import { dependencyOf } from './workflows.js';
 
 /**
  * The whole of Sluice's configuration. Every field is validated at start-up so that a typo
  * fails fast with the field's path instead of surfacing as a wrong decision under load.
  */
+
+/**
+ * Kafka's default message.max.bytes is 1,048,588 per record batch (one partition of a request),
+ * 61 of them the batch header; this leaves room for the estimate to be off by tens of kilobytes.
+ */
+export const DEFAULT_MAX_BATCH_BYTES = 1_000_000;
 
 const ms = (min: number, max: number) => z.number().int().min(min).max(max);
 const sha256Hex = z.string().regex(/^[0-9a-f]{64}$/, 'must be a lowercase hex SHA-256 of the key');
@@ -384,7 +390,7 @@ export const configSchema = z
         const at = ['workflows', wfName, 'steps', i];
         if (seen.has(step.id)) ctx.addIssue({ code: 'custom', path: [...at, 'id'], message: `duplicate step id "${step.id}"` });
         seen.add(step.id);
-        const depName = step.kind === 'llm' ? step.dependency : step.tool;
+        const depName = dependencyOf(step);
         const dep = cfg.dependencies[depName];
         const field = step.kind === 'llm' ? 'dependency' : 'tool';
         if (!dep) ctx.addIssue({ code: 'custom', path: [...at, field], message: `unknown dependency "${depName}"` });

@@ -1,4 +1,3 @@
-import { slotsFor } from '../admission/admission-policy.js';
 import { ownEntry } from '../config/lookup.js';
 import type { SluiceConfig } from '../config/schema.js';
 import type { RunClass } from '../events/schemas.js';
@@ -38,6 +37,13 @@ export function configuredLimit(config: SluiceConfig, scope: LimitScope, name = 
     case 'dependency':
       return ownEntry(config.dependencies, name)?.maxConcurrency;
   }
+}
+
+/** Concurrency slots a class may use: batch gets its share of the global cap, interactive all of it. */
+export function slotsFor(runClass: RunClass, globalLimit: number, batchShare: number): number {
+  if (runClass === 'interactive') return Math.max(1, globalLimit);
+  // The epsilon keeps 100 × 0.57 (= 56.99999…) from losing a whole slot to binary rounding.
+  return Math.max(1, Math.floor(globalLimit * batchShare + 1e-9));
 }
 
 /**

@@ -1,5 +1,5 @@
 import type { RunRequested } from '../events/schemas.js';
-import type { HeldPermits, RunPermitAnswer, RunPermitSource } from '../processors/run-dispatcher.js';
+import type { HeldPermits, RunPermitAnswer, RunPermitSource } from './run-permit-source.js';
 
 const nothingHeld: HeldPermits = { release: () => Promise.resolve() };
 const releaseNothing = (): Promise<void> => Promise.resolve();

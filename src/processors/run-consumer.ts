@@ -7,11 +7,12 @@ import { groupId, topicNames } from '../kafka/topics.js';
 import type { Logger } from '../obs/logger.js';
 import type { Metrics } from '../obs/metrics.js';
 import { PartitionProgress } from './partition-progress.js';
-import { RunDispatcher, type DispatchBreakers, type DispatchTask, type RunPermitSource } from './run-dispatcher.js';
+import type { RunPermitSource } from '../permits/run-permit-source.js';
+import { RunDispatcher, type DispatchBreakers, type DispatchTask } from './run-dispatcher.js';
 import { RUN_CLASSES } from '../events/schemas.js';
-import type { AttemptContext } from './run-executor.js';
-import { parseRetryFailures, parseRetryFirstFailureAt, parseRetryOutputSeen } from './retry-enqueue.js';
-import { resolveRunConfig, type RunFailure } from './run-faults.js';
+import type { AttemptContext } from '../execution/attempt.js';
+import { parseRetryFailures, parseRetryFirstFailureAt, parseRetryOutputSeen } from '../retries/retry-headers.js';
+import { resolveRunConfig, type RunFailure } from '../execution/run-faults.js';
 
 export interface RunConsumerDeps {
   kafka: Kafka;

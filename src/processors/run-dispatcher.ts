@@ -1,28 +1,14 @@
 import type { BreakerGate } from '../breakers/breaker-gate.js';
-import type { AttemptContext } from './run-executor.js';
+import type { AttemptContext } from '../execution/attempt.js';
 import type { RunClass, RunRequested } from '../events/schemas.js';
 import type { Logger } from '../obs/logger.js';
 import type { Metrics } from '../obs/metrics.js';
+import type { HeldPermits, RunPermitSource } from '../permits/run-permit-source.js';
 import { isExpired } from '../runs/deadline.js';
 import { FairQueue, type Waiting } from './fair-queue.js';
-import { measuresAdmissionWait, secondsSinceAdmission } from './run-signals.js';
-import type { RetryPolicy } from './retry-policy.js';
-import { InfrastructureError, afterInfrastructureFailure, asInfrastructureError, infrastructureFailure, keepTryingDelayMs, type RunFailure } from './run-faults.js';
-
-/** A granted set of run permits (global, class share, tenant, workflow), released exactly once. */
-export interface HeldPermits {
-  /** Stops renewing and gives the permits back, waking waiting processors everywhere. */
-  release(): Promise<void>;
-}
-
-export type RunPermitAnswer = { granted: true; permits: HeldPermits } | { granted: false; blockedBy: 'global' | 'class' | 'tenant' | 'workflow' };
-
-/** Where a run's permits come from: Redis in production, anything honest in tests. */
-export interface RunPermitSource {
-  tryAcquire(run: RunRequested): Promise<RunPermitAnswer>;
-  /** Calls back when permits may have been released anywhere; returns an unsubscribe function. */
-  onWake(listener: () => void): () => void;
-}
+import { measuresAdmissionWait, secondsSinceAdmission } from '../execution/run-signals.js';
+import type { RetryPolicy } from '../retries/retry-policy.js';
+import { InfrastructureError, afterInfrastructureFailure, asInfrastructureError, infrastructureFailure, keepTryingDelayMs, type RunFailure } from '../execution/run-faults.js';
 
 /** What the dispatcher needs from the shared breakers (see `RunBreakerGate`). */
 export interface DispatchBreakers {

@@ -3,7 +3,8 @@ import { createIdempotentProducer } from '../kafka/client.js';
 import type { EventCodec } from '../events/codec.js';
 import { SUBJECTS, type DeadLetterEnvelope, type RunRequested, type RunStatusChanged } from '../events/schemas.js';
 import type { TopicNames } from '../kafka/topics.js';
-import { DEFAULT_MAX_BATCH_BYTES, ProduceBatcher, type OutgoingMessage } from './produce-batcher.js';
+import { DEFAULT_MAX_BATCH_BYTES } from '../config/schema.js';
+import { ProduceBatcher, type OutgoingMessage } from './produce-batcher.js';
 
 export interface EventProducerOptions {
   /** Messages waiting for Kafka before new ones are refused at once. */

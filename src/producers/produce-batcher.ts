@@ -24,12 +24,6 @@ export interface ProduceBatcherOptions {
 }
 
 /**
- * Kafka's default message.max.bytes is 1,048,588 per record batch (one partition of a request),
- * 61 of them the batch header; this leaves room for the estimate to be off by tens of kilobytes.
- */
-export const DEFAULT_MAX_BATCH_BYTES = 1_000_000;
-
-/**
  * Per record in a v2 record batch, at most: length, attributes, timestamp delta, offset delta,
  * key length, value length and header count (varints), and per header its key and value lengths.
  */

@@ -13,7 +13,7 @@ import { ensureTopics, groupId, topicNames, type TopicNames } from '../../src/ka
 import { createLogger } from '../../src/obs/logger.js';
 import { createMetrics } from '../../src/obs/metrics.js';
 import { RetryForwarder } from '../../src/processors/retry-forwarder.js';
-import { retryRecord } from '../../src/processors/retry-enqueue.js';
+import { retryRecord } from '../../src/retries/retry-headers.js';
 import { eventually, testNamespace } from './harness.js';
 
 /**

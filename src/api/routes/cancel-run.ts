@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import type { RedisCancellations } from '../../processors/cancellation.js';
+import type { RedisCancellations } from '../../runs/cancellation.js';
 import { isTerminal } from '../../status/run-history.js';
 import { sendProblem } from '../problem.js';
 import { findOwnRun, type OwnRunDeps } from './own-run.js';

@@ -5,7 +5,7 @@ import type { RunClass, RunRequested } from '../../events/schemas.js';
 import type { Metrics } from '../../obs/metrics.js';
 import type { EventProducer } from '../../producers/event-producer.js';
 import { MessageTooLargeError, ProduceQueueFullError, ProduceTimeoutError, mayHaveReachedKafka } from '../../producers/produce-batcher.js';
-import type { RedisCancellations } from '../../processors/cancellation.js';
+import type { RedisCancellations } from '../../runs/cancellation.js';
 import { resolveDeadline } from '../../runs/deadline.js';
 import type { AdmissionDecision } from '../../admission/admission-policy.js';
 import { newRunId } from '../../runs/run-id.js';

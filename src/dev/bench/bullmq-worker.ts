@@ -2,9 +2,9 @@ import { Redis } from 'ioredis';
 import { Worker, type Job } from 'bullmq';
 import { defaultConfigPath, loadConfig } from '../../config/load.js';
 import { ownEntry } from '../../config/lookup.js';
-import { callLlm, createAnthropicClient } from '../../processors/steps/llm-call.js';
-import { composeUserTurn } from '../../processors/steps/prompt.js';
-import { callTool } from '../../processors/steps/tool-call.js';
+import { callLlm, createAnthropicClient } from '../../steps/llm-call.js';
+import { composeUserTurn } from '../../steps/prompt.js';
+import { callTool } from '../../steps/tool-call.js';
 
 /** What the baseline worker does per job. */
 export type BullWork = 'http' | 'noop';

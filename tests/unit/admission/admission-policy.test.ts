@@ -2,13 +2,11 @@ import { describe, expect, it } from 'vitest';
 import {
   bucketRefusal,
   decideFromBacklog,
-  dependenciesOf,
   dependencyRefusal,
   effectiveRefill,
   maxAheadForDeadline,
   retryAfterSeconds,
   serviceRate,
-  slotsFor,
   unavailable,
   waitUntilAheadFits,
   type BacklogResult,
@@ -49,45 +47,6 @@ describe('retryAfterSeconds', () => {
 
   it('keeps huge finite values', () => {
     expect(retryAfterSeconds(Number.MAX_SAFE_INTEGER)).toBe(Math.ceil(Number.MAX_SAFE_INTEGER / 1000));
-  });
-});
-
-describe('slotsFor', () => {
-  it('gives interactive work the whole global cap, whatever the batch share', () => {
-    expect(slotsFor('interactive', 64, 0.8)).toBe(64);
-    expect(slotsFor('interactive', 64, 0)).toBe(64);
-    expect(slotsFor('interactive', 64, 1)).toBe(64);
-    expect(slotsFor('interactive', 1, 0.5)).toBe(1);
-  });
-
-  it('never gives interactive work fewer than one slot', () => {
-    expect(slotsFor('interactive', 0, 0.8)).toBe(1);
-    expect(slotsFor('interactive', -5, 0.8)).toBe(1);
-  });
-
-  it('gives batch work its share of the global cap, rounded down', () => {
-    expect(slotsFor('batch', 64, 0.8)).toBe(51); // 51.2
-    expect(slotsFor('batch', 10, 0.25)).toBe(2); // 2.5
-    expect(slotsFor('batch', 10, 0.3)).toBe(3); // 3.0000000000000004
-    expect(slotsFor('batch', 3, 0.5)).toBe(1); // 1.5
-    expect(slotsFor('batch', 100, 0.5)).toBe(50);
-    expect(slotsFor('batch', 64, 1)).toBe(64);
-    expect(slotsFor('batch', 1_000_000, 0.999999)).toBe(999_999);
-  });
-
-  it('never gives batch work fewer than one slot, even with share 0 or a tiny cap', () => {
-    expect(slotsFor('batch', 64, 0)).toBe(1);
-    expect(slotsFor('batch', 1, 0.8)).toBe(1); // 0.8 → 0 → 1
-    expect(slotsFor('batch', 1, 0)).toBe(1);
-    expect(slotsFor('batch', 0, 0.8)).toBe(1);
-  });
-
-  // Regression guard (this was a bug): `Math.floor(globalLimit * batchShare)` floors a binary floating-point product, so
-  // shares that are not exact in binary lose a whole slot: 100 × 0.57 = 56.99999999999999 → 56.
-  it('gives batch exactly share × cap slots when that is a whole number (no floating-point loss)', () => {
-    expect(slotsFor('batch', 100, 0.57)).toBe(57);
-    expect(slotsFor('batch', 100, 0.29)).toBe(29);
-    expect(slotsFor('batch', 100, 0.58)).toBe(58);
   });
 });
 
@@ -435,27 +394,5 @@ describe('bucketRefusal', () => {
   it('asks a bucket that never refills (waitMs < 0) to come back in an hour', () => {
     expect(bucketRefusal({ allowed: false, waitMs: -1 })).toEqual({ outcome: 'deferred', reason: 'rate_limited', retryAfterSec: 3_600 });
     expect(bucketRefusal({ allowed: false, waitMs: -42 })).toEqual({ outcome: 'deferred', reason: 'rate_limited', retryAfterSec: 3_600 });
-  });
-});
-
-describe('dependenciesOf', () => {
-  it('names each dependency once, in the order the steps first use it', () => {
-    expect(
-      dependenciesOf([
-        { kind: 'tool', tool: 'order_lookup' },
-        { kind: 'llm', dependency: 'anthropic' },
-        { kind: 'tool', tool: 'order_lookup' },
-        { kind: 'tool', tool: 'slow_report' },
-        { kind: 'llm', dependency: 'anthropic' },
-      ]),
-    ).toEqual(['order_lookup', 'anthropic', 'slow_report']);
-  });
-
-  it('is empty for no steps', () => {
-    expect(dependenciesOf([])).toEqual([]);
-  });
-
-  it('treats an LLM dependency and a tool of the same name as one dependency', () => {
-    expect(dependenciesOf([{ kind: 'llm', dependency: 'x' }, { kind: 'tool', tool: 'x' }])).toEqual(['x']);
   });
 });

@@ -2,8 +2,8 @@ import Anthropic from '@anthropic-ai/sdk';
 import { describe, expect, it } from 'vitest';
 import { breakerOutcomeOf } from '../../../src/breakers/breaker-outcome.js';
 import { parseBreakerTransition } from '../../../src/breakers/breaker-store.js';
-import { toStepError } from '../../../src/processors/steps/llm-call.js';
-import { StepError, type StepErrorKind } from '../../../src/processors/steps/step-error.js';
+import { toStepError } from '../../../src/steps/llm-call.js';
+import { StepError, type StepErrorKind } from '../../../src/steps/step-error.js';
 
 const err = (kind: StepErrorKind, status?: number) => new StepError(kind, 'dep', 'x', false, status);
 const body = (type: string) => ({ type: 'error', error: { type, message: 'm' } });

@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { slotsFor } from '../../../src/admission/admission-policy.js';
 import { loadConfig } from '../../../src/config/load.js';
-import { batchLimit, configuredLimit, dependencyScope, limitField, runScopes } from '../../../src/permits/permit-scopes.js';
+import { batchLimit, configuredLimit, dependencyScope, limitField, runScopes, slotsFor } from '../../../src/permits/permit-scopes.js';
 import { redisKeys } from '../../../src/redis/keys.js';
 
 const config = loadConfig({ env: {} });
@@ -92,5 +91,44 @@ describe('batchLimit', () => {
 
   it('counts as admission counts batch slots, so wait estimates match the caps', () => {
     for (const global of [1, 2, 7, 64, 100, 999]) for (const share of [0, 0.1, 0.33, 0.57, 0.8, 1]) expect(batchLimit(global, share)).toBe(slotsFor('batch', global, share));
+  });
+});
+
+describe('slotsFor', () => {
+  it('gives interactive work the whole global cap, whatever the batch share', () => {
+    expect(slotsFor('interactive', 64, 0.8)).toBe(64);
+    expect(slotsFor('interactive', 64, 0)).toBe(64);
+    expect(slotsFor('interactive', 64, 1)).toBe(64);
+    expect(slotsFor('interactive', 1, 0.5)).toBe(1);
+  });
+
+  it('never gives interactive work fewer than one slot', () => {
+    expect(slotsFor('interactive', 0, 0.8)).toBe(1);
+    expect(slotsFor('interactive', -5, 0.8)).toBe(1);
+  });
+
+  it('gives batch work its share of the global cap, rounded down', () => {
+    expect(slotsFor('batch', 64, 0.8)).toBe(51); // 51.2
+    expect(slotsFor('batch', 10, 0.25)).toBe(2); // 2.5
+    expect(slotsFor('batch', 10, 0.3)).toBe(3); // 3.0000000000000004
+    expect(slotsFor('batch', 3, 0.5)).toBe(1); // 1.5
+    expect(slotsFor('batch', 100, 0.5)).toBe(50);
+    expect(slotsFor('batch', 64, 1)).toBe(64);
+    expect(slotsFor('batch', 1_000_000, 0.999999)).toBe(999_999);
+  });
+
+  it('never gives batch work fewer than one slot, even with share 0 or a tiny cap', () => {
+    expect(slotsFor('batch', 64, 0)).toBe(1);
+    expect(slotsFor('batch', 1, 0.8)).toBe(1); // 0.8 → 0 → 1
+    expect(slotsFor('batch', 1, 0)).toBe(1);
+    expect(slotsFor('batch', 0, 0.8)).toBe(1);
+  });
+
+  // Regression guard (this was a bug): `Math.floor(globalLimit * batchShare)` floors a binary floating-point product, so
+  // shares that are not exact in binary lose a whole slot: 100 × 0.57 = 56.99999999999999 → 56.
+  it('gives batch exactly share × cap slots when that is a whole number (no floating-point loss)', () => {
+    expect(slotsFor('batch', 100, 0.57)).toBe(57);
+    expect(slotsFor('batch', 100, 0.29)).toBe(29);
+    expect(slotsFor('batch', 100, 0.58)).toBe(58);
   });
 });

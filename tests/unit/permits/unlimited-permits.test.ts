@@ -4,7 +4,7 @@ import { createLogger } from '../../../src/obs/logger.js';
 import { createMetrics } from '../../../src/obs/metrics.js';
 import { UnlimitedPermits } from '../../../src/permits/unlimited-permits.js';
 import { RunDispatcher } from '../../../src/processors/run-dispatcher.js';
-import type { RunExecutorDeps } from '../../../src/processors/run-executor.js';
+import type { RunExecutorDeps } from '../../../src/execution/run-executor.js';
 import { ATTEMPT, INFRA_RETRY } from '../processors/fixtures.js';
 
 const NOW = 1_800_000_000_000;

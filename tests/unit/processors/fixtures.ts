@@ -1,4 +1,4 @@
-import type { AttemptContext } from '../../../src/processors/run-executor.js';
+import type { AttemptContext } from '../../../src/execution/attempt.js';
 
 /** A first attempt read from a work topic, as the consumer hands it over. */
 export const ATTEMPT: AttemptContext = {

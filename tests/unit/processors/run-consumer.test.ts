@@ -6,8 +6,9 @@ import type { RunRequested } from '../../../src/events/schemas.js';
 import { createLogger } from '../../../src/obs/logger.js';
 import { createMetrics } from '../../../src/obs/metrics.js';
 import { RunConsumer } from '../../../src/processors/run-consumer.js';
-import type { DispatchBreakers, RunPermitSource } from '../../../src/processors/run-dispatcher.js';
-import { InfrastructureError, type RunFailure } from '../../../src/processors/run-faults.js';
+import type { RunPermitSource } from '../../../src/permits/run-permit-source.js';
+import type { DispatchBreakers } from '../../../src/processors/run-dispatcher.js';
+import { InfrastructureError, type RunFailure } from '../../../src/execution/run-faults.js';
 
 const TOPIC = 'sluice.runs.interactive';
 

@@ -2,8 +2,9 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { RunClass, RunRequested } from '../../../src/events/schemas.js';
 import { createLogger } from '../../../src/obs/logger.js';
 import { createMetrics } from '../../../src/obs/metrics.js';
-import { RunDispatcher, type DispatchTask, type RunDispatcherDeps, type RunPermitAnswer, type RunPermitSource } from '../../../src/processors/run-dispatcher.js';
-import { InfrastructureError, type RunFailure } from '../../../src/processors/run-faults.js';
+import type { RunPermitAnswer, RunPermitSource } from '../../../src/permits/run-permit-source.js';
+import { RunDispatcher, type DispatchTask, type RunDispatcherDeps } from '../../../src/processors/run-dispatcher.js';
+import { InfrastructureError, type RunFailure } from '../../../src/execution/run-faults.js';
 import { ATTEMPT, INFRA_RETRY } from './fixtures.js';
 import { histogramValue } from '../../support/metric-value.js';
 

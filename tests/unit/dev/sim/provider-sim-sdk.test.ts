@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import Anthropic from '@anthropic-ai/sdk';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
-import { sha256Hex } from '../../../../src/api/auth.js';
+import { sha256Hex } from '../../../../src/util/sha256-hex.js';
 import { createLogger } from '../../../../src/obs/logger.js';
 import { createProviderSim, type ProviderSimStats } from '../../../../src/dev/sim/provider-sim.js';
 

@@ -1,6 +1,6 @@
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { sha256Hex } from '../../../../src/api/auth.js';
+import { sha256Hex } from '../../../../src/util/sha256-hex.js';
 import { createLogger } from '../../../../src/obs/logger.js';
 import { ToolLedger, createProviderSim, type ProviderSimOptions, type ProviderSimStats } from '../../../../src/dev/sim/provider-sim.js';
 

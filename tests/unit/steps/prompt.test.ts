@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { composeUserTurn } from '../../../src/processors/steps/prompt.js';
+import { composeUserTurn } from '../../../src/steps/prompt.js';
 
 describe('composeUserTurn', () => {
   it('puts the request first and each earlier step after it, in order', () => {

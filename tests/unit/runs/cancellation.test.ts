@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { createLogger } from '../../../src/obs/logger.js';
-import { RedisCancellations } from '../../../src/processors/cancellation.js';
+import { RedisCancellations } from '../../../src/runs/cancellation.js';
 import { redisKeys } from '../../../src/redis/keys.js';
 
 const NOW = 1_700_000_000_000;

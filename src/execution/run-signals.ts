@@ -1,6 +1,6 @@
 import type { LlmDependencyConfig, SluiceConfig } from '../config/schema.js';
 import type { RunRequested } from '../events/schemas.js';
-import type { LlmUsage } from './steps/llm-call.js';
+import type { LlmUsage } from '../steps/llm-call.js';
 
 /**
  * What the processor measures of a run: times against its admission, and which attempts measure

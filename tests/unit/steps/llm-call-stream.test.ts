@@ -3,12 +3,12 @@ import type { AddressInfo } from 'node:net';
 import Anthropic from '@anthropic-ai/sdk';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
-import { sha256Hex } from '../../../src/api/auth.js';
+import { sha256Hex } from '../../../src/util/sha256-hex.js';
 import type { CallTimeouts } from '../../../src/config/schema.js';
 import { loadConfig } from '../../../src/config/load.js';
 import { createLogger } from '../../../src/obs/logger.js';
-import { callLlm, type LlmRequest } from '../../../src/processors/steps/llm-call.js';
-import { StepError } from '../../../src/processors/steps/step-error.js';
+import { callLlm, type LlmRequest } from '../../../src/steps/llm-call.js';
+import { StepError } from '../../../src/steps/step-error.js';
 import { createProviderSim, type ProviderSimStats } from '../../../src/dev/sim/provider-sim.js';
 
 const ADMIN = { authorization: 'Bearer admin' };

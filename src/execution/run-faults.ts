@@ -2,7 +2,8 @@ import type { DeadLetterReason } from '../dlq/dead-letter.js';
 import { ownEntry } from '../config/lookup.js';
 import type { SluiceConfig, TenantConfig, WorkflowConfig } from '../config/schema.js';
 import type { RunRequested } from '../events/schemas.js';
-import { fullJitterMs, type RetryPolicy } from './retry-policy.js';
+import { StepError } from '../steps/step-error.js';
+import { fullJitterMs, type RetryPolicy } from '../retries/retry-policy.js';
 
 /** Why a run ends without (further) attempts: the DLQ reason, and the error its reader is shown. */
 export interface RunFailure {
@@ -44,6 +45,19 @@ export class InfrastructureError extends Error {
     const detail = cause instanceof Error ? cause.message : String(cause);
     super(`${action}${subject === undefined ? '' : ` for ${subject}`} (${system}) failed: ${detail}`, { cause });
     this.name = 'InfrastructureError';
+  }
+}
+
+/**
+ * Awaits a call to Sluice's own infrastructure, naming the operation if it fails, so the dispatcher
+ * can repeat the attempt and the DLQ says what failed; a step error (a permit wait that reached the
+ * deadline) passes through as it is.
+ */
+export async function infrastructureCall<T>(operation: InfraOperation, subject: string | undefined, call: () => Promise<T>): Promise<T> {
+  try {
+    return await call();
+  } catch (err) {
+    throw err instanceof StepError ? err : new InfrastructureError(operation, subject, err);
   }
 }
 

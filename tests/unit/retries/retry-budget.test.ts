@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { RetryBudget } from '../../../src/processors/retry-budget.js';
+import { RetryBudget, RetryBudgets } from '../../../src/retries/retry-budget.js';
 
 function budget(ratio = 0.1, windowMs = 10_000, minRetries = 0) {
   let t = 1_000_000;
@@ -61,5 +61,26 @@ describe('RetryBudget', () => {
     b.recordCall();
     expect(b.tryRetry()).toBe(true);
     expect(b.tryRetry()).toBe(false);
+  });
+});
+
+describe('RetryBudgets', () => {
+  const policy = { budgetRatio: 0.5, budgetWindowMs: 10_000, budgetMinRetries: 0 };
+
+  it("keeps one budget per dependency: one dependency's retries do not spend another's", () => {
+    const budgets = new RetryBudgets(() => 1_000_000);
+    budgets.of('anthropic', policy).recordCall();
+    budgets.of('anthropic', policy).recordCall();
+    expect(budgets.of('anthropic', policy).tryRetry()).toBe(true);
+    expect(budgets.of('anthropic', policy).tryRetry()).toBe(false);
+    expect(budgets.of('order_lookup', policy).tryRetry()).toBe(false);
+    budgets.of('order_lookup', policy).recordCall();
+    budgets.of('order_lookup', policy).recordCall();
+    expect(budgets.of('order_lookup', policy).tryRetry()).toBe(true);
+  });
+
+  it("makes a dependency's budget from its policy", () => {
+    const budgets = new RetryBudgets(() => 1_000_000);
+    expect(budgets.of('anthropic', { ...policy, budgetMinRetries: 2 }).tryRetry()).toBe(true);
   });
 });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { fullJitterMs, nextRetryDelay, type RetryPolicy } from '../../../src/processors/retry-policy.js';
-import { StepError } from '../../../src/processors/steps/step-error.js';
+import { fullJitterMs, nextRetryDelay, type RetryPolicy } from '../../../src/retries/retry-policy.js';
+import { StepError } from '../../../src/steps/step-error.js';
 
 const policy: RetryPolicy = { maxAttempts: 3, baseMs: 500, capMs: 2_000 };
 const retryable = (retryAfterSec?: number) => new StepError('http_status', 'anthropic', 'HTTP 529', true, 529, retryAfterSec);

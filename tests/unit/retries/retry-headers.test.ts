@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { RETRY_HEADER, parseRetryClass, parseRetryDueAt, parseRetryFailures, parseRetryOutputSeen, retryRecord } from '../../../src/processors/retry-enqueue.js';
+import { RETRY_HEADER, parseRetryClass, parseRetryDueAt, parseRetryFailures, parseRetryOutputSeen, retryRecord } from '../../../src/retries/retry-headers.js';
 import { headerText } from '../../../src/kafka/headers.js';
 import type { RunRequested } from '../../../src/events/schemas.js';
 

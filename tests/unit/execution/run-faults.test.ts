@@ -1,14 +1,16 @@
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../src/config/load.js';
-import type { RetryPolicy } from '../../../src/processors/retry-policy.js';
+import type { RetryPolicy } from '../../../src/retries/retry-policy.js';
+import { StepError } from '../../../src/steps/step-error.js';
 import {
   InfrastructureError,
   afterInfrastructureFailure,
   asInfrastructureError,
+  infrastructureCall,
   infrastructureFailure,
   keepTryingDelayMs,
   resolveRunConfig,
-} from '../../../src/processors/run-faults.js';
+} from '../../../src/execution/run-faults.js';
 
 const policy: RetryPolicy = { maxAttempts: 4, baseMs: 500, capMs: 3_000 };
 const NOW = 1_800_000_000_000;
@@ -93,6 +95,23 @@ describe('InfrastructureError', () => {
       message: 'gave up after 8 failed attempts: producing to the DLQ topic (Kafka) failed: KafkaJSNumberOfRetriesExceeded',
       retryable: true,
     });
+  });
+});
+
+describe('infrastructureCall', () => {
+  it('resolves to what the call resolves to', async () => {
+    expect(await infrastructureCall('breaker_admission', 'anthropic', async () => 42)).toBe(42);
+  });
+
+  it('names the operation and its subject when the call fails', async () => {
+    const failed = infrastructureCall('dependency_permit', 'order-lookup', () => Promise.reject(new Error('Command timed out')));
+    await expect(failed).rejects.toBeInstanceOf(InfrastructureError);
+    await expect(failed).rejects.toMatchObject({ operation: 'dependency_permit', message: 'taking a dependency permit for order-lookup (Redis) failed: Command timed out' });
+  });
+
+  it('lets a step error through as it is: a permit wait that reached the deadline ends the step, not the attempt', async () => {
+    const deadline = new StepError('deadline', 'order-lookup', 'no permit before the deadline', false);
+    await expect(infrastructureCall('dependency_permit', 'order-lookup', () => Promise.reject(deadline))).rejects.toBe(deadline);
   });
 });
 

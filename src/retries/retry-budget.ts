@@ -1,7 +1,7 @@
 /**
  * The SRE book's retry budget, per dependency and per process: retries may be at most `ratio` of
  * the calls made over the last `windowMs`, so when a dependency fails broadly, retries stop
- * multiplying its load (seed 000's retry storm) while isolated failures are still retried. A
+ * multiplying its load (a retry storm) while isolated failures are still retried. A
  * small floor of retries per window (as Finagle's budget has) lets a low-traffic dependency retry
  * an isolated failure, which a pure ratio would forbid.
  * Counts live in fixed time buckets, so memory is bounded whatever the call rate.
@@ -60,4 +60,28 @@ export class RetryBudget {
 
 function sum(xs: readonly number[]): number {
   return xs.reduce((a, b) => a + b, 0);
+}
+
+/** A dependency's retry budget settings (`dependencies.<name>.retry`). */
+export interface RetryBudgetPolicy {
+  budgetRatio: number;
+  budgetWindowMs: number;
+  budgetMinRetries: number;
+}
+
+/** One retry budget per dependency in this process (bounded: dependencies come from config). */
+export class RetryBudgets {
+  private readonly budgets = new Map<string, RetryBudget>();
+
+  constructor(private readonly now: () => number = Date.now) {}
+
+  /** The dependency's budget, made from its policy on first use. */
+  of(dependency: string, policy: RetryBudgetPolicy): RetryBudget {
+    let budget = this.budgets.get(dependency);
+    if (!budget) {
+      budget = new RetryBudget({ ratio: policy.budgetRatio, windowMs: policy.budgetWindowMs, minRetries: policy.budgetMinRetries, now: this.now });
+      this.budgets.set(dependency, budget);
+    }
+    return budget;
+  }
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../src/config/load.js';
-import { measuresAdmissionWait, secondsSinceAdmission, tokenCounts, tokenModelLabel } from '../../../src/processors/run-signals.js';
+import { measuresAdmissionWait, secondsSinceAdmission, tokenCounts, tokenModelLabel } from '../../../src/execution/run-signals.js';
 
 const ADMITTED = Date.UTC(2026, 0, 1, 12, 0, 0);
 

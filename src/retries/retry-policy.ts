@@ -1,4 +1,4 @@
-import type { StepError } from './steps/step-error.js';
+import type { StepError } from '../steps/step-error.js';
 
 /** How one dependency's calls are retried, in the one layer that retries (the processor). */
 export interface RetryPolicy {

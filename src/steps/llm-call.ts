@@ -1,6 +1,6 @@
 import Anthropic from '@anthropic-ai/sdk';
 import { Stream } from '@anthropic-ai/sdk/core/streaming.js';
-import type { LlmDependencyConfig } from '../../config/schema.js';
+import type { LlmDependencyConfig } from '../config/schema.js';
 import { StepError } from './step-error.js';
 
 export interface LlmRequest {
@@ -52,7 +52,7 @@ export function toStepError(dependency: string, err: unknown): StepError {
   if (err instanceof Anthropic.APIError) {
     const status = err.status ?? 0;
     const retryAfter = retryAfterOf(err);
-    // A 429 without retry-after is a spend limit: it will not succeed on retry (NOTES.md).
+    // A 429 without retry-after is a spend limit: it will not succeed on retry (docs/decisions.md).
     const retryable = status === 429 ? retryAfter !== undefined : status === 408 || status === 529 || status >= 500;
     return new StepError('http_status', dependency, `${dependency}: HTTP ${status} ${err.message}`.slice(0, 500), retryable, status, retryAfter);
   }
@@ -109,7 +109,7 @@ function parseEvent(dependency: string, data: string): unknown {
 }
 
 /**
- * One streamed Messages call under seed 003's three budgets, each a timer that aborts the request:
+ * One streamed Messages call under three budgets, each a timer that aborts the request:
  * - connect (`config.timeouts.connectMs`): from the call's start until the response headers have
  *   arrived (for an error status, until its short body has been read too). It covers DNS, TCP,
  *   TLS, sending the request and the provider's time to answer with headers, which a streaming

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { checkResult, checkStepOutput, jsonBytes } from '../../../src/processors/output-bounds.js';
+import { checkResult, checkStepOutput, jsonBytes } from '../../../src/execution/output-bounds.js';
 
 const limits = { maxStepOutputBytes: 100, maxResultBytes: 250 };
 

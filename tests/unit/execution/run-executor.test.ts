@@ -5,34 +5,22 @@ import type { RunRequested, RunStatusChanged } from '../../../src/events/schemas
 import { heldSequence } from '../../../src/runs/status-sequence.js';
 import { createLogger } from '../../../src/obs/logger.js';
 import { createMetrics } from '../../../src/obs/metrics.js';
-import { RunExecutor, type RunExecutorDeps } from '../../../src/processors/run-executor.js';
-import type { CancelReason } from '../../../src/processors/cancellation.js';
-import { InfrastructureError, type RunFailure } from '../../../src/processors/run-faults.js';
-import { toStepError } from '../../../src/processors/steps/llm-call.js';
-import { StepError } from '../../../src/processors/steps/step-error.js';
+import { RunExecutor, type RunExecutorDeps } from '../../../src/execution/run-executor.js';
+import type { CancelReason } from '../../../src/runs/cancellation.js';
+import { InfrastructureError, type RunFailure } from '../../../src/execution/run-faults.js';
+import { toStepError } from '../../../src/steps/llm-call.js';
+import { StepError } from '../../../src/steps/step-error.js';
 import type { BreakerView } from '../../../src/breakers/breaker-gate.js';
 import type { BreakerAdmission } from '../../../src/breakers/breaker-store.js';
 import type { DeadLetterEnvelope } from '../../../src/events/schemas.js';
-import { ATTEMPT } from './fixtures.js';
+import { ATTEMPT } from '../processors/fixtures.js';
+import { NOW, RUN } from './fixtures.js';
 import { terminalSequence } from '../../../src/runs/status-sequence.js';
-import { RETRY_HEADER } from '../../../src/processors/retry-enqueue.js';
-import type { LlmResult } from '../../../src/processors/steps/llm-call.js';
+import { RETRY_HEADER } from '../../../src/retries/retry-headers.js';
+import type { LlmResult } from '../../../src/steps/llm-call.js';
 import { histogramValue, metricValue } from '../../support/metric-value.js';
 
-const NOW = Date.UTC(2026, 0, 1, 12, 0, 0);
-const run: RunRequested = {
-  runId: '0190f5a2-7c00-7abc-8def-0123456789ab',
-  tenantId: 'tenant-a',
-  workflow: 'support-reply',
-  class: 'interactive',
-  admittedAt: NOW - 1_000,
-  deadline: NOW + 30_000,
-  attempt: 1,
-  traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01',
-  input: '{"orderId":"42"}',
-  idempotencyKey: null,
-  dueAt: null,
-};
+const run = RUN;
 
 /** An executor whose LLM answers at once (or fails as `llmFailures` says) and whose tools must never be called. */
 function executor(cancelAnswers: (CancelReason | undefined)[], journal: Map<string, unknown> = new Map(), llmFailures: Error[] = [], config = loadConfig({ env: {} }), opts: { breaker?: BreakerView; admit?: BreakerAdmission[]; llmText?: string; deps?: Partial<RunExecutorDeps> } = {}) {
@@ -271,12 +259,11 @@ describe('RunExecutor and the shared breakers', () => {
 
   it('an unavailable tool is passed on to the LLM as {unavailable, reason}, and the answer is marked degraded', async () => {
     const prompts: string[] = [];
-    const { exec, published } = executor([], new Map([['understand', { text: 'order 42' }]]), [], undefined, { breaker: openUntil('order-lookup', run.deadline + 1) });
-    const original = (exec as unknown as { deps: { llm: (r: { userContent: string }) => Promise<unknown> } }).deps.llm;
-    (exec as unknown as { deps: { llm: (r: { userContent: string }) => Promise<unknown> } }).deps.llm = (r) => {
+    const llm: RunExecutorDeps['llm'] = async (r) => {
       prompts.push(r.userContent);
-      return original(r);
+      return { text: 'ok', model: 'sim', stopReason: 'end_turn', usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } };
     };
+    const { exec, published } = executor([], new Map([['understand', { text: 'order 42' }]]), [], undefined, { breaker: openUntil('order-lookup', run.deadline + 1), deps: { llm } });
     expect(await exec.execute(run, ATTEMPT)).toBe('completed');
     expect(prompts).toHaveLength(1);
     expect(prompts[0]).toContain('"unavailable":true');
@@ -524,12 +511,12 @@ describe('RunExecutor measures a run against its admission', () => {
 
   it('tells the next attempt whether the run had its output; the next attempt then observes none', async () => {
     // The first step is answered, the last one keeps failing: the run goes to the retry topic.
-    const answeredFirst = executor([], new Map([['lookup-order', {}]]), []);
     let calls = 0;
-    (answeredFirst.exec as unknown as { deps: { llm: () => Promise<LlmResult> } }).deps.llm = async () => {
+    const llm = async (): Promise<LlmResult> => {
       if (++calls > 1) throw toStepError('anthropic', overloaded());
       return { text: 'ok', model: 'sim', stopReason: 'end_turn', usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } };
     };
+    const answeredFirst = executor([], new Map([['lookup-order', {}]]), [], undefined, { deps: { llm } });
     expect(await answeredFirst.exec.execute(run, ATTEMPT)).toBe('retried');
     expect((await histogramValue(answeredFirst.metrics.runFirstOutput, interactive)).count).toBe(1);
     expect(answeredFirst.retries[0]!.headers[RETRY_HEADER.outputSeen]).toBe('true');

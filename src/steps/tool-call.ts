@@ -1,6 +1,6 @@
 import http from 'node:http';
 import https from 'node:https';
-import type { CallTimeouts } from '../../config/schema.js';
+import type { CallTimeouts } from '../config/schema.js';
 import { StepError } from './step-error.js';
 
 export interface ToolRequest {
@@ -27,9 +27,9 @@ function parseRetryAfter(value: string | string[] | undefined): number | undefin
 }
 
 /**
- * One HTTP tool call with seed 003's three budgets: connect (socket established), read (idle
+ * One HTTP tool call under three budgets: connect (socket established), read (idle
  * gap between bytes) and total (whole exchange). Node's fetch cannot separate these, so this uses
- * node:http directly. No retries here: retries live in exactly one layer, the processor.
+ * node:http directly. No retries here: retries live in exactly one layer (src/execution/step-caller.ts).
  */
 export function callTool(req: ToolRequest): Promise<unknown> {
   const { dependency, url, timeouts } = req;

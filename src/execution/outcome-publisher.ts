@@ -1,0 +1,205 @@
+import type { SluiceConfig } from '../config/schema.js';
+import { buildDeadLetter, type DeadLetterReason, type DeadLetterSink } from '../dlq/dead-letter.js';
+import type { RunError, RunRequested, RunStatus, RunStatusChanged } from '../events/schemas.js';
+import { groupId } from '../kafka/topics.js';
+import type { Logger } from '../obs/logger.js';
+import type { Metrics } from '../obs/metrics.js';
+import { retryRecord } from '../retries/retry-headers.js';
+import type { CancelReason } from '../runs/cancellation.js';
+import { heldSequence, terminalSequence } from '../runs/status-sequence.js';
+import { isTerminal } from '../status/run-history.js';
+import type { AttemptContext, RunOutcome } from './attempt.js';
+import { checkResult } from './output-bounds.js';
+import { InfrastructureError, infrastructureCall, type RunFailure } from './run-faults.js';
+import { secondsSinceAdmission } from './run-signals.js';
+
+export interface OutcomePublisherDeps {
+  config: Pick<SluiceConfig, 'namespace' | 'processor'>;
+  publishStatus: (event: RunStatusChanged) => Promise<void>;
+  /** Puts the next attempt of a run on the retry topic; resolves once Kafka acknowledged it. */
+  enqueueRetry: (run: RunRequested, headers: Record<string, string>) => Promise<void>;
+  deadLetters: DeadLetterSink;
+  metrics: Metrics;
+  logger: Logger;
+  now: () => number;
+}
+
+/** What one status event says of a run, beyond the run's own fields; the rest are null unless given. */
+export interface StatusReport {
+  status: RunStatus;
+  sequence: number;
+  message: string;
+  step?: string;
+  error?: RunError;
+  result?: string;
+}
+
+/** A run that fails: why it is dead-lettered, what its reader is told, and at which step if any. */
+export interface RunFailed {
+  reason: DeadLetterReason;
+  message: string;
+  step?: string;
+  error: RunError;
+}
+
+/** An attempt that ends with the run's next attempt on the retry topic, due at `dueAt`. */
+export interface RunRetried {
+  reason: 'breaker_open' | 'transient_failure';
+  dependency: string;
+  message: string;
+  dueAt: number;
+  /** Whether it counts against the run's attempts: waiting out an open breaker does not. */
+  failure: boolean;
+  /** Travels with the next attempt, so it does not take its first answered step for the run's first output. */
+  outputSeen: boolean;
+}
+
+const OUTCOME_PUBLISH_TRIES = 3;
+
+/** The status event for `run`: its own fields, then what the report says. */
+export function statusEvent(run: RunRequested, report: StatusReport, at: { occurredAt: number; attemptStartedAt: number | null }): RunStatusChanged {
+  const { runId, tenantId, workflow, admittedAt, deadline, attempt, traceparent } = run;
+  const { status, sequence, message } = report;
+  return {
+    runId,
+    tenantId,
+    workflow,
+    class: run.class,
+    admittedAt,
+    deadline,
+    attempt,
+    traceparent,
+    sequence,
+    status,
+    occurredAt: at.occurredAt,
+    message,
+    step: report.step ?? null,
+    result: report.result ?? null,
+    error: report.error ?? null,
+    attemptStartedAt: at.attemptStartedAt,
+  };
+}
+
+/**
+ * Tells how an attempt goes and how it ends: running and held events, and the outcomes (completed,
+ * failed, expired, cancelled, retried). An outcome is acknowledged before its promise resolves,
+ * after what must precede it: a failed run's dead letter, a retried run's next attempt.
+ */
+export class OutcomePublisher {
+  /** When each attempt in progress started; keyed by the event object, so nothing outlives the attempt. */
+  private readonly attemptStarts = new WeakMap<RunRequested, number>();
+
+  constructor(private readonly deps: OutcomePublisherDeps) {}
+
+  /** Stamps every later event of this attempt with its start. */
+  startAttempt(run: RunRequested, at: number): void {
+    this.attemptStarts.set(run, at);
+  }
+
+  /** Tells the run's reader it waits, before starting, for a dependency whose breaker is open. */
+  async held(run: RunRequested, dependency: string, until: number): Promise<void> {
+    const at = new Date(until).toISOString();
+    try {
+      await this.deps.publishStatus(this.event(run, { status: 'waiting_dependency', sequence: heldSequence(run.attempt), message: `waiting for ${dependency} (breaker open); next probe at ${at}` }));
+    } catch (err) {
+      this.deps.logger.warn({ err, runId: run.runId }, 'could not publish a waiting event');
+    }
+  }
+
+  /** Progress events are informative: a failure to publish one is logged and the run goes on. */
+  async running(run: RunRequested, progress: { sequence: number; message: string; step: string }): Promise<void> {
+    try {
+      await this.deps.publishStatus(this.event(run, { status: 'running', ...progress }));
+    } catch (err) {
+      this.deps.logger.warn({ err, runId: run.runId, sequence: progress.sequence }, 'could not publish a progress event');
+    }
+  }
+
+  /**
+   * Reports a run completed with its result, unless the result cannot travel in a status event:
+   * then it fails clearly, since a status event over Kafka's message limit could never be produced.
+   */
+  completed(run: RunRequested, context: AttemptContext, done: { message: string; result: string }): Promise<RunOutcome> {
+    const bound = checkResult(done.result, this.deps.config.processor);
+    if (!bound.ok) return this.failed(run, context, { reason: 'non_retryable', message: `failed: ${bound.message}`, error: { code: bound.code, message: bound.message, retryable: false } });
+    return this.finish(run, { status: 'completed', message: done.message, result: done.result });
+  }
+
+  /** A failed run dies here: archived in the DLQ topic with its context, then reported failed. */
+  async failed(run: RunRequested, context: AttemptContext, failure: RunFailed): Promise<RunOutcome> {
+    await this.archive(run, context, failure.reason, failure.error);
+    return this.finish(run, { status: 'failed', message: failure.message, step: failure.step, error: failure.error });
+  }
+
+  /** Ends a run without further attempts: archived in the DLQ topic with its context, then reported failed. */
+  deadLettered(run: RunRequested, context: AttemptContext, failure: RunFailure): Promise<RunOutcome> {
+    return this.failed(run, context, { reason: failure.reason, message: `failed: ${failure.message}`, error: { code: failure.code, message: failure.message, retryable: failure.retryable } });
+  }
+
+  /**
+   * A batch run that expires is archived in the DLQ first (reason `expired`): its work is still
+   * wanted, and a replay runs it with a fresh deadline window. An interactive one is only reported:
+   * its caller has stopped waiting, so a late answer is useless and replaying it would be wrong.
+   */
+  async expired(run: RunRequested, context: AttemptContext, when: string): Promise<RunOutcome> {
+    const error: RunError = { code: 'deadline_exceeded', message: `the deadline passed ${when}`, retryable: false };
+    if (run.class === 'batch') await this.archive(run, context, 'expired', error);
+    return this.finish(run, { status: 'expired', message: `expired: the deadline ${new Date(run.deadline).toISOString()} passed ${when}`, error });
+  }
+
+  cancelled(run: RunRequested, reason: CancelReason, when: string): Promise<RunOutcome> {
+    const why = reason === 'requested' ? "at the caller's request" : 'because its submission was answered 503 (Kafka did not acknowledge it in time), and a refused submission never runs';
+    return this.finish(run, { status: 'cancelled', message: `cancelled: stopped ${why} ${when}` });
+  }
+
+  /** Ends this attempt with the next one on the retry topic: nothing (no partition, no permit) is held while it waits. */
+  async retried(run: RunRequested, context: AttemptContext, retry: RunRetried): Promise<RunOutcome> {
+    const now = this.deps.now();
+    const failures = context.priorFailures + (retry.failure ? 1 : 0);
+    const next = retryRecord(run, { dueAt: retry.dueAt, failures, error: { kind: retry.reason, message: retry.message }, firstFailureAt: context.firstFailureAt ?? now, now, outputSeen: retry.outputSeen });
+    await infrastructureCall('retry_enqueue', undefined, () => this.deps.enqueueRetry(next.event, next.headers));
+    this.deps.metrics.runRetries.inc({ reason: retry.reason });
+    const why = retry.reason === 'breaker_open' ? `waiting for ${retry.dependency} (breaker open)` : `${retry.dependency} failed (${retry.message.slice(0, 200)})`;
+    await this.finish(run, { status: 'waiting_dependency', message: `${why}; attempt ${next.event.attempt} at ${new Date(retry.dueAt).toISOString()}` });
+    return 'retried';
+  }
+
+  /** Produces the run's original record to the DLQ topic with the failure context; resolves once acknowledged. */
+  private async archive(run: RunRequested, context: AttemptContext, reason: DeadLetterReason, error: RunError): Promise<void> {
+    const now = this.deps.now();
+    const failure = new Error(error.message);
+    failure.name = error.code;
+    const { envelope, headers } = buildDeadLetter({
+      ...context.record,
+      consumerGroup: groupId(this.deps.config.namespace, 'processor'),
+      reason,
+      error: failure,
+      attempts: run.attempt,
+      firstFailureAt: context.firstFailureAt ?? now,
+      lastFailureAt: now,
+      run,
+    });
+    await infrastructureCall('dead_letter', undefined, () => this.deps.deadLetters.publishDeadLetter(envelope, headers, this.deps.config.processor.produceTimeoutMs));
+    this.deps.metrics.deadLettered.inc({ topic: context.record.topic, reason });
+  }
+
+  /** The attempt's last event, tried a few times: the caller commits the record only once it is acknowledged. */
+  private async finish<S extends RunStatus>(run: RunRequested, report: Omit<StatusReport, 'sequence'> & { status: S }): Promise<S> {
+    const event = this.event(run, { ...report, sequence: terminalSequence(run.attempt) });
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.deps.publishStatus(event);
+        if (isTerminal(report.status)) this.deps.metrics.runEndToEnd.observe({ class: run.class, status: report.status }, secondsSinceAdmission(run.admittedAt, event.occurredAt));
+        return report.status;
+      } catch (err) {
+        if (attempt >= OUTCOME_PUBLISH_TRIES) throw new InfrastructureError('outcome_publish', undefined, err);
+        this.deps.logger.warn({ err, runId: run.runId, attempt }, 'could not publish the run outcome; trying again');
+        await new Promise((r) => setTimeout(r, 500 * attempt));
+      }
+    }
+  }
+
+  private event(run: RunRequested, report: StatusReport): RunStatusChanged {
+    return statusEvent(run, report, { occurredAt: this.deps.now(), attemptStartedAt: this.attemptStarts.get(run) ?? null });
+  }
+}

@@ -1,0 +1,152 @@
+import { ownEntry } from '../config/lookup.js';
+import type { SluiceConfig, StepConfig } from '../config/schema.js';
+import { dependencyOf } from '../config/workflows.js';
+import type { RunRequested } from '../events/schemas.js';
+import type { Metrics } from '../obs/metrics.js';
+import { breakerRetryAt, transientRetryAt } from '../retries/run-retry.js';
+import type { CancellationCheck } from '../runs/cancellation.js';
+import { MIN_USEFUL_CALL_MS, isExpired } from '../runs/deadline.js';
+import { stepSequence } from '../runs/status-sequence.js';
+import { StepError } from '../steps/step-error.js';
+import type { AttemptContext, RunOutcome } from './attempt.js';
+import { DependencyUnavailable } from './call-guard.js';
+import { degradedCompletion, fallbackFor, type Unavailability } from './fallback-policy.js';
+import type { OutcomePublisher } from './outcome-publisher.js';
+import { checkStepOutput, jsonBytes } from './output-bounds.js';
+import { resolveRunConfig } from './run-faults.js';
+import { secondsSinceAdmission } from './run-signals.js';
+import type { StepCaller, StepOutputs } from './step-caller.js';
+import type { StepJournal } from './step-journal.js';
+
+export interface StepLoopDeps {
+  config: Pick<SluiceConfig, 'tenants' | 'workflows' | 'dependencies' | 'processor'>;
+  cancellation: CancellationCheck;
+  /** Outputs of completed steps: a redelivered run skips them instead of repeating their side effects. */
+  journal: StepJournal;
+  caller: Pick<StepCaller, 'call'>;
+  outcomes: OutcomePublisher;
+  metrics: Metrics;
+  now: () => number;
+  random: () => number;
+}
+
+/** A step whose call failed: either the attempt ends with `outcome`, or the step is `gone` and its tenant's fallback decides. */
+type FailedStep = { outcome: Promise<RunOutcome> } | { gone: Unavailability };
+
+/**
+ * One attempt of a run, step by step: before each step the cancellation and the deadline are
+ * checked and its progress is published; a step the journal remembers is not called again; an
+ * output is bounded, then journaled. A step that cannot be served ends the attempt (retried,
+ * failed) or is left to the tenant's fallback policy.
+ */
+export class StepLoop {
+  constructor(private readonly deps: StepLoopDeps) {}
+
+  /** Resolves to the attempt's outcome once it is published. */
+  async run(run: RunRequested, context: AttemptContext): Promise<RunOutcome> {
+    const { outcomes, now } = this.deps;
+    // The dispatcher ends such runs before they get here; this is for any other caller.
+    const configured = resolveRunConfig(this.deps.config, run);
+    if (!configured.ok) return outcomes.deadLettered(run, context, configured.failure);
+    const { tenant, workflow } = configured;
+    // Cancellation before expiry: the caller's explicit request is the more useful thing to report.
+    const cancelled = await this.deps.cancellation.cancelReason(run.runId);
+    if (cancelled) return outcomes.cancelled(run, cancelled, 'before it started');
+    if (isExpired(run.deadline, now())) return outcomes.expired(run, context, 'before it started');
+
+    let input: unknown;
+    try {
+      input = JSON.parse(run.input);
+    } catch {
+      return outcomes.failed(run, context, { reason: 'invalid_input', message: 'failed: the run input is not JSON', error: { code: 'invalid_input', message: 'the run input is not valid JSON', retryable: false } });
+    }
+
+    /**
+     * Whether the run has had its first useful output (a step answered by its dependency): in an
+     * earlier attempt, or in an earlier delivery of this one (a step taken from the journal).
+     * `sluice_run_first_output_seconds` is observed once per run, when this turns true by a call.
+     */
+    let outputSeen = context.outputSeen === true;
+    const outputs: StepOutputs = {};
+    /** Bytes of the outputs kept so far, bounded by `processor.maxResultBytes`. */
+    let keptBytes = 0;
+    const unavailable: Unavailability[] = [];
+    let lastText: string | undefined;
+    const steps = workflow.steps;
+    for (const [i, step] of steps.entries()) {
+      const where = `step ${i + 1}/${steps.length} (${step.id})`;
+      const cancelledNow = i > 0 ? await this.deps.cancellation.cancelReason(run.runId) : undefined;
+      if (cancelledNow) return outcomes.cancelled(run, cancelledNow, `at the step boundary before ${where}`);
+      if (isExpired(run.deadline, now())) return outcomes.expired(run, context, `before ${where}`);
+      await outcomes.running(run, { sequence: stepSequence(run.attempt, i), message: `running: ${where} calling ${dependencyOf(step)}`, step: step.id });
+      let output: unknown;
+      let remembered: { output: unknown } | undefined;
+      try {
+        remembered = await this.deps.journal.recall(run.runId, step.id);
+        output = remembered ? remembered.output : await this.deps.caller.call(run, step, input, outputs);
+      } catch (err) {
+        if (isExpired(run.deadline, now())) return outcomes.expired(run, context, `during ${where}`);
+        const failed = this.afterFailedCall(run, context, step, where, err, outputSeen);
+        if ('outcome' in failed) return failed.outcome;
+        const { gone } = failed;
+        this.deps.metrics.fallbacks.inc({ tenant: run.tenantId, dependency: gone.dependency, policy: tenant.fallback });
+        const fallback = fallbackFor(tenant.fallback, workflow, step);
+        if (fallback.kind === 'fail') {
+          return outcomes.failed(run, context, {
+            reason: 'dependency_unavailable',
+            message: `failed: ${where} — ${gone.dependency} is unavailable and tenant ${run.tenantId} takes no stand-in answers`,
+            step: step.id,
+            error: { code: 'dependency_unavailable', message: gone.reason, retryable: true },
+          });
+        }
+        unavailable.push(gone);
+        if (fallback.kind === 'answer') return outcomes.completed(run, context, degradedCompletion({ attempt: run.attempt, steps, outputs, unavailable, text: fallback.text }));
+        outputs[step.id] = { unavailable: true, reason: gone.reason };
+        continue;
+      }
+      // Checked before the journal write: an output over its bound is not stored anywhere.
+      const bytes = jsonBytes(output);
+      const bound = checkStepOutput(bytes, keptBytes, this.deps.config.processor);
+      if (!bound.ok) return outcomes.failed(run, context, { reason: 'non_retryable', message: `failed: ${where} — ${bound.message}`, step: step.id, error: { code: bound.code, message: `${where}: ${bound.message}`, retryable: false } });
+      keptBytes += bytes;
+      if (!remembered) {
+        await this.deps.journal.record(run.runId, step.id, output, run.deadline);
+        if (!outputSeen) this.deps.metrics.runFirstOutput.observe({ class: run.class }, secondsSinceAdmission(run.admittedAt, now()));
+      }
+      outputSeen = true;
+      outputs[step.id] = output;
+      if (step.kind === 'llm') lastText = (output as { text: string }).text;
+    }
+    if (unavailable.length > 0) return outcomes.completed(run, context, degradedCompletion({ attempt: run.attempt, steps, outputs, unavailable, text: lastText ?? null }));
+    // A list, not a map: Postgres jsonb does not keep key order, and step order is meaningful.
+    const result = JSON.stringify({ text: lastText ?? null, degraded: false, steps: steps.map((s) => ({ id: s.id, output: outputs[s.id] })) });
+    const seconds = ((now() - run.admittedAt) / 1000).toFixed(1);
+    return outcomes.completed(run, context, { message: `completed: ${steps.length} steps, ${seconds} s after admission, attempt ${run.attempt}`, result });
+  }
+
+  /**
+   * What a step whose call failed means for the attempt. An open breaker the run can wait for, or
+   * a transient failure with run attempts and time left, puts the run on the retry topic; an answer
+   * that retrying cannot change fails it; otherwise the dependency is gone for this attempt. Any
+   * other error is the infrastructure's and escapes.
+   */
+  private afterFailedCall(run: RunRequested, context: AttemptContext, step: StepConfig, where: string, err: unknown, outputSeen: boolean): FailedStep {
+    const { outcomes } = this.deps;
+    if (err instanceof DependencyUnavailable) {
+      this.deps.metrics.breakerRefusals.inc({ dependency: err.dependency });
+      if (err.canWait) {
+        const openMs = ownEntry(this.deps.config.dependencies, err.dependency)?.breaker.openMs;
+        const dueAt = breakerRetryAt({ until: err.until, openMs, deadline: run.deadline, random: this.deps.random });
+        return { outcome: outcomes.retried(run, context, { reason: 'breaker_open', dependency: err.dependency, message: err.message, dueAt, failure: false, outputSeen }) };
+      }
+      return { gone: { dependency: err.dependency, reason: `the ${err.dependency} breaker is open until ${new Date(err.until).toISOString()}, after this run's deadline` } };
+    }
+    if (!(err instanceof StepError)) throw err;
+    if (!err.retryable) {
+      return { outcome: outcomes.failed(run, context, { reason: 'non_retryable', message: `failed: ${where} — ${err.message}`, step: step.id, error: { code: 'dependency_error', message: err.message, retryable: false } }) };
+    }
+    const dueAt = transientRetryAt({ priorFailures: context.priorFailures, policy: this.deps.config.processor.runRetry, now: this.deps.now(), deadline: run.deadline, minCallMs: MIN_USEFUL_CALL_MS, random: this.deps.random });
+    if (dueAt !== undefined) return { outcome: outcomes.retried(run, context, { reason: 'transient_failure', dependency: err.dependency, message: err.message, dueAt, failure: true, outputSeen }) };
+    return { gone: { dependency: err.dependency, reason: err.message } };
+  }
+}

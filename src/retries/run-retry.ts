@@ -1,0 +1,26 @@
+import { fullJitterMs, type RetryPolicy } from './retry-policy.js';
+
+/**
+ * When a run's next attempt may start after this one failed transiently: full jitter on the run's
+ * failures so far, this one included. Undefined when the run's attempts are used up, or when the
+ * next one would start too late to make a useful call before the deadline.
+ */
+export function transientRetryAt(opts: { priorFailures: number; policy: RetryPolicy; now: number; deadline: number; minCallMs: number; random: () => number }): number | undefined {
+  const failures = opts.priorFailures + 1;
+  if (failures >= opts.policy.maxAttempts) return undefined;
+  const dueAt = opts.now + Math.max(1, fullJitterMs(failures, opts.policy, opts.random));
+  return dueAt + opts.minCallMs < opts.deadline ? dueAt : undefined;
+}
+
+/** The most a waiter's return is spread after a breaker's next probe. */
+const MAX_SPREAD_MS = 2_000;
+
+/**
+ * When a run waiting out an open breaker tries again: after the breaker's next probe, spread over
+ * part of its open time so its waiters do not return as one wave, and never after the deadline.
+ * A dependency no longer configured (`openMs` undefined) has no spread.
+ */
+export function breakerRetryAt(opts: { until: number; openMs: number | undefined; deadline: number; random: () => number }): number {
+  const spread = opts.openMs === undefined ? 0 : Math.floor(opts.random() * Math.min(opts.openMs, MAX_SPREAD_MS));
+  return Math.min(opts.until + spread, opts.deadline);
+}

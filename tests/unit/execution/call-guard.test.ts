@@ -1,0 +1,91 @@
+import { describe, expect, it } from 'vitest';
+import type { BreakerView } from '../../../src/breakers/breaker-gate.js';
+import type { BreakerAdmission } from '../../../src/breakers/breaker-store.js';
+import { loadConfig } from '../../../src/config/load.js';
+import type { RunRequested } from '../../../src/events/schemas.js';
+import { CallGuard, DependencyUnavailable } from '../../../src/execution/call-guard.js';
+import { InfrastructureError } from '../../../src/execution/run-faults.js';
+import { createLogger } from '../../../src/obs/logger.js';
+
+const NOW = Date.UTC(2026, 0, 1, 12, 0, 0);
+const config = loadConfig({ env: {} });
+const openMs = config.dependencies.anthropic!.breaker.openMs;
+const run = { runId: 'r1', class: 'interactive', deadline: NOW + 30_000 } as RunRequested;
+
+function guard(opts: { view?: BreakerView; admit?: () => Promise<BreakerAdmission>; release?: () => Promise<void>; record?: () => Promise<{ state: 'closed'; changed: boolean }> } = {}) {
+  const asked: string[] = [];
+  const warnings: string[] = [];
+  const logger = createLogger('silent');
+  logger.warn = ((_: unknown, msg: string) => void warnings.push(msg)) as typeof logger.warn;
+  const g = new CallGuard({
+    config,
+    board: { view: (d) => opts.view ?? { name: d, state: 'closed' } },
+    breakers: {
+      admit: async (d, token) => {
+        asked.push(`${d} ${token}`);
+        return opts.admit ? opts.admit() : { allowed: true, probe: false };
+      },
+      record: async () => (opts.record ? opts.record() : { state: 'closed', changed: false }),
+    },
+    dependencyPermits: { acquire: async () => opts.release ?? (async () => undefined) },
+    logger,
+    now: () => NOW,
+  });
+  return { g, asked, warnings };
+}
+
+async function refusal(p: Promise<unknown>): Promise<unknown> {
+  return p.then(
+    () => undefined,
+    (err: unknown) => err,
+  );
+}
+
+describe('CallGuard.admit', () => {
+  it('lets a call out through a closed breaker, and names its token only when the call is a probe', async () => {
+    expect(await guard().g.admit(run, 'anthropic', 't1')).toBeUndefined();
+    expect(await guard({ admit: async () => ({ allowed: true, probe: true }) }).g.admit(run, 'anthropic', 't2')).toBe('t2');
+  });
+
+  it('does not ask the shared breaker about one this instance already sees open', async () => {
+    const { g, asked } = guard({ view: { name: 'anthropic', state: 'open', retryAt: NOW + 5_000 } });
+    expect(await refusal(g.admit(run, 'anthropic', 't'))).toMatchObject({ dependency: 'anthropic', until: NOW + 5_000, canWait: true });
+    expect(await refusal(g.admit({ ...run, deadline: NOW + 5_050 }, 'anthropic', 't'))).toMatchObject({ canWait: false });
+    expect(asked).toEqual([]);
+  });
+
+  it("refused half-open, looks again within openMs; refused open, at the breaker's retryAt", async () => {
+    const late = NOW + openMs + 60_000;
+    const halfOpen = guard({ admit: async () => ({ allowed: false, state: 'half_open', retryAt: late }) });
+    const err = await refusal(halfOpen.g.admit({ ...run, class: 'batch' }, 'anthropic', 't'));
+    expect(err).toBeInstanceOf(DependencyUnavailable);
+    expect(err).toMatchObject({ until: NOW + openMs, canWait: true });
+    const open = guard({ admit: async () => ({ allowed: false, state: 'open', retryAt: NOW + 1_000 }) });
+    expect(await refusal(open.g.admit(run, 'anthropic', 't'))).toMatchObject({ until: NOW + 1_000, canWait: true });
+  });
+
+  it('names the breaker admission when the shared breaker cannot be asked', async () => {
+    const { g } = guard({ admit: () => Promise.reject(new Error('Command timed out')) });
+    const err = await refusal(g.admit(run, 'anthropic', 't'));
+    expect(err).toBeInstanceOf(InfrastructureError);
+    expect(err).toMatchObject({ operation: 'breaker_admission' });
+  });
+});
+
+describe('CallGuard permits and outcomes', () => {
+  it('logs a permit it could not give back instead of failing the call', async () => {
+    const { g, warnings } = guard({ release: () => Promise.reject(new Error('Command timed out')) });
+    const release = await g.takePermit(run, 'anthropic');
+    await expect(release()).resolves.toBeUndefined();
+    expect(warnings).toEqual(['could not release a dependency permit; its lease will expire']);
+  });
+
+  it('logs an outcome the breaker could not be told, and a call that moved the breaker', async () => {
+    const failing = guard({ record: () => Promise.reject(new Error('Command timed out')) });
+    await expect(failing.g.record('anthropic', undefined, 'failure', 10)).resolves.toBeUndefined();
+    expect(failing.warnings).toEqual(['could not record a call outcome with the breaker']);
+    const moving = guard({ record: async () => ({ state: 'closed', changed: true }) });
+    await moving.g.record('anthropic', 'probe', 'success', 10);
+    expect(moving.warnings).toEqual(['this call moved the breaker']);
+  });
+});
