@@ -9,6 +9,12 @@ export type PartitionBatch = Pick<EachBatchPayload, 'resolveOffset' | 'heartbeat
   batch: { topic: string; partition: number; messages: KafkaMessage[] };
 };
 
+/** The partition a slice comes from. */
+export interface SliceSource {
+  topic: string;
+  partition: number;
+}
+
 /** What a sink does with its records; the loop around it is the same for every sink. */
 export interface SinkSteps<T, W> {
   /** The `sink` label of `sluice_sink_write_retries_total`. */
@@ -16,16 +22,16 @@ export interface SinkSteps<T, W> {
   /** Records per write. */
   batchSize: number;
   /** A record as the row to write. An EventDecodeError makes it poison: handed to `poison` and skipped. */
-  decode(message: KafkaMessage, topic: string, partition: number): Promise<T>;
+  decode(message: KafkaMessage, at: SliceSource): Promise<T>;
   /** Parks a poison record; resolves once it is safe to commit past it. Absent: decode errors propagate. */
-  poison?(record: { topic: string; partition: number; message: KafkaMessage }, error: EventDecodeError): Promise<void>;
+  poison?(record: SliceSource & { message: KafkaMessage }, error: EventDecodeError): Promise<void>;
   /**
    * Writes the rows, setting aside the ones Postgres refuses for good (writeIsolatingRejects) and
    * waiting out every other failure through `pause`; undefined once `pause` said to give up.
    */
-  write(rows: readonly T[], pause: (p: WritePause) => Promise<boolean>): Promise<W | undefined>;
+  write(rows: readonly T[], pause: (p: WritePause) => Promise<boolean>, at: SliceSource): Promise<W | undefined>;
   /** What a written slice causes before its offsets are committed: refused rows handled, runs reported. */
-  settle(written: W, topic: string, partition: number): Promise<void>;
+  settle(written: W, at: SliceSource): Promise<void>;
   /** Logs why the write waits, before each pause. */
   onPause(p: WritePause): void;
 }
@@ -48,6 +54,7 @@ export async function waitInBatch(ms: number, heartbeat: () => Promise<void>, st
 export async function sinkBatch<T, W>(payload: PartitionBatch, steps: SinkSteps<T, W>, consumer: Pick<BatchConsumer, 'commitPast'>, metrics: Pick<Metrics, 'sinkWriteRetries'>): Promise<void> {
   const { batch, resolveOffset, heartbeat, isRunning, isStale } = payload;
   const { topic, partition } = batch;
+  const at: SliceSource = { topic, partition };
   const stillOwned = () => isRunning() && !isStale();
   const pause = (p: WritePause) => {
     metrics.sinkWriteRetries.inc({ sink: steps.sink, cause: p.cause });
@@ -60,15 +67,15 @@ export async function sinkBatch<T, W>(payload: PartitionBatch, steps: SinkSteps<
     const rows: T[] = [];
     for (const message of slice) {
       try {
-        rows.push(await steps.decode(message, topic, partition));
+        rows.push(await steps.decode(message, at));
       } catch (err) {
         if (!(err instanceof EventDecodeError) || !steps.poison) throw err;
         await steps.poison({ topic, partition, message }, err);
       }
     }
-    const written = await steps.write(rows, pause);
+    const written = await steps.write(rows, pause, at);
     if (written === undefined) return;
-    await steps.settle(written, topic, partition);
+    await steps.settle(written, at);
     const last = slice[slice.length - 1]!.offset;
     resolveOffset(last);
     await consumer.commitPast(topic, partition, last);

@@ -5,7 +5,7 @@ import type { EventCodec } from '../events/codec.js';
 import { SUBJECTS, type RunStatusChanged } from '../events/schemas.js';
 import { buildDeadLetter, routePoison, type DeadLetterSink } from '../dlq/dead-letter.js';
 import type { BatchConsumer } from '../kafka/batch-consumer.js';
-import { createSinkConsumer } from '../kafka/batch-sink.js';
+import { createSinkConsumer, type SliceSource } from '../kafka/batch-sink.js';
 import { groupId, topicNames } from '../kafka/topics.js';
 import type { Logger } from '../obs/logger.js';
 import type { Metrics } from '../obs/metrics.js';
@@ -66,7 +66,7 @@ export class StatusSink {
           const written = await writeIsolatingRejects(records, { apply: (rows) => this.apply(rows), pause });
           return written.outcome === 'abandoned' ? undefined : written;
         },
-        settle: (written, topic, partition) => this.settle(written, topic, partition),
+        settle: (written, at) => this.settle(written, at),
         onPause: (p) => this.onPause(p),
       },
     });
@@ -95,8 +95,8 @@ export class StatusSink {
     else this.log.error(context, 'could not write status events to Postgres; retrying');
   }
 
-  private async settle(written: WrittenRows<StatusRecord, RunStatusChanged>, topic: string, partition: number): Promise<void> {
-    for (const rejected of written.rejected) await this.deadLetterRejected(topic, partition, rejected);
+  private async settle(written: WrittenRows<StatusRecord, RunStatusChanged>, at: SliceSource): Promise<void> {
+    for (const rejected of written.rejected) await this.deadLetterRejected(at, rejected);
     await Promise.all([this.releaseFinished(written.results, true), this.releaseFinished(written.rejected.map((r) => r.item.event), false)]);
   }
 
@@ -105,7 +105,7 @@ export class StatusSink {
    * the SQLSTATE and message, so it can be inspected and replayed into this topic once fixed.
    * Resolves only once the DLQ acknowledged it, so the offset may then be committed past it.
    */
-  private async deadLetterRejected(topic: string, partition: number, { item, error }: RejectedRow<StatusRecord>): Promise<void> {
+  private async deadLetterRejected({ topic, partition }: SliceSource, { item, error }: RejectedRow<StatusRecord>): Promise<void> {
     const { message, event } = item;
     const now = Date.now();
     const { envelope, headers } = buildDeadLetter({
