@@ -10,16 +10,21 @@ import { groupId, topicNames } from '../kafka/topics.js';
 import type { Logger } from '../obs/logger.js';
 import type { Metrics } from '../obs/metrics.js';
 import type { RunStore } from './run-store.js';
-import type { AdmissionStore } from '../admission/admission-store.js';
 import { isTerminal } from './run-history.js';
 
 export interface StatusSinkDeps {
   kafka: Kafka;
-  config: SluiceConfig;
+  config: Pick<SluiceConfig, 'namespace' | 'kafka' | 'statusSink'>;
   codec: EventCodec;
   store: Pick<RunStore, 'applyStatusEvents'>;
-  backlog: Pick<AdmissionStore, 'release'>;
   deadLetters: DeadLetterSink;
+  /** Bounds each DLQ produce (poison, refused events). */
+  deadLetterTimeoutMs: number;
+  /**
+   * Told of each terminal status once settled, before its offset is committed: `stored` is false
+   * for one Postgres refused for good (dead-lettered), whose times are then suspect. Must not reject.
+   */
+  onTerminal: (event: RunStatusChanged, stored: boolean) => Promise<void>;
   logger: Logger;
   metrics: Metrics;
 }
@@ -49,7 +54,7 @@ export class StatusSink {
     const { config } = deps;
     this.group = groupId(config.namespace, 'status-sink');
     this.log = deps.logger.child({ component: 'status-sink' });
-    const poison = { deadLetters: deps.deadLetters, consumerGroup: this.group, timeoutMs: config.processor.produceTimeoutMs, metrics: deps.metrics, log: this.log, logMessage: 'undecodable status event sent to the DLQ' };
+    const poison = { deadLetters: deps.deadLetters, consumerGroup: this.group, timeoutMs: deps.deadLetterTimeoutMs, metrics: deps.metrics, log: this.log, logMessage: 'undecodable status event sent to the DLQ' };
     this.consumer = createSinkConsumer<StatusRecord, WrittenRows<StatusRecord, RunStatusChanged>>({
       kafka: deps.kafka,
       settings: config.kafka,
@@ -97,7 +102,11 @@ export class StatusSink {
 
   private async settle(written: WrittenRows<StatusRecord, RunStatusChanged>, at: SliceSource): Promise<void> {
     for (const rejected of written.rejected) await this.deadLetterRejected(at, rejected);
-    await Promise.all([this.releaseFinished(written.results, true), this.releaseFinished(written.rejected.map((r) => r.item.event), false)]);
+    const terminal = (event: RunStatusChanged) => isTerminal(event.status);
+    await Promise.all([
+      ...written.results.filter(terminal).map((event) => this.deps.onTerminal(event, true)),
+      ...written.rejected.map((r) => r.item.event).filter(terminal).map((event) => this.deps.onTerminal(event, false)),
+    ]);
   }
 
   /**
@@ -120,27 +129,9 @@ export class StatusSink {
       lastFailureAt: now,
       run: { runId: event.runId, tenantId: event.tenantId, workflow: event.workflow },
     });
-    await this.deps.deadLetters.publishDeadLetter(envelope, headers, this.deps.config.processor.produceTimeoutMs);
+    await this.deps.deadLetters.publishDeadLetter(envelope, headers, this.deps.deadLetterTimeoutMs);
     this.deps.metrics.deadLettered.inc({ topic, reason: POSTGRES_REJECTED });
     this.deps.metrics.sinkPoison.inc({ sink: 'status', reason: POSTGRES_REJECTED });
     this.log.error({ topic, partition, offset: message.offset, runId: event.runId, sqlState: error.sqlState, err: error }, 'Postgres refused a status event for good; sent to the DLQ');
-  }
-
-  /**
-   * A terminal status frees the run's place in the admission backlog and feeds the measured
-   * service rate. Best effort: if Redis is down the entry's lease (deadline + grace) frees it.
-   * A terminal event Postgres refused still ends its run and frees the place, but its times are
-   * suspect (a timestamp out of range is one reason to be refused), so it is not `measured`.
-   */
-  private async releaseFinished(events: readonly RunStatusChanged[], measured: boolean): Promise<void> {
-    const finished = events.filter((e) => isTerminal(e.status));
-    await Promise.all(
-      finished.map((e) => {
-        const executionMs = measured && e.status === 'completed' && e.attemptStartedAt !== null ? e.occurredAt - e.attemptStartedAt : undefined;
-        return this.deps.backlog
-          .release({ runId: e.runId, tenantId: e.tenantId, runClass: e.class }, executionMs)
-          .catch((err: unknown) => this.log.warn({ err, runId: e.runId }, 'could not release a finished run from the backlog; its lease will expire'));
-      }),
-    );
   }
 }
