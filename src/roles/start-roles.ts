@@ -36,7 +36,7 @@ import { BreakerStore } from '../breakers/breaker-store.js';
 import { RunBreakerGate } from '../breakers/run-breaker-gate.js';
 import { ownEntry } from '../config/lookup.js';
 import { llmFromSimulator } from '../config/profile.js';
-import { RetryForwarder } from '../processors/retry-forwarder.js';
+import { RetryForwarder } from '../retries/retry-forwarder.js';
 
 export interface RunningRoles {
   roles: Role[];

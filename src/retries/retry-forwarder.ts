@@ -8,7 +8,7 @@ import { groupId, topicNames, type TopicNames } from '../kafka/topics.js';
 import type { Logger } from '../obs/logger.js';
 import type { Metrics } from '../obs/metrics.js';
 import { ProduceTimeoutError } from '../producers/produce-batcher.js';
-import { parseRetryClass, parseRetryDueAt } from './retry-enqueue.js';
+import { parseRetryClass, parseRetryDueAt } from '../processors/retry-enqueue.js';
 
 export interface RetryForwarderDeps {
   kafka: Kafka;
