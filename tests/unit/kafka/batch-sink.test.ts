@@ -1,23 +1,14 @@
 import type { KafkaMessage } from 'kafkajs';
-import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { writeIsolatingRejects, type RejectedRow, type WritePause, type WrittenRows } from '../../../src/db/isolated-write.js';
 import { EventDecodeError } from '../../../src/events/codec.js';
 import { sinkBatch, type PartitionBatch, type SinkSteps } from '../../../src/kafka/batch-sink.js';
 import { createMetrics } from '../../../src/obs/metrics.js';
 import { metricValue } from '../../support/metric-value.js';
+import { connectionRefused, serverError } from '../../support/postgres-errors.js';
 
 const TOPIC = 'sluice.runs.status';
 const PARTITION = 3;
-
-function dataError(code: string): pg.DatabaseError {
-  const err = new pg.DatabaseError(`server said ${code}`, 0, 'error');
-  err.severity = 'ERROR';
-  err.code = code;
-  return err;
-}
-
-const refused = () => Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
 
 /** Records whose values are row names; `poison` does not decode. Offsets from 10. */
 const records = (...values: string[]): KafkaMessage[] => values.map((v, i) => ({ offset: String(10 + i), key: null, value: Buffer.from(v), timestamp: '0', attributes: 0, headers: {} }) as KafkaMessage);
@@ -103,7 +94,7 @@ describe('sinkBatch', () => {
 
   it('waits out an outage with backoff while the partition is still owned, then writes once and commits', async () => {
     const p = fakePartition(records('a', 'b'));
-    const s = fakeSink({ outage: (call) => (call <= 2 ? refused() : undefined) });
+    const s = fakeSink({ outage: (call) => (call <= 2 ? connectionRefused() : undefined) });
     const metrics = createMetrics();
     await sinkBatch(p.payload, s.steps, p.consumer, metrics);
     expect(s.seen.pauses.map((x) => [x.cause, x.attempt, x.waitMs])).toEqual([
@@ -119,7 +110,7 @@ describe('sinkBatch', () => {
 
   it('gives up without committing once the partition is revoked while it waits', async () => {
     const p = fakePartition(records('a', 'b'));
-    const s = fakeSink({ outage: () => refused() });
+    const s = fakeSink({ outage: () => connectionRefused() });
     s.whenPaused(() => (p.state.stale = true));
     await sinkBatch(p.payload, s.steps, p.consumer, createMetrics());
     expect(s.seen.pauses).toHaveLength(1);
@@ -143,7 +134,7 @@ describe('sinkBatch', () => {
 
   it('stops waiting when the consumer stops during a backoff, without committing', async () => {
     const p = fakePartition(records('a'));
-    const s = fakeSink({ outage: () => refused() });
+    const s = fakeSink({ outage: () => connectionRefused() });
     s.whenPaused(() => void setTimeout(() => (p.state.running = false), 10));
     const started = Date.now();
     await sinkBatch(p.payload, s.steps, p.consumer, createMetrics());
@@ -155,7 +146,7 @@ describe('sinkBatch', () => {
 
   it('dead-letters a poison record once, skips it and commits past it, even when the write is retried', async () => {
     const p = fakePartition(records('a', 'poison', 'b'));
-    const s = fakeSink({ outage: (call) => (call === 1 ? refused() : undefined) });
+    const s = fakeSink({ outage: (call) => (call === 1 ? connectionRefused() : undefined) });
     await sinkBatch(p.payload, s.steps, p.consumer, createMetrics());
     expect(s.seen.poison).toEqual(['11']);
     expect(s.seen.written).toEqual(['a', 'b']);
@@ -183,7 +174,7 @@ describe('sinkBatch', () => {
 
   it('sets aside the row Postgres refuses for good, writes the others and commits the whole slice', async () => {
     const p = fakePartition(records('a', 'bad', 'c', 'd'));
-    const s = fakeSink({ refuse: { bad: dataError('22P05') } });
+    const s = fakeSink({ refuse: { bad: serverError('22P05') } });
     await sinkBatch(p.payload, s.steps, p.consumer, createMetrics());
     expect(s.seen.written).toEqual(['a', 'c', 'd']);
     expect(s.seen.rejected).toEqual(['bad']);
