@@ -6,12 +6,19 @@ export interface RejectedRow<T> {
   error: PostgresRejectedError;
 }
 
+/**
+ * Everything was written except `rejected` (in input order), which the caller must set aside.
+ * `wroteSome`: at least one write succeeded, which proves the statement and schema sound.
+ */
+export interface WrittenRows<T, R> {
+  outcome: 'written';
+  results: R[];
+  rejected: RejectedRow<T>[];
+  wroteSome: boolean;
+}
+
 export type IsolatedWrite<T, R> =
-  /**
-   * Everything was written except `rejected` (in input order), which the caller must set aside.
-   * `wroteSome`: at least one write succeeded, which proves the statement and schema sound.
-   */
-  | { outcome: 'written'; results: R[]; rejected: RejectedRow<T>[]; wroteSome: boolean }
+  | WrittenRows<T, R>
   /** The caller gave up while waiting (its partition went elsewhere); nothing may be committed. */
   | { outcome: 'abandoned' };
 

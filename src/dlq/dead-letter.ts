@@ -1,5 +1,8 @@
 import type { KafkaMessage } from 'kafkajs';
+import type { EventDecodeError } from '../events/codec.js';
 import type { DeadLetterEnvelope } from '../events/schemas.js';
+import type { Logger } from '../obs/logger.js';
+import type { Metrics } from '../obs/metrics.js';
 
 /** Failure context as Kafka headers, in the spirit of Spring Kafka's `kafka_dlt-*` headers. */
 export const DLQ_HEADER = {
@@ -101,6 +104,13 @@ export interface DeadLetterSink {
   publishDeadLetter(envelope: DeadLetterEnvelope, headers: Record<string, string>, timeoutMs: number): Promise<void>;
 }
 
+/** A record that will never decode, where it was read. */
+export interface PoisonRecord {
+  topic: string;
+  partition: number;
+  message: Pick<KafkaMessage, 'offset' | 'key' | 'value'>;
+}
+
 /**
  * A record that cannot be decoded will never decode on redelivery: park it in the DLQ with its
  * bytes so the partition keeps flowing. Resolves only once the DLQ produce is acknowledged, so the
@@ -108,7 +118,7 @@ export interface DeadLetterSink {
  */
 export async function deadLetterPoison(
   sink: DeadLetterSink,
-  record: { topic: string; partition: number; message: Pick<KafkaMessage, 'offset' | 'key' | 'value'> },
+  record: PoisonRecord,
   consumerGroup: string,
   error: Error,
   timeoutMs: number,
@@ -116,4 +126,23 @@ export async function deadLetterPoison(
 ): Promise<void> {
   const { envelope, headers } = buildDeadLetter({ ...record, consumerGroup, reason: 'decode_error', error, attempts: 1, firstFailureAt: now, lastFailureAt: now });
   await sink.publishDeadLetter(envelope, headers, timeoutMs);
+}
+
+/** How a consumer parks the records it cannot decode. */
+export interface PoisonRoute {
+  deadLetters: DeadLetterSink;
+  consumerGroup: string;
+  timeoutMs: number;
+  metrics: Pick<Metrics, 'deadLettered'>;
+  log: Logger;
+  /** Logged (warn) with the record's coordinates and why it does not decode. */
+  logMessage: string;
+}
+
+/** Logs, dead-letters and counts a poison record; resolves once the DLQ acknowledged it. */
+export async function routePoison(route: PoisonRoute, record: PoisonRecord, error: EventDecodeError): Promise<void> {
+  const { topic, partition, message } = record;
+  route.log.warn({ topic, partition, offset: message.offset, reason: error.reason }, route.logMessage);
+  await deadLetterPoison(route.deadLetters, record, route.consumerGroup, error, route.timeoutMs);
+  route.metrics.deadLettered.inc({ topic, reason: 'decode_error' });
 }

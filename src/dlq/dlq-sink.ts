@@ -1,10 +1,11 @@
-import type { Consumer, EachBatchPayload, Kafka, KafkaMessage } from 'kafkajs';
+import type { Kafka, KafkaMessage } from 'kafkajs';
 import { ownEntry } from '../config/lookup.js';
 import type { SluiceConfig } from '../config/schema.js';
 import { writeIsolatingRejects, type IsolatedWriteDeps, type RejectedRow, type WritePause } from '../db/isolated-write.js';
 import type { EventCodec } from '../events/codec.js';
 import { SUBJECTS, type DeadLetterEnvelope, type RunRequested, type RunStatusChanged } from '../events/schemas.js';
-import { createSinkConsumer, waitInBatch } from '../kafka/client.js';
+import type { BatchConsumer } from '../kafka/batch-consumer.js';
+import { createSinkConsumer, type SliceSource } from '../kafka/batch-sink.js';
 import { headerRecord } from '../kafka/headers.js';
 import { groupId, topicNames } from '../kafka/topics.js';
 import type { Logger } from '../obs/logger.js';
@@ -152,23 +153,40 @@ interface DlqEntry {
  * where its bytes remain in Kafka until retention.
  */
 export class DlqSink {
-  private readonly consumer: Consumer;
+  private readonly consumer: BatchConsumer;
   private readonly group: string;
   private readonly log: Logger;
   private readonly now: () => number;
   private readonly timers: NodeJS.Timeout[] = [];
 
   constructor(private readonly deps: DlqSinkDeps) {
-    this.group = groupId(deps.config.namespace, 'dlq-sink');
+    const { config } = deps;
+    this.group = groupId(config.namespace, 'dlq-sink');
     this.log = deps.logger.child({ component: 'dlq-sink' });
     this.now = deps.now ?? Date.now;
-    this.consumer = createSinkConsumer(deps.kafka, deps.config.kafka, this.group);
+    this.consumer = createSinkConsumer<DlqEntry, ArchivedDeadLetter[]>({
+      kafka: deps.kafka,
+      settings: config.kafka,
+      groupId: this.group,
+      topic: topicNames(config.namespace).dlq,
+      log: this.log,
+      metrics: deps.metrics,
+      steps: {
+        sink: 'dlq',
+        batchSize: config.dlqSink.batchSize,
+        decode: async (message, at) => ({ message, row: await this.toRow(at, message) }),
+        write: (entries, pause, at) => this.archive(at, entries, { apply: (rows) => deps.store.archive(rows.map((e) => e.row)), pause }),
+        settle: async (fresh) => {
+          this.count(fresh);
+          await this.reportDeadLettered(fresh);
+        },
+        onPause: (p) => this.onPause(p),
+      },
+    });
   }
 
   async start(): Promise<void> {
-    await this.consumer.connect();
-    await this.consumer.subscribe({ topics: [topicNames(this.deps.config.namespace).dlq], fromBeginning: true });
-    await this.consumer.run({ autoCommit: false, eachBatchAutoResolve: false, partitionsConsumedConcurrently: 2, eachBatch: (p) => this.onBatch(p) });
+    await this.consumer.start();
     const { purgeIntervalMs } = this.deps.config.dlqSink;
     this.timers.push(setInterval(() => void this.purge(), purgeIntervalMs), setInterval(() => void this.refreshGauge(), GAUGE_REFRESH_MS));
     for (const t of this.timers) t.unref();
@@ -177,33 +195,10 @@ export class DlqSink {
 
   async stop(): Promise<void> {
     for (const t of this.timers) clearInterval(t);
-    await this.consumer.disconnect();
+    await this.consumer.stop();
   }
 
-  private async onBatch({ batch, resolveOffset, heartbeat, isRunning, isStale }: EachBatchPayload): Promise<void> {
-    const { topic, partition } = batch;
-    const max = this.deps.config.dlqSink.batchSize;
-    const stillOwned = () => isRunning() && !isStale();
-    const write: IsolatedWriteDeps<DlqEntry, ArchivedDeadLetter> = {
-      apply: (entries) => this.deps.store.archive(entries.map((e) => e.row)),
-      pause: (p) => this.pause(p, heartbeat, stillOwned),
-    };
-    for (let start = 0; start < batch.messages.length; start += max) {
-      if (!stillOwned()) return;
-      const slice = batch.messages.slice(start, start + max);
-      const entries = await Promise.all(slice.map(async (message) => ({ message, row: await this.toRow(topic, partition, message) })));
-      const fresh = await this.archive(topic, partition, entries, write);
-      if (!fresh) return;
-      this.count(fresh);
-      await this.reportDeadLettered(fresh);
-      const last = slice[slice.length - 1]!.offset;
-      resolveOffset(last);
-      await this.consumer.commitOffsets([{ topic, partition, offset: String(Number(last) + 1) }]);
-      await heartbeat();
-    }
-  }
-
-  private async toRow(topic: string, partition: number, message: KafkaMessage): Promise<ArchivedDeadLetter> {
+  private async toRow({ topic, partition }: SliceSource, message: KafkaMessage): Promise<ArchivedDeadLetter> {
     let envelope: DeadLetterEnvelope;
     try {
       envelope = await this.deps.codec.decode<DeadLetterEnvelope>(message.value, SUBJECTS.deadLetter);
@@ -221,7 +216,7 @@ export class DlqSink {
   }
 
   /** Archives the entries; resolves to the rows that were new, or undefined when the partition was lost meanwhile. */
-  private async archive(topic: string, partition: number, entries: readonly DlqEntry[], write: IsolatedWriteDeps<DlqEntry, ArchivedDeadLetter>): Promise<ArchivedDeadLetter[] | undefined> {
+  private async archive({ topic, partition }: SliceSource, entries: readonly DlqEntry[], write: IsolatedWriteDeps<DlqEntry, ArchivedDeadLetter>): Promise<ArchivedDeadLetter[] | undefined> {
     const minimalOf = ({ item: { message }, error }: RejectedRow<DlqEntry>) => ({ message, row: rawRecordRow(topic, partition, message, this.group, RAW_ROW_REASON.unarchivable, error, this.now()) });
     const archived = await archiveWithFallback(entries, write, minimalOf);
     if (!archived) return undefined;
@@ -239,13 +234,11 @@ export class DlqSink {
     return archived.fresh;
   }
 
-  private async pause(p: WritePause, heartbeat: () => Promise<void>, stillOwned: () => boolean): Promise<boolean> {
+  private onPause(p: WritePause): void {
     this.deps.metrics.dlqArchiveFailures.inc();
-    this.deps.metrics.sinkWriteRetries.inc({ sink: 'dlq', cause: p.cause });
     const context = { err: p.error, attempt: p.attempt, waitMs: p.waitMs, rows: p.rows };
     if (p.cause === 'systemic') this.log.error(context, 'Postgres refuses every dead letter of the batch, and not for their data (schema or deploy?); retrying');
     else this.log.error(context, 'could not archive dead letters in Postgres; retrying');
-    return waitInBatch(p.waitMs, heartbeat, stillOwned);
   }
 
   private count(rows: readonly ArchivedDeadLetter[]): void {

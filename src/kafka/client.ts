@@ -1,4 +1,4 @@
-import { Kafka, Partitioners, logLevel, type Consumer, type LogEntry, type Producer } from 'kafkajs';
+import { Kafka, Partitioners, logLevel, type LogEntry, type Producer } from 'kafkajs';
 import type { Logger } from '../obs/logger.js';
 import type { SluiceConfig } from '../config/schema.js';
 
@@ -41,16 +41,4 @@ export function createIdempotentProducer(kafka: Kafka): Producer {
     createPartitioner: Partitioners.DefaultPartitioner,
     retry: { retries: Number.MAX_SAFE_INTEGER, initialRetryTime: 100, maxRetryTime: 2_000 },
   });
-}
-
-/** A consumer of a sink (status, DLQ): manual commits after each write, short fetch waits. */
-export function createSinkConsumer(kafka: Kafka, cfg: SluiceConfig['kafka'], groupId: string): Consumer {
-  return kafka.consumer({ groupId, sessionTimeout: cfg.sessionTimeoutMs, heartbeatInterval: cfg.heartbeatIntervalMs, allowAutoTopicCreation: false, maxWaitTimeInMs: 250 });
-}
-
-/** A wait inside a sink's batch: heartbeats after it so the group keeps the partition here, and resolves whether it still does. */
-export async function waitInBatch(ms: number, heartbeat: () => Promise<void>, stillOwned: () => boolean): Promise<boolean> {
-  await new Promise((r) => setTimeout(r, ms));
-  await heartbeat();
-  return stillOwned();
 }

@@ -1,8 +1,9 @@
-import type { Consumer, EachBatchPayload, Kafka, KafkaMessage } from 'kafkajs';
+import type { EachBatchPayload, Kafka, KafkaMessage } from 'kafkajs';
 import type { SluiceConfig } from '../config/schema.js';
 import { EventDecodeError, type EventCodec } from '../events/codec.js';
 import { SUBJECTS, type RunClass, type RunRequested } from '../events/schemas.js';
-import { deadLetterPoison, type DeadLetterSink } from '../dlq/dead-letter.js';
+import { routePoison, type DeadLetterSink, type PoisonRoute } from '../dlq/dead-letter.js';
+import { createBatchConsumer, partitionKey, splitPartitionKey, type BatchConsumer } from '../kafka/batch-consumer.js';
 import { groupId, topicNames } from '../kafka/topics.js';
 import type { Logger } from '../obs/logger.js';
 import type { Metrics } from '../obs/metrics.js';
@@ -33,12 +34,6 @@ export interface RunConsumerDeps {
 const COMMIT_DEBOUNCE_MS = 100;
 const COMMIT_RETRY_MS = 1_000;
 
-const tpKey = (topic: string, partition: number) => `${topic}\u0000${partition}`;
-const splitKey = (key: string): [string, number] => {
-  const at = key.lastIndexOf('\u0000');
-  return [key.slice(0, at), Number(key.slice(at + 1))];
-};
-
 /** What a record says about its run's earlier attempts (headers of a run-level retry). */
 function attemptContext(topic: string, partition: number, message: KafkaMessage): AttemptContext {
   const first = parseRetryFirstFailureAt(message.headers);
@@ -61,7 +56,8 @@ const FALLBACK_POLL_MS = 500;
  * unfinished record of each partition.
  */
 export class RunConsumer {
-  private readonly consumer: Consumer;
+  private readonly consumer: BatchConsumer;
+  private readonly poison: PoisonRoute;
   private readonly progress = new Map<string, PartitionProgress>();
   /** Paused partitions and why: a full read-ahead buffer, or buffered work all waiting on open breakers. */
   private readonly paused = new Map<string, 'buffer_full' | 'breaker_open'>();
@@ -77,13 +73,19 @@ export class RunConsumer {
     const { kafka, config } = deps;
     this.group = groupId(config.namespace, 'processor');
     this.log = deps.logger.child({ component: 'run-consumer' });
-    this.consumer = kafka.consumer({
+    const topics = topicNames(config.namespace);
+    this.consumer = createBatchConsumer({
+      kafka,
+      settings: config.kafka,
       groupId: this.group,
-      sessionTimeout: config.kafka.sessionTimeoutMs,
-      heartbeatInterval: config.kafka.heartbeatIntervalMs,
-      allowAutoTopicCreation: false,
+      topics: [topics.interactive, topics.batch],
       maxWaitTimeInMs: 500,
+      partitionsConsumedConcurrently: 4,
+      eachBatch: (payload) => this.onBatch(payload),
+      onAssignment: (owned, assignment) => this.onAssignment(owned, assignment),
+      log: this.log,
     });
+    this.poison = { deadLetters: deps.deadLetters, consumerGroup: this.group, timeoutMs: config.processor.produceTimeoutMs, metrics: deps.metrics, log: this.log, logMessage: 'undecodable record sent to the DLQ' };
     this.dispatcher = new RunDispatcher({
       permits: deps.permits,
       execute: (run, task) => deps.execute(run, task.context),
@@ -117,29 +119,20 @@ export class RunConsumer {
     }
   }
 
-  async start(): Promise<void> {
-    const topics = topicNames(this.deps.config.namespace);
-    this.consumer.on(this.consumer.events.GROUP_JOIN, (e) => this.onAssignment(e.payload.memberAssignment));
-    await this.consumer.connect();
-    await this.consumer.subscribe({ topics: [topics.interactive, topics.batch], fromBeginning: true });
-    await this.consumer.run({
-      autoCommit: false,
-      eachBatchAutoResolve: false,
-      partitionsConsumedConcurrently: 4,
-      eachBatch: (payload) => this.onBatch(payload),
-    });
+  start(): Promise<void> {
+    return this.consumer.start();
   }
 
   /** Stops fetching, lets running work finish within the grace period, commits what finished. */
   async stop(graceMs: number): Promise<void> {
     this.stopping = true;
     clearInterval(this.gauges);
-    await this.consumer.stop();
-    const unfinished = await this.dispatcher.stop(graceMs);
-    if (unfinished > 0) this.log.warn({ running: unfinished }, 'grace period over: unfinished runs will be redelivered');
-    clearTimeout(this.commitTimer);
-    await this.commitNow();
-    await this.consumer.disconnect();
+    await this.consumer.stop(async () => {
+      const unfinished = await this.dispatcher.stop(graceMs);
+      if (unfinished > 0) this.log.warn({ running: unfinished }, 'grace period over: unfinished runs will be redelivered');
+      clearTimeout(this.commitTimer);
+      await this.commitNow();
+    });
   }
 
   get inFlight(): number {
@@ -148,7 +141,7 @@ export class RunConsumer {
 
   private async onBatch({ batch, resolveOffset, heartbeat, isRunning, isStale }: EachBatchPayload): Promise<void> {
     const { topic, partition } = batch;
-    const key = tpKey(topic, partition);
+    const key = partitionKey(topic, partition);
     let progress = this.progress.get(key);
     if (!progress) {
       progress = new PartitionProgress();
@@ -170,9 +163,7 @@ export class RunConsumer {
           run = await this.deps.codec.decode<RunRequested>(message.value, SUBJECTS.runRequested);
         } catch (err) {
           if (!(err instanceof EventDecodeError)) throw err;
-          this.log.warn({ topic, partition, offset: message.offset, reason: err.reason }, 'undecodable record sent to the DLQ');
-          await deadLetterPoison(this.deps.deadLetters, { topic, partition, message }, this.group, err, this.deps.config.processor.produceTimeoutMs);
-          this.deps.metrics.deadLettered.inc({ topic, reason: 'decode_error' });
+          await routePoison(this.poison, { topic, partition, message }, err);
         }
         progress.track(offset);
         if (run) this.dispatcher.submit({ run, source: key, offset, context: attemptContext(topic, partition, message) });
@@ -191,7 +182,7 @@ export class RunConsumer {
     const progress = this.progress.get(task.source);
     if (!progress) return; // partition was revoked meanwhile; its new owner redelivers from the committed offset
     progress.finish(task.offset);
-    const [topic, partition] = splitKey(task.source);
+    const [topic, partition] = splitPartitionKey(task.source);
     this.deps.metrics.bufferedRecords.set({ topic, partition: String(partition) }, progress.inFlight);
     if (this.paused.get(task.source) === 'buffer_full' && progress.inFlight <= this.deps.config.processor.partitionBuffer / 2) this.resume(topic, partition);
     this.scheduleCommit();
@@ -205,7 +196,7 @@ export class RunConsumer {
   private reviewBreakerPauses(): void {
     for (const [key, progress] of this.progress) {
       const held = this.dispatcher.heldFrom(key);
-      const [topic, partition] = splitKey(key);
+      const [topic, partition] = splitPartitionKey(key);
       const reason = this.paused.get(key);
       if (held > 0 && held === progress.inFlight) {
         if (reason === undefined) this.pause(topic, partition, 'breaker_open');
@@ -232,25 +223,24 @@ export class RunConsumer {
   }
 
   private pause(topic: string, partition: number, reason: 'buffer_full' | 'breaker_open'): void {
-    const key = tpKey(topic, partition);
+    const key = partitionKey(topic, partition);
     if (this.paused.has(key)) return;
     this.paused.set(key, reason);
-    this.consumer.pause([{ topic, partitions: [partition] }]);
+    this.consumer.pause(topic, partition);
     this.reportPaused();
     this.log.info({ topic, partition, reason, pausedAt: Date.now() }, reason === 'buffer_full' ? 'partition paused: read-ahead buffer full' : 'partition paused: all its buffered work waits for an open dependency');
   }
 
   private resume(topic: string, partition: number): void {
-    const key = tpKey(topic, partition);
+    const key = partitionKey(topic, partition);
     if (!this.paused.delete(key)) return;
-    this.consumer.resume([{ topic, partitions: [partition] }]);
+    this.consumer.resume(topic, partition);
     this.reportPaused();
     this.log.info({ topic, partition }, 'partition resumed');
   }
 
-  /** Forgets partitions this instance no longer owns: their new owner starts at the committed offset. */
-  private onAssignment(assignment: Record<string, number[]>): void {
-    const owned = new Set(Object.entries(assignment).flatMap(([topic, parts]) => parts.map((p) => tpKey(topic, p))));
+  /** Forgets partitions this instance no longer owns (the consumer resumed the paused ones): their new owner starts at the committed offset. */
+  private onAssignment(owned: ReadonlySet<string>, assignment: Record<string, number[]>): void {
     for (const key of [...this.progress.keys()]) if (!owned.has(key)) this.progress.delete(key);
     const dropped = this.dispatcher.forget((source) => !owned.has(source));
     if (dropped > 0) this.log.info({ dropped }, 'dropped waiting runs of revoked partitions; their new owner redelivers them');
@@ -273,13 +263,13 @@ export class RunConsumer {
     for (const [key, progress] of this.progress) {
       const position = progress.committable();
       if (position === undefined) continue;
-      const [topic, partition] = splitKey(key);
+      const [topic, partition] = splitPartitionKey(key);
       offsets.push({ topic, partition, offset: String(position) });
       marks.push([progress, position]);
     }
     if (offsets.length === 0) return;
     try {
-      await this.consumer.commitOffsets(offsets);
+      await this.consumer.commit(offsets);
       for (const [progress, position] of marks) progress.markCommitted(position);
     } catch (err) {
       this.log.warn({ err, offsets }, 'offset commit failed; will try again');

@@ -17,6 +17,7 @@ import { callLlm, createAnthropicClient } from '../steps/llm-call.js';
 import { SharedClients } from './shared-clients.js';
 import { AdmissionController } from '../admission/admission-controller.js';
 import { AdmissionStore } from '../admission/admission-store.js';
+import { releaseFinishedRun } from '../admission/backlog-release.js';
 import { ReadLimits } from '../admission/read-limits.js';
 import { IdempotencyStore } from '../admission/idempotency.js';
 import { ServiceState } from '../admission/service-state.js';
@@ -35,7 +36,7 @@ import { BreakerStore } from '../breakers/breaker-store.js';
 import { RunBreakerGate } from '../breakers/run-breaker-gate.js';
 import { ownEntry } from '../config/lookup.js';
 import { llmFromSimulator } from '../config/profile.js';
-import { RetryForwarder } from '../processors/retry-forwarder.js';
+import { RetryForwarder } from '../retries/retry-forwarder.js';
 
 export interface RunningRoles {
   roles: Role[];
@@ -78,13 +79,17 @@ async function startSimulator({ config, logger, onStop }: RoleContext): Promise<
 
 async function startStatusSink({ config, logger, metrics, clients, onStop }: RoleContext): Promise<void> {
   await clients.ensureTopics();
+  const backlog = new AdmissionStore(clients.scripts, clients.keys);
+  const log = logger.child({ component: 'status-sink' });
   const sink = new StatusSink({
     kafka: clients.kafka,
     config,
     codec: clients.codec,
     store: new RunStore(await clients.pool()),
-    backlog: new AdmissionStore(clients.scripts, clients.keys),
     deadLetters: await clients.producer(),
+    deadLetterTimeoutMs: config.processor.produceTimeoutMs,
+    // Finished runs leave the admission backlog; the status sink knows nothing of admission.
+    onTerminal: (event, stored) => releaseFinishedRun(backlog, event, stored, log),
     logger,
     metrics,
   });

@@ -1,24 +1,30 @@
-import type { Consumer, EachBatchPayload, Kafka, KafkaMessage } from 'kafkajs';
+import type { Kafka, KafkaMessage } from 'kafkajs';
 import type { SluiceConfig } from '../config/schema.js';
-import { writeIsolatingRejects, type RejectedRow, type WritePause } from '../db/isolated-write.js';
-import { EventDecodeError, type EventCodec } from '../events/codec.js';
+import { writeIsolatingRejects, type RejectedRow, type WritePause, type WrittenRows } from '../db/isolated-write.js';
+import type { EventCodec } from '../events/codec.js';
 import { SUBJECTS, type RunStatusChanged } from '../events/schemas.js';
-import { buildDeadLetter, deadLetterPoison, type DeadLetterSink } from '../dlq/dead-letter.js';
-import { createSinkConsumer, waitInBatch } from '../kafka/client.js';
+import { buildDeadLetter, routePoison, type DeadLetterSink } from '../dlq/dead-letter.js';
+import type { BatchConsumer } from '../kafka/batch-consumer.js';
+import { createSinkConsumer, type SliceSource } from '../kafka/batch-sink.js';
 import { groupId, topicNames } from '../kafka/topics.js';
 import type { Logger } from '../obs/logger.js';
 import type { Metrics } from '../obs/metrics.js';
 import type { RunStore } from './run-store.js';
-import type { AdmissionStore } from '../admission/admission-store.js';
 import { isTerminal } from './run-history.js';
 
 export interface StatusSinkDeps {
   kafka: Kafka;
-  config: SluiceConfig;
+  config: Pick<SluiceConfig, 'namespace' | 'kafka' | 'statusSink'>;
   codec: EventCodec;
   store: Pick<RunStore, 'applyStatusEvents'>;
-  backlog: Pick<AdmissionStore, 'release'>;
   deadLetters: DeadLetterSink;
+  /** Bounds each DLQ produce (poison, refused events). */
+  deadLetterTimeoutMs: number;
+  /**
+   * Told of each terminal status once settled, before its offset is committed: `stored` is false
+   * for one Postgres refused for good (dead-lettered), whose times are then suspect. Must not reject.
+   */
+  onTerminal: (event: RunStatusChanged, stored: boolean) => Promise<void>;
   logger: Logger;
   metrics: Metrics;
 }
@@ -40,57 +46,43 @@ interface StatusRecord {
  * the DLQ with its bytes; the others are written and the partition moves on.
  */
 export class StatusSink {
-  private readonly consumer: Consumer;
+  private readonly consumer: BatchConsumer;
   private readonly group: string;
   private readonly log: Logger;
 
   constructor(private readonly deps: StatusSinkDeps) {
-    this.group = groupId(deps.config.namespace, 'status-sink');
+    const { config } = deps;
+    this.group = groupId(config.namespace, 'status-sink');
     this.log = deps.logger.child({ component: 'status-sink' });
-    this.consumer = createSinkConsumer(deps.kafka, deps.config.kafka, this.group);
-  }
-
-  async start(): Promise<void> {
-    await this.consumer.connect();
-    await this.consumer.subscribe({ topics: [topicNames(this.deps.config.namespace).status], fromBeginning: true });
-    await this.consumer.run({
-      autoCommit: false,
-      eachBatchAutoResolve: false,
-      partitionsConsumedConcurrently: 2,
-      eachBatch: (payload) => this.onBatch(payload),
+    const poison = { deadLetters: deps.deadLetters, consumerGroup: this.group, timeoutMs: deps.deadLetterTimeoutMs, metrics: deps.metrics, log: this.log, logMessage: 'undecodable status event sent to the DLQ' };
+    this.consumer = createSinkConsumer<StatusRecord, WrittenRows<StatusRecord, RunStatusChanged>>({
+      kafka: deps.kafka,
+      settings: config.kafka,
+      groupId: this.group,
+      topic: topicNames(config.namespace).status,
+      log: this.log,
+      metrics: deps.metrics,
+      steps: {
+        sink: 'status',
+        batchSize: config.statusSink.batchSize,
+        decode: async (message) => ({ message, event: await deps.codec.decode<RunStatusChanged>(message.value, SUBJECTS.runStatusChanged) }),
+        poison: (record, err) => routePoison(poison, record, err),
+        write: async (records, pause) => {
+          const written = await writeIsolatingRejects(records, { apply: (rows) => this.apply(rows), pause });
+          return written.outcome === 'abandoned' ? undefined : written;
+        },
+        settle: (written, at) => this.settle(written, at),
+        onPause: (p) => this.onPause(p),
+      },
     });
   }
 
-  async stop(): Promise<void> {
-    await this.consumer.disconnect();
+  start(): Promise<void> {
+    return this.consumer.start();
   }
 
-  private async onBatch({ batch, resolveOffset, heartbeat, isRunning, isStale }: EachBatchPayload): Promise<void> {
-    const { topic, partition } = batch;
-    const max = this.deps.config.statusSink.batchSize;
-    const stillOwned = () => isRunning() && !isStale();
-    for (let start = 0; start < batch.messages.length; start += max) {
-      const slice = batch.messages.slice(start, start + max);
-      const records: StatusRecord[] = [];
-      for (const message of slice) {
-        try {
-          records.push({ message, event: await this.deps.codec.decode<RunStatusChanged>(message.value, SUBJECTS.runStatusChanged) });
-        } catch (err) {
-          if (!(err instanceof EventDecodeError)) throw err;
-          this.log.warn({ topic, partition, offset: message.offset, reason: err.reason }, 'undecodable status event sent to the DLQ');
-          await deadLetterPoison(this.deps.deadLetters, { topic, partition, message }, this.group, err, this.deps.config.processor.produceTimeoutMs);
-          this.deps.metrics.deadLettered.inc({ topic, reason: 'decode_error' });
-        }
-      }
-      const written = await writeIsolatingRejects(records, { apply: (rows) => this.apply(rows), pause: (p) => this.pause(p, heartbeat, stillOwned) });
-      if (written.outcome === 'abandoned') return;
-      for (const rejected of written.rejected) await this.deadLetterRejected(topic, partition, rejected);
-      await Promise.all([this.releaseFinished(written.results, true), this.releaseFinished(written.rejected.map((r) => r.item.event), false)]);
-      const last = slice[slice.length - 1]!.offset;
-      resolveOffset(last);
-      await this.consumer.commitOffsets([{ topic, partition, offset: String(Number(last) + 1) }]);
-      await heartbeat();
-    }
+  stop(): Promise<void> {
+    return this.consumer.stop();
   }
 
   private async apply(records: readonly StatusRecord[]): Promise<RunStatusChanged[]> {
@@ -102,12 +94,19 @@ export class StatusSink {
     return events;
   }
 
-  private async pause(p: WritePause, heartbeat: () => Promise<void>, stillOwned: () => boolean): Promise<boolean> {
-    this.deps.metrics.sinkWriteRetries.inc({ sink: 'status', cause: p.cause });
+  private onPause(p: WritePause): void {
     const context = { err: p.error, attempt: p.attempt, waitMs: p.waitMs, events: p.rows };
     if (p.cause === 'systemic') this.log.error(context, 'Postgres refuses every status event of the batch, and not for their data (schema or deploy?); retrying');
     else this.log.error(context, 'could not write status events to Postgres; retrying');
-    return waitInBatch(p.waitMs, heartbeat, stillOwned);
+  }
+
+  private async settle(written: WrittenRows<StatusRecord, RunStatusChanged>, at: SliceSource): Promise<void> {
+    for (const rejected of written.rejected) await this.deadLetterRejected(at, rejected);
+    const terminal = (event: RunStatusChanged) => isTerminal(event.status);
+    await Promise.all([
+      ...written.results.filter(terminal).map((event) => this.deps.onTerminal(event, true)),
+      ...written.rejected.map((r) => r.item.event).filter(terminal).map((event) => this.deps.onTerminal(event, false)),
+    ]);
   }
 
   /**
@@ -115,7 +114,7 @@ export class StatusSink {
    * the SQLSTATE and message, so it can be inspected and replayed into this topic once fixed.
    * Resolves only once the DLQ acknowledged it, so the offset may then be committed past it.
    */
-  private async deadLetterRejected(topic: string, partition: number, { item, error }: RejectedRow<StatusRecord>): Promise<void> {
+  private async deadLetterRejected({ topic, partition }: SliceSource, { item, error }: RejectedRow<StatusRecord>): Promise<void> {
     const { message, event } = item;
     const now = Date.now();
     const { envelope, headers } = buildDeadLetter({
@@ -130,27 +129,9 @@ export class StatusSink {
       lastFailureAt: now,
       run: { runId: event.runId, tenantId: event.tenantId, workflow: event.workflow },
     });
-    await this.deps.deadLetters.publishDeadLetter(envelope, headers, this.deps.config.processor.produceTimeoutMs);
+    await this.deps.deadLetters.publishDeadLetter(envelope, headers, this.deps.deadLetterTimeoutMs);
     this.deps.metrics.deadLettered.inc({ topic, reason: POSTGRES_REJECTED });
     this.deps.metrics.sinkPoison.inc({ sink: 'status', reason: POSTGRES_REJECTED });
     this.log.error({ topic, partition, offset: message.offset, runId: event.runId, sqlState: error.sqlState, err: error }, 'Postgres refused a status event for good; sent to the DLQ');
-  }
-
-  /**
-   * A terminal status frees the run's place in the admission backlog and feeds the measured
-   * service rate. Best effort: if Redis is down the entry's lease (deadline + grace) frees it.
-   * A terminal event Postgres refused still ends its run and frees the place, but its times are
-   * suspect (a timestamp out of range is one reason to be refused), so it is not `measured`.
-   */
-  private async releaseFinished(events: readonly RunStatusChanged[], measured: boolean): Promise<void> {
-    const finished = events.filter((e) => isTerminal(e.status));
-    await Promise.all(
-      finished.map((e) => {
-        const executionMs = measured && e.status === 'completed' && e.attemptStartedAt !== null ? e.occurredAt - e.attemptStartedAt : undefined;
-        return this.deps.backlog
-          .release({ runId: e.runId, tenantId: e.tenantId, runClass: e.class }, executionMs)
-          .catch((err: unknown) => this.log.warn({ err, runId: e.runId }, 'could not release a finished run from the backlog; its lease will expire'));
-      }),
-    );
   }
 }

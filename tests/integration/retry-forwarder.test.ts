@@ -12,7 +12,7 @@ import { createKafka } from '../../src/kafka/client.js';
 import { ensureTopics, groupId, topicNames, type TopicNames } from '../../src/kafka/topics.js';
 import { createLogger } from '../../src/obs/logger.js';
 import { createMetrics } from '../../src/obs/metrics.js';
-import { RetryForwarder } from '../../src/processors/retry-forwarder.js';
+import { RetryForwarder } from '../../src/retries/retry-forwarder.js';
 import { retryRecord } from '../../src/retries/retry-headers.js';
 import { eventually, testNamespace } from './harness.js';
 

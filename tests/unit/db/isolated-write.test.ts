@@ -1,16 +1,7 @@
-import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { writeBackoffMs, writeIsolatingRejects, type WritePause } from '../../../src/db/isolated-write.js';
 import { PostgresRejectedError } from '../../../src/db/postgres-error.js';
-
-function serverError(code: string): pg.DatabaseError {
-  const err = new pg.DatabaseError(`server said ${code}`, 0, 'error');
-  err.severity = 'ERROR';
-  err.code = code;
-  return err;
-}
-
-const refused = () => Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
+import { connectionRefused, serverError } from '../../support/postgres-errors.js';
 
 /**
  * A table that writes rows all or nothing, as a transaction does: a row listed in `refuse` fails
@@ -163,7 +154,7 @@ describe('writeIsolatingRejects', () => {
   });
 
   it('waits out a transient failure and writes the same rows, with growing pauses', async () => {
-    const t = fakeTable({}, (_rows, call) => (call <= 3 ? refused() : undefined));
+    const t = fakeTable({}, (_rows, call) => (call <= 3 ? connectionRefused() : undefined));
     const out = await writeIsolatingRejects(rows(3), t.deps);
     expect(out).toEqual({ outcome: 'written', results: ['R0', 'R1', 'R2'], rejected: [], wroteSome: true });
     expect(t.pauses.map((p) => [p.cause, p.attempt, p.waitMs, p.rows])).toEqual([
@@ -188,13 +179,13 @@ describe('writeIsolatingRejects', () => {
   });
 
   it('starts the pauses over after a write succeeds', async () => {
-    const t = fakeTable({ r1: serverError('22P02') }, (_rows, call) => (call === 2 || call === 4 ? refused() : undefined));
+    const t = fakeTable({ r1: serverError('22P02') }, (_rows, call) => (call === 2 || call === 4 ? connectionRefused() : undefined));
     await writeIsolatingRejects(rows(2), t.deps);
     expect(t.pauses.map((p) => p.attempt)).toEqual([1, 1]);
   });
 
   it('gives up when told to during an outage, having rejected nothing', async () => {
-    const t = fakeTable({}, () => refused());
+    const t = fakeTable({}, () => connectionRefused());
     t.giveUpWhen(() => true);
     expect(await writeIsolatingRejects(rows(3), t.deps)).toEqual({ outcome: 'abandoned' });
     expect(t.calls).toHaveLength(1);

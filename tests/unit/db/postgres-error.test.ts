@@ -1,16 +1,8 @@
-import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { classifyWriteFailure, PostgresRejectedError } from '../../../src/db/postgres-error.js';
 import { sqlState } from '../../../src/util/infrastructure-failure.js';
 import { TimeoutError } from '../../../src/util/with-timeout.js';
-
-/** An error as node-postgres builds it from the server's ErrorResponse. */
-function serverError(code: string, message = `server said ${code}`): pg.DatabaseError {
-  const err = new pg.DatabaseError(message, 0, 'error');
-  err.severity = 'ERROR';
-  err.code = code;
-  return err;
-}
+import { serverError } from '../../support/postgres-errors.js';
 
 function nodeError(code: string): Error {
   return Object.assign(new Error(`connect ${code} 127.0.0.1:5432`), { code, errno: -1, syscall: 'connect' });

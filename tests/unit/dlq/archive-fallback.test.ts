@@ -1,15 +1,8 @@
-import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import type { WritePause } from '../../../src/db/isolated-write.js';
 import type { ArchivedDeadLetter } from '../../../src/dlq/dead-letter-store.js';
 import { archiveWithFallback } from '../../../src/dlq/dlq-sink.js';
-
-function serverError(code: string): pg.DatabaseError {
-  const err = new pg.DatabaseError(`server said ${code}`, 0, 'error');
-  err.severity = 'ERROR';
-  err.code = code;
-  return err;
-}
+import { serverError } from '../../support/postgres-errors.js';
 
 /** An archive table that refuses the entries listed in `refuse`; entries are names, minimal forms end in `:min`. */
 function fakeArchive(refuse: Record<string, unknown>, opts: { giveUpOn?: WritePause['cause'] } = {}) {

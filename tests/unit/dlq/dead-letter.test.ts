@@ -1,6 +1,10 @@
 import { describe, expect, it, vi } from 'vitest';
-import { DEAD_LETTER_REASONS, DLQ_HEADER, buildDeadLetter, deadLetterPoison, reasonLabel, type DeadLetterInput, type DeadLetterSink } from '../../../src/dlq/dead-letter.js';
+import { DEAD_LETTER_REASONS, DLQ_HEADER, buildDeadLetter, deadLetterPoison, reasonLabel, routePoison, type DeadLetterInput, type DeadLetterSink } from '../../../src/dlq/dead-letter.js';
+import { EventDecodeError } from '../../../src/events/codec.js';
 import type { DeadLetterEnvelope } from '../../../src/events/schemas.js';
+import { createLogger } from '../../../src/obs/logger.js';
+import { createMetrics } from '../../../src/obs/metrics.js';
+import { metricValue } from '../../support/metric-value.js';
 
 const FIRST = Date.UTC(2026, 0, 1, 0, 0, 0, 0);
 const LAST = FIRST + 61_500;
@@ -204,5 +208,37 @@ describe('reasonLabel', () => {
     expect(reasonLabel('made-up-by-whoever-produced-this')).toBe('other');
     expect(reasonLabel('')).toBe('other');
     expect(reasonLabel('constructor')).toBe('other');
+  });
+});
+
+describe('routePoison', () => {
+  const record = { topic: 'sluice.runs.status', partition: 1, message: { offset: '7', key: KEY, value: RAW } };
+
+  function route(publish: DeadLetterSink['publishDeadLetter']) {
+    const lines: Record<string, unknown>[] = [];
+    const metrics = createMetrics();
+    const log = createLogger('info', 'test', { write: (line: string) => void lines.push(JSON.parse(line)) });
+    const published: Record<string, string>[] = [];
+    const deadLetters: DeadLetterSink = {
+      publishDeadLetter: async (envelope, headers, timeoutMs) => {
+        await publish(envelope, headers, timeoutMs);
+        published.push(headers);
+      },
+    };
+    return { route: { deadLetters, consumerGroup: 'sluice.status-sink', timeoutMs: 2_000, metrics, log, logMessage: 'undecodable status event sent to the DLQ' }, lines, metrics, published };
+  }
+
+  it('logs the record and why, dead-letters it with its group and counts it once acknowledged', async () => {
+    const r = route(async () => undefined);
+    await routePoison(r.route, record, new EventDecodeError('bad_magic', 'not a schema-registry frame'));
+    expect(r.lines.map((l) => [l.msg, l.topic, l.partition, l.offset, l.reason])).toEqual([['undecodable status event sent to the DLQ', 'sluice.runs.status', 1, '7', 'bad_magic']]);
+    expect(r.published.map((h) => [h[DLQ_HEADER.reason], h[DLQ_HEADER.consumerGroup], h[DLQ_HEADER.originalOffset]])).toEqual([['decode_error', 'sluice.status-sink', '7']]);
+    expect(await metricValue(r.metrics.deadLettered, { topic: 'sluice.runs.status', reason: 'decode_error' })).toBe(1);
+  });
+
+  it('counts nothing and rejects when the DLQ does not acknowledge', async () => {
+    const r = route(async () => Promise.reject(new Error('dlq produce timed out')));
+    await expect(routePoison(r.route, record, new EventDecodeError('bad_avro', 'truncated'))).rejects.toThrow('dlq produce timed out');
+    expect(await metricValue(r.metrics.deadLettered, { topic: 'sluice.runs.status', reason: 'decode_error' })).toBe(0);
   });
 });

@@ -16,12 +16,15 @@ const TOPIC = 'sluice.runs.interactive';
 function fakeKafka() {
   const seen = {
     eachBatch: undefined as ((p: EachBatchPayload) => Promise<void>) | undefined,
+    onJoin: undefined as ((e: { payload: { memberAssignment: Record<string, number[]> } }) => void) | undefined,
     paused: new Set<number>(),
     commits: [] as { topic: string; partition: number; offset: string }[],
   };
   const consumer = {
     events: { GROUP_JOIN: 'consumer.group_join' },
-    on: () => () => undefined,
+    on: (event: string, listener: (e: { payload: { memberAssignment: Record<string, number[]> } }) => void) => {
+      if (event === 'consumer.group_join') seen.onJoin = listener;
+    },
     connect: async () => undefined,
     subscribe: async () => undefined,
     run: async (opts: { eachBatch: (p: EachBatchPayload) => Promise<void> }) => void (seen.eachBatch = opts.eachBatch),
@@ -138,6 +141,18 @@ describe('RunConsumer when runs fail on the infrastructure', () => {
     expect(s.ended).toEqual([{ runId: 'run-0', failure: { reason: 'unknown_tenant', code: 'unknown_tenant', message: 'tenant "tenant-removed" is not configured on this processor', retryable: false } }]);
     expect(permits.asked).toEqual(['run-1']);
     expect(executed).toEqual(['run-1']);
+  });
+});
+
+describe('RunConsumer across rebalances', () => {
+  it('resumes a partition it paused and lost, so it is fetched again should it come back', async () => {
+    const s = setup(() => new Promise(() => undefined));
+    await s.consumer.start();
+    await s.feed(Array.from({ length: 5 }, (_, i) => message(i, run(i))));
+    expect(s.seen.paused.has(0)).toBe(true);
+    s.seen.onJoin!({ payload: { memberAssignment: { [TOPIC]: [1] } } });
+    // kafkajs keeps a pause across assignments: left paused, the partition would never be read here again.
+    expect(s.seen.paused.has(0)).toBe(false);
   });
 });
 

@@ -1,13 +1,14 @@
-import { Partitioners, type Consumer, type EachBatchPayload, type Kafka, type KafkaMessage, type Message, type Producer } from 'kafkajs';
+import { Partitioners, type EachBatchPayload, type Kafka, type KafkaMessage, type Message, type Producer } from 'kafkajs';
 import type { SluiceConfig } from '../config/schema.js';
 import { EventDecodeError, type EventCodec } from '../events/codec.js';
 import { SUBJECTS, type RunRequested } from '../events/schemas.js';
-import { deadLetterPoison, type DeadLetterSink } from '../dlq/dead-letter.js';
+import { routePoison, type DeadLetterSink, type PoisonRoute } from '../dlq/dead-letter.js';
+import { createBatchConsumer, partitionKey, type BatchConsumer } from '../kafka/batch-consumer.js';
 import { groupId, topicNames, type TopicNames } from '../kafka/topics.js';
 import type { Logger } from '../obs/logger.js';
 import type { Metrics } from '../obs/metrics.js';
 import { ProduceTimeoutError } from '../producers/produce-batcher.js';
-import { parseRetryClass, parseRetryDueAt } from '../retries/retry-headers.js';
+import { parseRetryClass, parseRetryDueAt } from './retry-headers.js';
 
 export interface RetryForwarderDeps {
   kafka: Kafka;
@@ -27,8 +28,6 @@ export interface RetryForwarderDeps {
 const MAX_CHUNK = 100;
 /** Bounds how long a resumed partition waits for the fetch loop to pick it up again. */
 const MAX_WAIT_MS = 250;
-
-const tpKey = (topic: string, partition: number) => `${topic}\u0000${partition}`;
 
 interface Hold {
   topic: string;
@@ -56,8 +55,9 @@ type Plan = { kind: 'forward'; dueAt: number; target: string } | { kind: 'poison
  * processor, the one place where runs end, records it as expired without using capacity.
  */
 export class RetryForwarder {
-  private readonly consumer: Consumer;
+  private readonly consumer: BatchConsumer;
   private readonly producer: Producer;
+  private readonly poison: PoisonRoute;
   private readonly topics: TopicNames;
   private readonly group: string;
   private readonly log: Logger;
@@ -75,13 +75,20 @@ export class RetryForwarder {
     this.log = deps.logger.child({ component: 'retry-forwarder' });
     this.maxHoldMs = deps.maxHoldMs ?? 60_000;
     this.backoff = deps.backoff ?? { baseMs: 200, capMs: 10_000 };
-    this.consumer = kafka.consumer({
+    this.consumer = createBatchConsumer({
+      kafka,
+      settings: config.kafka,
       groupId: this.group,
-      sessionTimeout: config.kafka.sessionTimeoutMs,
-      heartbeatInterval: config.kafka.heartbeatIntervalMs,
-      allowAutoTopicCreation: false,
+      topics: [this.topics.retry],
       maxWaitTimeInMs: MAX_WAIT_MS,
+      // A batch that is forwarding (awaiting acks) must not keep other partitions' batches waiting.
+      partitionsConsumedConcurrently: Math.max(2, config.kafka.partitions.retry),
+      eachBatch: (payload) => this.onBatch(payload),
+      onAssignment: (owned, assignment) => this.onAssignment(owned, assignment),
+      log: this.log,
     });
+    const logMessage = 'undecodable retry without scheduling headers sent to the DLQ';
+    this.poison = { deadLetters: deps.deadLetters, consumerGroup: this.group, timeoutMs: config.processor.produceTimeoutMs, metrics: deps.metrics, log: this.log, logMessage };
     // Not idempotent: a failed or timed-out forward is sent again from the retry topic anyway, so
     // duplicates are part of the contract, and bounded retries keep a broker outage from parking
     // a send forever. One request in flight keeps a tenant's forwards in order. The default
@@ -95,17 +102,8 @@ export class RetryForwarder {
   }
 
   async start(): Promise<void> {
-    this.consumer.on(this.consumer.events.GROUP_JOIN, (e) => this.onAssignment(e.payload.memberAssignment));
     await this.producer.connect();
-    await this.consumer.connect();
-    await this.consumer.subscribe({ topics: [this.topics.retry], fromBeginning: true });
-    await this.consumer.run({
-      autoCommit: false,
-      eachBatchAutoResolve: false,
-      // A batch that is forwarding (awaiting acks) must not keep other partitions' batches waiting.
-      partitionsConsumedConcurrently: Math.max(2, this.deps.config.kafka.partitions.retry),
-      eachBatch: (payload) => this.onBatch(payload),
-    });
+    await this.consumer.start();
   }
 
   /** Prompt even with partitions paused: the fetch loop long-polls for at most MAX_WAIT_MS. */
@@ -114,7 +112,7 @@ export class RetryForwarder {
     for (const hold of this.holds.values()) clearTimeout(hold.timer);
     this.holds.clear();
     // Waits for the batch in hand, which every produce and commit inside bounds.
-    await this.consumer.disconnect();
+    await this.consumer.stop();
     await this.producer.disconnect();
   }
 
@@ -152,14 +150,12 @@ export class RetryForwarder {
       }
       if (plan.kind === 'poison') {
         if (!(await flush())) return;
-        this.log.warn({ topic, partition, offset: message.offset, reason: plan.error.reason }, 'undecodable retry without scheduling headers sent to the DLQ');
         try {
-          await deadLetterPoison(this.deps.deadLetters, { topic, partition, message }, this.group, plan.error, this.deps.config.processor.produceTimeoutMs);
+          await routePoison(this.poison, { topic, partition, message }, plan.error);
         } catch (err) {
           this.backOff(topic, partition, message.offset, err);
           return;
         }
-        this.deps.metrics.deadLettered.inc({ topic, reason: 'decode_error' });
         await this.done(topic, partition, message.offset, resolveOffset);
         continue;
       }
@@ -218,9 +214,9 @@ export class RetryForwarder {
   /** Moves past a handled record. A failed commit is only logged: a later one covers it, or the next owner forwards again. */
   private async done(topic: string, partition: number, offset: string, resolveOffset: (offset: string) => void): Promise<void> {
     resolveOffset(offset);
-    this.failures.delete(tpKey(topic, partition));
+    this.failures.delete(partitionKey(topic, partition));
     try {
-      await this.consumer.commitOffsets([{ topic, partition, offset: (BigInt(offset) + 1n).toString() }]);
+      await this.consumer.commitPast(topic, partition, offset);
     } catch (err) {
       this.log.warn({ err, topic, partition, offset }, 'offset commit failed; the next commit covers it');
     }
@@ -233,10 +229,10 @@ export class RetryForwarder {
    */
   private hold(topic: string, partition: number, offset: string, untilMs: number): void {
     if (this.stopping) return;
-    const key = tpKey(topic, partition);
+    const key = partitionKey(topic, partition);
     clearTimeout(this.holds.get(key)?.timer);
-    this.consumer.pause([{ topic, partitions: [partition] }]);
-    this.consumer.seek({ topic, partition, offset });
+    this.consumer.pause(topic, partition);
+    this.consumer.seek(topic, partition, offset);
     const waitMs = Math.min(Math.max(0, untilMs - Date.now()), this.maxHoldMs);
     this.holds.set(key, { topic, partition, timer: setTimeout(() => this.release(key), waitMs) });
   }
@@ -245,20 +241,11 @@ export class RetryForwarder {
     const hold = this.holds.get(key);
     if (!hold) return;
     this.holds.delete(key);
-    this.resume(hold);
-  }
-
-  private resume({ topic, partition }: { topic: string; partition: number }): void {
-    try {
-      this.consumer.resume([{ topic, partitions: [partition] }]);
-    } catch (err) {
-      // Only while kafkajs restarts the consumer after a crash; the restarted one starts unpaused.
-      this.log.warn({ err, topic, partition }, 'could not resume a held partition');
-    }
+    this.consumer.resume(hold.topic, hold.partition);
   }
 
   private backOff(topic: string, partition: number, offset: string, err: unknown): void {
-    const key = tpKey(topic, partition);
+    const key = partitionKey(topic, partition);
     const failures = (this.failures.get(key) ?? 0) + 1;
     this.failures.set(key, failures);
     const waitMs = Math.min(this.backoff.capMs, this.backoff.baseMs * 2 ** Math.min(failures - 1, 30));
@@ -266,17 +253,12 @@ export class RetryForwarder {
     this.hold(topic, partition, offset, Date.now() + waitMs);
   }
 
-  /**
-   * Drops the timers of revoked partitions and resumes them: kafkajs keeps a partition's pause
-   * across assignments, so one that comes back later would otherwise never be fetched again.
-   */
-  private onAssignment(assignment: Record<string, number[]>): void {
-    const owned = new Set(Object.entries(assignment).flatMap(([topic, parts]) => parts.map((p) => tpKey(topic, p))));
+  /** Drops the holds of revoked partitions; the consumer has resumed them already. */
+  private onAssignment(owned: ReadonlySet<string>, assignment: Record<string, number[]>): void {
     for (const [key, hold] of this.holds) {
       if (owned.has(key)) continue;
       clearTimeout(hold.timer);
       this.holds.delete(key);
-      this.resume(hold);
     }
     for (const key of [...this.failures.keys()]) if (!owned.has(key)) this.failures.delete(key);
     this.log.info({ assignment }, 'retry partitions assigned');

@@ -1,0 +1,125 @@
+import type { EachBatchPayload, Kafka, TopicPartitionOffset } from 'kafkajs';
+import type { SluiceConfig } from '../config/schema.js';
+import type { Logger } from '../obs/logger.js';
+
+/** One key per topic-partition, for maps of per-partition state. */
+export const partitionKey = (topic: string, partition: number): string => `${topic}\u0000${partition}`;
+
+export function splitPartitionKey(key: string): [string, number] {
+  const at = key.lastIndexOf('\u0000');
+  return [key.slice(0, at), Number(key.slice(at + 1))];
+}
+
+/** The position after `offset`: where a restart reads from once every record up to it is handled. */
+export const offsetAfter = (offset: string): string => (BigInt(offset) + 1n).toString();
+
+export interface BatchConsumerOptions {
+  kafka: Kafka;
+  /** The session timeout also bounds each step of `stop`: past it the group has moved the partitions on anyway. */
+  settings: Pick<SluiceConfig['kafka'], 'sessionTimeoutMs' | 'heartbeatIntervalMs'>;
+  groupId: string;
+  topics: string[];
+  /** Longest a fetch long-polls: how soon a resumed partition, or a stop, is noticed. */
+  maxWaitTimeInMs: number;
+  partitionsConsumedConcurrently: number;
+  eachBatch: (payload: EachBatchPayload) => Promise<void>;
+  /** After each join, with what this member owns now; partitions it paused and lost are resumed already. */
+  onAssignment?: (owned: ReadonlySet<string>, assignment: Record<string, number[]>) => void;
+  log: Logger;
+}
+
+/**
+ * A kafkajs consumer as Sluice's four readers use it: manual commits only (`autoCommit: false`,
+ * offsets resolved by the reader), reading from the beginning when the group has no offset yet,
+ * never creating topics.
+ */
+export interface BatchConsumer {
+  readonly groupId: string;
+  start(): Promise<void>;
+  /** Stops fetching, lets `drain` settle the work in hand, then leaves the group. */
+  stop(drain?: () => Promise<void>): Promise<void>;
+  pause(topic: string, partition: number): void;
+  resume(topic: string, partition: number): void;
+  seek(topic: string, partition: number, offset: string): void;
+  /** Commits positions as given: each the next offset to read. */
+  commit(offsets: TopicPartitionOffset[]): Promise<void>;
+  /** Commits past `offset`: every record of the partition up to it is handled. */
+  commitPast(topic: string, partition: number, offset: string): Promise<void>;
+}
+
+export function createBatchConsumer(opts: BatchConsumerOptions): BatchConsumer {
+  const { kafka, settings, groupId, log } = opts;
+  const consumer = kafka.consumer({
+    groupId,
+    sessionTimeout: settings.sessionTimeoutMs,
+    heartbeatInterval: settings.heartbeatIntervalMs,
+    allowAutoTopicCreation: false,
+    maxWaitTimeInMs: opts.maxWaitTimeInMs,
+  });
+  /** Partitions this consumer paused and has not resumed. */
+  const paused = new Map<string, { topic: string; partition: number }>();
+
+  const resume = (topic: string, partition: number) => {
+    paused.delete(partitionKey(topic, partition));
+    try {
+      consumer.resume([{ topic, partitions: [partition] }]);
+    } catch (err) {
+      // Only while kafkajs restarts the consumer after a crash; the restarted one starts unpaused.
+      log.warn({ err, topic, partition }, 'could not resume a paused partition');
+    }
+  };
+
+  /**
+   * kafkajs keeps a partition's pause across assignments, so a paused partition that went
+   * elsewhere and later comes back would never be fetched again: resume the ones lost.
+   */
+  const onJoin = (assignment: Record<string, number[]>) => {
+    const owned = new Set(Object.entries(assignment).flatMap(([topic, partitions]) => partitions.map((p) => partitionKey(topic, p))));
+    for (const [key, { topic, partition }] of [...paused]) if (!owned.has(key)) resume(topic, partition);
+    opts.onAssignment?.(owned, assignment);
+  };
+
+  /** A kafkajs call that may wait on the broker or the batch in hand, bounded so a stop always ends. */
+  const bounded = async (what: string, call: Promise<void>) => {
+    let timer: NodeJS.Timeout | undefined;
+    const expired = new Promise<'expired'>((resolve) => {
+      timer = setTimeout(() => resolve('expired'), settings.sessionTimeoutMs);
+    });
+    try {
+      if ((await Promise.race([call, expired])) === 'expired') log.warn({ groupId, waitedMs: settings.sessionTimeoutMs }, `consumer ${what} did not finish in time; going on`);
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+
+  return {
+    groupId,
+    async start() {
+      consumer.on(consumer.events.GROUP_JOIN, (e) => onJoin(e.payload.memberAssignment));
+      consumer.on(consumer.events.CRASH, (e) => {
+        // kafkajs logs the crash itself; only a consumer it will not restart leaves this process deaf.
+        if (!e.payload.restart) log.error({ err: e.payload.error, groupId }, 'consumer crashed and will not restart: these topics are no longer read here');
+      });
+      await consumer.connect();
+      await consumer.subscribe({ topics: opts.topics, fromBeginning: true });
+      await consumer.run({ autoCommit: false, eachBatchAutoResolve: false, partitionsConsumedConcurrently: opts.partitionsConsumedConcurrently, eachBatch: opts.eachBatch });
+    },
+    async stop(drain) {
+      if (drain) {
+        await bounded('stop', consumer.stop());
+        await drain();
+      }
+      await bounded('disconnect', consumer.disconnect());
+    },
+    pause(topic, partition) {
+      paused.set(partitionKey(topic, partition), { topic, partition });
+      consumer.pause([{ topic, partitions: [partition] }]);
+    },
+    resume,
+    seek(topic, partition, offset) {
+      consumer.seek({ topic, partition, offset });
+    },
+    commit: (offsets) => consumer.commitOffsets(offsets),
+    commitPast: (topic, partition, offset) => consumer.commitOffsets([{ topic, partition, offset: offsetAfter(offset) }]),
+  };
+}

@@ -1,0 +1,121 @@
+import type { Kafka } from 'kafkajs';
+import { describe, expect, it } from 'vitest';
+import { createBatchConsumer, offsetAfter, partitionKey, splitPartitionKey, type BatchConsumerOptions } from '../../../src/kafka/batch-consumer.js';
+import { createLogger } from '../../../src/obs/logger.js';
+
+/** A kafkajs consumer that records what is asked of it; `emit` plays its instrumentation events. */
+function fakeKafka(opts: { hang?: 'stop' | 'disconnect' } = {}) {
+  const listeners = new Map<string, (e: { payload: unknown }) => void>();
+  const calls: string[] = [];
+  const paused = new Set<string>();
+  let config: Record<string, unknown> = {};
+  const never = new Promise<void>(() => undefined);
+  const consumer = {
+    events: { GROUP_JOIN: 'consumer.group_join', CRASH: 'consumer.crash' },
+    on: (event: string, listener: (e: { payload: unknown }) => void) => void listeners.set(event, listener),
+    connect: async () => void calls.push('connect'),
+    subscribe: async (s: unknown) => void calls.push(`subscribe ${JSON.stringify(s)}`),
+    run: async (r: Record<string, unknown>) => void calls.push(`run ${JSON.stringify(r)}`),
+    pause: (tps: { topic: string; partitions: number[] }[]) => tps.forEach((tp) => tp.partitions.forEach((p) => paused.add(partitionKey(tp.topic, p)))),
+    resume: (tps: { topic: string; partitions: number[] }[]) => tps.forEach((tp) => tp.partitions.forEach((p) => paused.delete(partitionKey(tp.topic, p)))),
+    seek: (s: unknown) => void calls.push(`seek ${JSON.stringify(s)}`),
+    commitOffsets: async (offsets: unknown) => void calls.push(`commit ${JSON.stringify(offsets)}`),
+    stop: () => (calls.push('stop'), opts.hang === 'stop' ? never : Promise.resolve()),
+    disconnect: () => (calls.push('disconnect'), opts.hang === 'disconnect' ? never : Promise.resolve()),
+  };
+  const kafka = {
+    consumer: (c: Record<string, unknown>) => {
+      config = c;
+      return consumer;
+    },
+  } as unknown as Kafka;
+  const emit = (event: string, payload: unknown) => listeners.get(event)!({ payload });
+  return { kafka, calls, paused, emit, config: () => config };
+}
+
+function logged() {
+  const lines: { level: number; msg: string }[] = [];
+  const logger = createLogger('info', 'test', { write: (line: string) => void lines.push(JSON.parse(line)) });
+  return { logger, lines };
+}
+
+function setup(over: Partial<BatchConsumerOptions> = {}, hang?: 'stop' | 'disconnect') {
+  const fake = fakeKafka(hang ? { hang } : {});
+  const { logger, lines } = logged();
+  const assignments: string[][] = [];
+  const consumer = createBatchConsumer({
+    kafka: fake.kafka,
+    settings: { sessionTimeoutMs: 6_000, heartbeatIntervalMs: 1_000 },
+    groupId: 'sluice.status-sink',
+    topics: ['sluice.runs.status'],
+    maxWaitTimeInMs: 250,
+    partitionsConsumedConcurrently: 2,
+    eachBatch: async () => undefined,
+    onAssignment: (owned) => void assignments.push([...owned].map((k) => splitPartitionKey(k).join(':'))),
+    log: logger,
+    ...over,
+  });
+  return { consumer, fake, lines, assignments };
+}
+
+describe('createBatchConsumer', () => {
+  it('joins with the session settings, never creating topics, and runs with manual commits only', async () => {
+    const { consumer, fake } = setup();
+    await consumer.start();
+    expect(fake.config()).toEqual({ groupId: 'sluice.status-sink', sessionTimeout: 6_000, heartbeatInterval: 1_000, allowAutoTopicCreation: false, maxWaitTimeInMs: 250 });
+    expect(fake.calls).toEqual([
+      'connect',
+      'subscribe {"topics":["sluice.runs.status"],"fromBeginning":true}',
+      'run {"autoCommit":false,"eachBatchAutoResolve":false,"partitionsConsumedConcurrently":2}',
+    ]);
+  });
+
+  it('commits past a handled record: the next offset to read, exact beyond 2^53', async () => {
+    const { consumer, fake } = setup();
+    await consumer.commitPast('sluice.runs.status', 1, '9007199254740993');
+    expect(fake.calls).toEqual(['commit [{"topic":"sluice.runs.status","partition":1,"offset":"9007199254740994"}]']);
+    expect(offsetAfter('0')).toBe('1');
+  });
+
+  it('resumes a paused partition it lost at a join, and tells what it owns now', async () => {
+    const { consumer, fake, assignments } = setup();
+    await consumer.start();
+    consumer.pause('t', 0);
+    consumer.pause('t', 1);
+    fake.emit('consumer.group_join', { memberAssignment: { t: [1, 2] } });
+    // kafkajs would keep partition 0 paused if it came back: it must not be.
+    expect([...fake.paused]).toEqual([partitionKey('t', 1)]);
+    expect(assignments).toEqual([['t:1', 't:2']]);
+    consumer.resume('t', 1);
+    fake.emit('consumer.group_join', { memberAssignment: { t: [2] } });
+    expect(fake.paused.size).toBe(0);
+  });
+
+  it('stops fetching, drains, then leaves the group', async () => {
+    const { consumer, fake } = setup();
+    await consumer.stop(async () => void fake.calls.push('drain'));
+    expect(fake.calls).toEqual(['stop', 'drain', 'disconnect']);
+  });
+
+  it('leaves the group directly when there is nothing to drain', async () => {
+    const { consumer, fake } = setup();
+    await consumer.stop();
+    expect(fake.calls).toEqual(['disconnect']);
+  });
+
+  it('bounds each step of a stop by the session timeout', async () => {
+    const { consumer, fake, lines } = setup({ settings: { sessionTimeoutMs: 50, heartbeatIntervalMs: 10 } }, 'stop');
+    await consumer.stop(async () => void fake.calls.push('drain'));
+    expect(fake.calls).toEqual(['stop', 'drain', 'disconnect']);
+    expect(lines.map((l) => l.msg)).toEqual(['consumer stop did not finish in time; going on']);
+  });
+
+  it('logs a crash kafkajs will not restart from, and leaves restarts to kafkajs', async () => {
+    const { consumer, fake, lines } = setup();
+    await consumer.start();
+    fake.emit('consumer.crash', { error: new Error('offset out of range'), groupId: 'g', restart: true });
+    expect(lines).toEqual([]);
+    fake.emit('consumer.crash', { error: new Error('not authorized'), groupId: 'g', restart: false });
+    expect(lines.map((l) => [l.level, l.msg])).toEqual([[50, 'consumer crashed and will not restart: these topics are no longer read here']]);
+  });
+});
