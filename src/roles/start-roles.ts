@@ -36,6 +36,7 @@ import { RunBreakerGate } from '../breakers/run-breaker-gate.js';
 import { ownEntry } from '../config/lookup.js';
 import { llmFromSimulator } from '../config/profile.js';
 import { RetryForwarder } from '../processors/retry-forwarder.js';
+import { WaitingRuns } from '../status/waiting-runs.js';
 
 export interface RunningRoles {
   roles: Role[];
@@ -84,6 +85,7 @@ async function startStatusSink({ config, logger, metrics, clients, onStop }: Rol
     codec: clients.codec,
     store: new RunStore(await clients.pool()),
     backlog: new AdmissionStore(clients.scripts, clients.keys),
+    waiting: new WaitingRuns(clients.redis, clients.keys, config.admission.leaseGraceMs),
     deadLetters: await clients.producer(),
     logger,
     metrics,

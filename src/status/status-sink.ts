@@ -11,6 +11,7 @@ import type { Metrics } from '../obs/metrics.js';
 import type { RunStore } from './run-store.js';
 import type { AdmissionStore } from '../admission/admission-store.js';
 import { isTerminal } from './run-history.js';
+import type { WaitingRuns } from './waiting-runs.js';
 
 export interface StatusSinkDeps {
   kafka: Kafka;
@@ -18,6 +19,8 @@ export interface StatusSinkDeps {
   codec: EventCodec;
   store: Pick<RunStore, 'applyStatusEvents'>;
   backlog: Pick<AdmissionStore, 'release'>;
+  /** The record of runs waiting for a dependency (sluice_runs_waiting_dependency). */
+  waiting: Pick<WaitingRuns, 'record'>;
   deadLetters: DeadLetterSink;
   logger: Logger;
   metrics: Metrics;
@@ -85,7 +88,8 @@ export class StatusSink {
       const written = await writeIsolatingRejects(records, { apply: (rows) => this.apply(rows), pause: (p) => this.pause(p, heartbeat, stillOwned) });
       if (written.outcome === 'abandoned') return;
       for (const rejected of written.rejected) await this.deadLetterRejected(topic, partition, rejected);
-      await Promise.all([this.releaseFinished(written.results, true), this.releaseFinished(written.rejected.map((r) => r.item.event), false)]);
+      const rejected = written.rejected.map((r) => r.item.event);
+      await Promise.all([this.releaseFinished(written.results, true), this.releaseFinished(rejected, false), this.recordWaiting([...written.results, ...rejected])]);
       const last = slice[slice.length - 1]!.offset;
       resolveOffset(last);
       await this.consumer.commitOffsets([{ topic, partition, offset: String(Number(last) + 1) }]);
@@ -134,6 +138,11 @@ export class StatusSink {
     this.deps.metrics.deadLettered.inc({ topic, reason: POSTGRES_REJECTED });
     this.deps.metrics.sinkPoison.inc({ sink: 'status', reason: POSTGRES_REJECTED });
     this.log.error({ topic, partition, offset: message.offset, runId: event.runId, sqlState: error.sqlState, err: error }, 'Postgres refused a status event for good; sent to the DLQ');
+  }
+
+  /** Best effort, like the backlog: an entry this misses lapses with its lease, one it fails to remove counts until then. */
+  private async recordWaiting(events: readonly RunStatusChanged[]): Promise<void> {
+    await this.deps.waiting.record(events).catch((err: unknown) => this.log.warn({ err }, 'could not record which runs wait for a dependency'));
   }
 
   /**
