@@ -52,40 +52,44 @@ export function retainedSamples(samples: readonly OffsetSample[], now: number, w
 }
 
 /**
- * The status of one partition from its samples (oldest first), at `now`:
+ * The status of one partition from its samples (oldest first), at `now`. "Stuck" is the run of
+ * latest samples that all have the current committed offset and lag > 0: how long the offset has
+ * stood still with work behind it, as far as the samples show.
  * - REWIND: a committed offset lower than the sample before it, the later sample inside the window.
- * - STOP: no commit for longer than the window while lag > 0: the anchor (a sample older than the
- *   window) and every sample since have the same committed offset and lag > 0.
- * - STALL: the committed offset does not move across the window while lag > 0: every sample inside
- *   the window has the same committed offset and lag > 0, and the window is full enough (at
- *   least `minSamples` samples spanning at least half of it).
- * - WARN: the window is full enough and lag grows across it: every sample's lag ≥ the one before
- *   and the last > the first.
- * - OK otherwise, and always before the window is full enough (a new monitor judges no trend
- *   from a moment's data), unless a rewind or a stop is already evident.
- * STOP and STALL differ in what they prove: STALL that the offset stood still, with work behind
- * it, for the part of the window seen; STOP that it did so for longer than the whole window, which
- * needs a sample from before the window. A stuck partition goes STALL at half a window, then STOP.
- * A group caught up (lag 0) is not expected to commit, so a quiet topic is never STOP; records
- * arriving behind a dead consumer read WARN while the lag grows, STOP once a whole window passed.
+ * - STOP: no commit for longer than the window while lag > 0: the stuck run reaches back to the
+ *   anchor, a sample older than the window.
+ * - STALL: the committed offset has not moved, with lag, across at least half the window: the
+ *   stuck run holds at least `minSamples` samples and spans at least `windowMs / 2`.
+ * - WARN: the window is full enough (at least `minSamples` samples inside it, spanning at least
+ *   half of it) and lag grows across it: every sample's lag ≥ the one before and the last > the
+ *   first.
+ * - OK otherwise.
+ * So STOP and STALL differ in how long the offset has stood still: STALL from half a window (an
+ * early signal, also for a new monitor that has seen only part of one), STOP beyond a whole
+ * window, which takes a sample from before the window to prove. A stuck partition goes OK → STALL
+ * → STOP. A group that caught up (lag 0) is not expected to commit, so a quiet topic is never
+ * stuck; records arriving behind a consumer that stopped read WARN while the lag grows, STALL
+ * after half a window, STOP after a whole one.
  */
 export function partitionStatus(samples: readonly OffsetSample[], now: number, w: StatusWindow): LagStatus {
   const start = now - w.windowMs;
   const kept = retainedSamples(samples, now, w.windowMs);
-  const inside = kept.filter((s) => s.at >= start);
-  const anchor = kept[0] && kept[0].at < start ? kept[0] : undefined;
+  const last = kept[kept.length - 1];
+  if (!last) return 'OK';
 
   for (let i = 1; i < kept.length; i++) if (kept[i]!.committed < kept[i - 1]!.committed && kept[i]!.at >= start) return 'REWIND';
 
-  const stuckWithLag = (ss: readonly OffsetSample[]) => ss.length > 0 && ss.every((s) => s.committed === ss[0]!.committed && lagOf(s) > 0n);
-  if (anchor && inside.length > 0 && stuckWithLag(kept)) return 'STOP';
+  let stuckFrom = kept.length;
+  while (stuckFrom > 0 && kept[stuckFrom - 1]!.committed === last.committed && lagOf(kept[stuckFrom - 1]!) > 0n) stuckFrom--;
+  const stuck = kept.slice(stuckFrom);
+  if (stuck.length > 0 && stuck[0]!.at < start) return 'STOP';
+  if (stuck.length >= w.minSamples && last.at - stuck[0]!.at >= w.windowMs / 2) return 'STALL';
 
-  const full = inside.length >= w.minSamples && inside[inside.length - 1]!.at - inside[0]!.at >= w.windowMs / 2;
-  if (!full) return 'OK';
-  if (stuckWithLag(inside)) return 'STALL';
+  const inside = kept.filter((s) => s.at >= start);
+  const full = inside.length >= w.minSamples && last.at - inside[0]!.at >= w.windowMs / 2;
   const lags = inside.map(lagOf);
   const growing = lags.every((l, i) => i === 0 || l >= lags[i - 1]!) && lags[lags.length - 1]! > lags[0]!;
-  return growing ? 'WARN' : 'OK';
+  return full && growing ? 'WARN' : 'OK';
 }
 
 /** The worst of some statuses by severity (OK when there are none). */

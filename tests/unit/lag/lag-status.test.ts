@@ -68,8 +68,9 @@ describe('partitionStatus', () => {
     expect(status([[0, 4], [1, 5], [2, 6], [3, 7]])).toBe('OK');
   });
 
-  it('WARN: records arriving behind a consumer that stopped when it had caught up', () => {
-    expect(status([[7, 7], [7, 8], [7, 9], [7, 12]])).toBe('WARN');
+  it('records arriving behind a consumer that stopped when it had caught up: WARN, then STALL after half a window with lag', () => {
+    expect(status([[7, 7], [7, 7], [7, 8], [7, 9], [7, 12]])).toBe('WARN');
+    expect(status([[7, 7], [7, 8], [7, 9], [7, 12], [7, 12]])).toBe('STALL');
   });
 
   it('STALL: the committed offset stands still with lag in every sample of the window', () => {
@@ -83,11 +84,16 @@ describe('partitionStatus', () => {
 
   it('not STOP when the anchor had no lag (a caught-up group need not commit): STALL once the window sees lag throughout', () => {
     expect(status([[3, 3], [3, 5], [3, 5], [3, 5], [3, 6], [3, 6], [3, 6], [3, 7]])).toBe('STALL');
-    expect(status([[3, 3], [3, 5], [3, 5], [3, 6], [3, 6], [3, 6], [3, 7]])).toBe('WARN');
   });
 
-  it('not STOP, not STALL when the offset moved inside the window', () => {
-    expect(status([[3, 9], [3, 9], [3, 9], [4, 9], [4, 9], [4, 9], [4, 9], [4, 9]])).toBe('OK');
+  it('judges how long the offset stood still from its last move: under half a window OK, from half a window STALL', () => {
+    expect(status([[3, 9], [3, 9], [3, 9], [3, 9], [3, 9], [4, 9], [4, 9], [4, 9]])).toBe('OK');
+    expect(status([[3, 9], [3, 9], [3, 9], [3, 9], [4, 9], [4, 9], [4, 9], [4, 9]])).toBe('STALL');
+  });
+
+  it('STALL needs MIN_SAMPLES stuck samples, not only the time', () => {
+    const two: OffsetSample[] = [{ at: 1_000_000 - 40_000, committed: 3n, high: 5n }, { at: 1_000_000, committed: 3n, high: 5n }];
+    expect(partitionStatus(two, 1_000_000, W)).toBe('OK');
   });
 
   it('STOP needs no full window: an anchor and one sample inside prove a whole window', () => {
