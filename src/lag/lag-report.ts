@@ -101,13 +101,16 @@ export class LagWindows {
     for (const key of this.windows.keys()) if (!seen.has(key)) this.windows.delete(key);
   }
 
-  /** The records whose timestamps the time lag needs: one per partition with lag. */
+  /**
+   * The records whose timestamps the time lag needs: one per partition with lag, unless retention
+   * already deleted it (a committed offset below the low watermark): that one is interpolated.
+   */
   recordRequests(reading: OffsetsReading): RecordRequest[] {
     const requests = new Map<string, RecordRequest>();
     for (const p of reading.partitions) {
       const offset = resumeOffset(p);
       const high = BigInt(p.high);
-      if (high > offset) requests.set(recordKey({ ...p, offset }), { topic: p.topic, partition: p.partition, offset, below: high });
+      if (high > offset && offset >= BigInt(p.low)) requests.set(recordKey({ ...p, offset }), { topic: p.topic, partition: p.partition, offset, below: high });
     }
     return [...requests.values()];
   }

@@ -43,9 +43,9 @@ describe('LagWindows', () => {
     expect(w.report(r, new Map()).groups[0]!.lagMessages).toBe(String(2n * big + 2n));
   });
 
-  it('asks for the record at the resume offset of every partition with lag, below its high watermark', () => {
+  it('asks for the record at the resume offset of every partition with lag, below its high watermark, unless retention deleted it', () => {
     const w = new LagWindows(W);
-    const r = reading(1_000, [part(0, '10', '15'), part(1, '-1', '12', '4'), part(2, '20', '20')]);
+    const r = reading(1_000, [part(0, '10', '15'), part(1, '-1', '12', '4'), part(2, '20', '20'), part(3, '3', '12', '4')]);
     expect(w.recordRequests(r)).toEqual([
       { topic: T, partition: 0, offset: 10n, below: 15n },
       { topic: T, partition: 1, offset: 4n, below: 12n },
