@@ -4,16 +4,16 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { loadConfig } from '../../src/config/load.js';
 import { EventCodec } from '../../src/events/codec.js';
 import { FileSchemaRegistry } from '../../src/events/schema-registry.js';
-import type { RunStatusChanged } from '../../src/events/schemas.js';
+import type { RunStatus } from '../../src/events/schemas.js';
 import { createKafka } from '../../src/kafka/client.js';
 import { groupId, topicNames } from '../../src/kafka/topics.js';
 import { createLogger } from '../../src/obs/logger.js';
 import { EventProducer } from '../../src/producers/event-producer.js';
 import { newRunId } from '../../src/runs/run-id.js';
 import { heldSequence, stepSequence } from '../../src/runs/status-sequence.js';
-import { childTraceparent } from '../../src/runs/traceparent.js';
 import { packageRoot } from '../../src/util/package-root.js';
 import { sample } from '../support/metric-value.js';
+import { statusEvent } from '../support/status-event.js';
 import { TENANT_A_KEY, eventually, freePort, http, runCli, startSluice, testNamespace, writeTestConfig, type SluiceProcess } from './harness.js';
 
 /**
@@ -128,8 +128,8 @@ describe('lag monitor', () => {
   it('counts runs waiting for a dependency cluster-wide, from their status events as the status sink records them', async () => {
     const producer = await EventProducer.connect(kafka, new EventCodec(new FileSchemaRegistry(join(packageRoot(), '.sluice', 'schema-registry'))), topics);
     const now = Date.now();
-    const run = { runId: newRunId(now), tenantId: 'tenant-b', workflow: 'report-digest', class: 'batch', admittedAt: now, deadline: now + 600_000, attempt: 1, traceparent: childTraceparent(undefined) } as const;
-    const event = (sequence: number, status: RunStatusChanged['status']): RunStatusChanged => ({ ...run, sequence, status, occurredAt: Date.now(), message: status, step: null, result: null, error: null, attemptStartedAt: null });
+    const runId = newRunId(now);
+    const event = (sequence: number, status: RunStatus) => statusEvent({ runId, sequence, status, tenantId: 'tenant-b', admittedAt: now, deadline: now + 600_000, occurredAt: Date.now() });
     const waiting = async () => sample(await scrape(monitor), 'sluice_runs_waiting_dependency{tenant="tenant-b",class="batch"}');
     try {
       await producer.publishStatus(event(heldSequence(1), 'waiting_dependency'), 10_000);

@@ -2,12 +2,13 @@ import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AdmissionStore } from '../../src/admission/admission-store.js';
 import { readBacklog } from '../../src/admission/backlog-census.js';
-import type { RunStatusChanged, RunStatus } from '../../src/events/schemas.js';
+import type { RunClass, RunStatus } from '../../src/events/schemas.js';
 import { MonitorLease, monitorScope } from '../../src/lag/monitor-lease.js';
 import { PermitStore } from '../../src/permits/permit-store.js';
 import { redisKeys } from '../../src/redis/keys.js';
 import { newRunId } from '../../src/runs/run-id.js';
 import { WaitingRuns } from '../../src/status/waiting-runs.js';
+import { statusEvent } from '../support/status-event.js';
 import { testNamespace } from './harness.js';
 import { closeScriptPair, openScriptPair } from './lua/redis-clients.js';
 import type { LuaScripts } from '../../src/redis/scripts.js';
@@ -63,24 +64,7 @@ describe('MonitorLease on Redis', () => {
   });
 });
 
-const status = (runId: string, sequence: number, s: RunStatus, deadline: number, runClass: 'interactive' | 'batch' = 'batch'): RunStatusChanged => ({
-  runId,
-  tenantId: 'acme',
-  workflow: 'wf',
-  class: runClass,
-  admittedAt: 0,
-  deadline,
-  attempt: 1,
-  traceparent: '',
-  sequence,
-  status: s,
-  occurredAt: 0,
-  message: '',
-  step: null,
-  result: null,
-  error: null,
-  attemptStartedAt: null,
-});
+const status = (runId: string, sequence: number, s: RunStatus, deadline: number, runClass: RunClass = 'batch') => statusEvent({ runId, sequence, status: s, deadline, class: runClass, tenantId: 'acme' });
 
 describe('WaitingRuns on Redis', () => {
   const count = async (w: WaitingRuns, runClass: 'interactive' | 'batch') => (await w.counts(['acme'], [runClass])).find((c) => c.runClass === runClass)!.runs;

@@ -1,26 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import type { RunStatusChanged, RunStatus } from '../../../src/events/schemas.js';
+import type { RunClass, RunStatus } from '../../../src/events/schemas.js';
 import { redisKeys } from '../../../src/redis/keys.js';
 import { WaitingRuns, waitingChanges } from '../../../src/status/waiting-runs.js';
+import { statusEvent } from '../../support/status-event.js';
 
-const ev = (runId: string, sequence: number, status: RunStatus, runClass: 'interactive' | 'batch' = 'batch'): RunStatusChanged => ({
-  runId,
-  tenantId: 'tenant-a',
-  workflow: 'wf',
-  class: runClass,
-  admittedAt: 0,
-  deadline: 60_000,
-  attempt: 1,
-  traceparent: '',
-  sequence,
-  status,
-  occurredAt: 0,
-  message: '',
-  step: null,
-  result: null,
-  error: null,
-  attemptStartedAt: null,
-});
+const ev = (runId: string, sequence: number, status: RunStatus, runClass: RunClass = 'batch') => statusEvent({ runId, sequence, status, class: runClass });
 
 describe('waitingChanges', () => {
   it('each run\'s latest event by sequence decides: waiting_dependency adds it, anything else removes it', () => {
