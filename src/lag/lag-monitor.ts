@@ -115,7 +115,7 @@ export class LagMonitor {
     await this.deactivate();
     // Handing over at once rather than after the lease lapses; a failure leaves it to lapse.
     await this.lease.release().catch((err: unknown) => this.log.warn({ err }, 'could not release the lag monitor lease; it lapses on its own'));
-    await this.admin.disconnect();
+    await withTimeout(this.admin.disconnect(), this.cfg.requestTimeoutMs, 'disconnecting the lag monitor from Kafka').catch((err: unknown) => this.log.warn({ err }, 'could not disconnect from Kafka'));
   }
 
   private newWindows(): LagWindows {
@@ -150,7 +150,8 @@ export class LagMonitor {
     clearClusterSeries(this.deps.metrics);
     const reader = this.reader;
     this.reader = undefined;
-    await reader?.stop().catch((err: unknown) => this.log.warn({ err }, 'could not stop the record reader'));
+    // Bounded: leaving the reader's group waits on Kafka, and the lease loop waits on this.
+    if (reader) await withTimeout(reader.stop(), this.cfg.requestTimeoutMs, 'stopping the record reader').catch((err: unknown) => this.log.warn({ err }, 'could not stop the record reader'));
     if (wasActive && !this.stopped) this.log.warn('lost the lag monitor lease; another instance exports lag now');
   }
 

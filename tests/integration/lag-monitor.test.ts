@@ -282,4 +282,13 @@ describe('lag monitor', () => {
     expect(report.status).toBe('OK');
     expect(code).toBe(0);
   });
+
+  it('`sluice lag` exits 2 on an error (a namespace without Sluice\'s topics) and on a bad command line', async () => {
+    const missing = await runCli(['lag', '--config', configPath], testNamespace('lag-none'));
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toContain('no such topics in Kafka');
+    const usage = await runCli(['lag', '--interval', 'soon'], ns);
+    expect(usage.code).toBe(2);
+    expect(usage.stderr).toContain('--interval');
+  });
 });
