@@ -72,11 +72,14 @@ export class LagMonitor {
   private readonly retryGroup: string;
   private windows: LagWindows;
   private reader: RecordReader | undefined;
+  /** The admin client's connection, made while active only (a standby holds no Kafka connection). */
+  private connected: Promise<void> | undefined;
   private active = false;
   private stopped = false;
   private leaseTimer: NodeJS.Timeout | undefined;
   private pollTimer: NodeJS.Timeout | undefined;
   private polling: Promise<void> = Promise.resolve();
+  private refreshing: Promise<void> = Promise.resolve();
   private readonly streaks: Record<'lease' | 'kafka' | 'redis' | 'report', FailureStreak>;
 
   constructor(private readonly deps: LagMonitorDeps) {
@@ -102,7 +105,6 @@ export class LagMonitor {
   }
 
   async start(): Promise<void> {
-    await this.admin.connect();
     await this.refreshLease();
     this.schedulePoll(0);
   }
@@ -111,18 +113,23 @@ export class LagMonitor {
     this.stopped = true;
     clearTimeout(this.leaseTimer);
     clearTimeout(this.pollTimer);
-    await this.polling;
+    // A refresh in flight may still take the lease: it must land before the release.
+    await Promise.all([this.polling, this.refreshing]);
     await this.deactivate();
     // Handing over at once rather than after the lease lapses; a failure leaves it to lapse.
     await this.lease.release().catch((err: unknown) => this.log.warn({ err }, 'could not release the lag monitor lease; it lapses on its own'));
-    await withTimeout(this.admin.disconnect(), this.cfg.requestTimeoutMs, 'disconnecting the lag monitor from Kafka').catch((err: unknown) => this.log.warn({ err }, 'could not disconnect from Kafka'));
   }
 
   private newWindows(): LagWindows {
     return new LagWindows({ windowMs: this.cfg.windowMs, minSamples: MIN_SAMPLES });
   }
 
-  private async refreshLease(): Promise<void> {
+  private refreshLease(): Promise<void> {
+    this.refreshing = this.refreshLeaseOnce();
+    return this.refreshing;
+  }
+
+  private async refreshLeaseOnce(): Promise<void> {
     try {
       await this.lease.refresh();
       this.streaks.lease.worked();
@@ -148,10 +155,13 @@ export class LagMonitor {
     this.deps.metrics.active.set(0);
     clearLagSeries(this.deps.metrics);
     clearClusterSeries(this.deps.metrics);
-    const reader = this.reader;
+    const [reader, connected] = [this.reader, this.connected];
     this.reader = undefined;
+    this.connected = undefined;
     // Bounded: leaving the reader's group waits on Kafka, and the lease loop waits on this.
-    if (reader) await withTimeout(reader.stop(), this.cfg.requestTimeoutMs, 'stopping the record reader').catch((err: unknown) => this.log.warn({ err }, 'could not stop the record reader'));
+    const bounded = (p: Promise<void>, what: string) => withTimeout(p, this.cfg.requestTimeoutMs, what).catch((err: unknown) => this.log.warn({ err }, `${what} failed`));
+    if (reader) await bounded(reader.stop(), 'stopping the record reader');
+    if (connected) await bounded(this.admin.disconnect(), 'disconnecting the lag monitor from Kafka');
     if (wasActive && !this.stopped) this.log.warn('lost the lag monitor lease; another instance exports lag now');
   }
 
@@ -177,6 +187,7 @@ export class LagMonitor {
     const started = performance.now();
     const deadline = Date.now() + this.cfg.requestTimeoutMs;
     try {
+      await this.connectAdmin();
       const reading = await this.offsets.read();
       this.windows.record(reading);
       const timestamps = await this.recordReader().timestamps(this.windows.recordRequests(reading), Math.max(0, deadline - Date.now()));
@@ -193,6 +204,14 @@ export class LagMonitor {
       clearLagSeries(metrics);
       this.streaks.kafka.failed(err);
     }
+  }
+
+  private connectAdmin(): Promise<void> {
+    this.connected ??= withTimeout(this.admin.connect(), this.cfg.requestTimeoutMs, 'connecting the lag monitor to Kafka').catch((err: unknown) => {
+      this.connected = undefined;
+      throw err;
+    });
+    return this.connected;
   }
 
   /** The record reader, started on first use; until it has joined its group, time lag is interpolated. */
