@@ -11,7 +11,7 @@ import { MIN_SAMPLES, exitCodeFor } from '../lag/lag-status.js';
 import { lagJson, renderLagTable, type ReportSource } from '../lag/lag-table.js';
 import { OffsetsReader } from '../lag/offsets-reader.js';
 import { RecordReader } from '../lag/record-reader.js';
-import { createLogger } from '../obs/logger.js';
+import { createLogger, type Logger } from '../obs/logger.js';
 import { SharedClients } from '../roles/shared-clients.js';
 import { withTimeout } from '../util/with-timeout.js';
 
@@ -44,6 +44,7 @@ interface Shown {
  */
 class LagSession {
   private readonly clients: SharedClients;
+  private readonly logger: Logger;
   private admin: Admin | undefined;
   private offsets: OffsetsReader | undefined;
   private reader: RecordReader | undefined;
@@ -52,7 +53,8 @@ class LagSession {
 
   constructor(private readonly config: SluiceConfig) {
     // stdout is the command's output: logs (kafkajs warnings among them) go to stderr.
-    this.clients = new SharedClients(config, createLogger('warn', 'sluice', pino.destination(2)));
+    this.logger = createLogger('warn', 'sluice', pino.destination(2));
+    this.clients = new SharedClients(config, this.logger);
     this.windows = new LagWindows({ windowMs: config.lagMonitor.windowMs, minSamples: MIN_SAMPLES });
   }
 
@@ -110,7 +112,7 @@ class LagSession {
       topics,
       sessionTimeoutMs: config.kafka.sessionTimeoutMs,
       heartbeatIntervalMs: config.kafka.heartbeatIntervalMs,
-      logger: createLogger('warn', 'sluice', pino.destination(2)),
+      logger: this.logger,
     });
     await withTimeout(this.reader.start(), CONNECT_TIMEOUT_MS, 'Kafka: starting the record reader');
     this.offsets = new OffsetsReader(admin, groups, config.lagMonitor.requestTimeoutMs);
