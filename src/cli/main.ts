@@ -9,11 +9,13 @@ import { productionProblems, profileError } from '../config/profile.js';
 import { startRoles } from '../roles/start-roles.js';
 import { startBanner } from './banner.js';
 import { dlqCommand } from './dlq-command.js';
+import { lagCommand } from './lag-command.js';
 
 /**
  * Exit codes scripts can rely on: 0 done; 1 a runtime failure (a service unreachable, some
  * replays failed); 2 a bad config or command line; 3 (`sluice dlq`) some given rows were not
- * found, not pending or refused, the others were handled.
+ * found, not pending or refused, the others were handled. `sluice lag` exits by the worst status
+ * it shows instead (0 OK, 1 WARN, 2 STALL, STOP, REWIND or an error: see lag-command.ts).
  */
 export const EXIT = { ok: 0, failure: 1, badConfig: 2, usage: 2, partial: 3 } as const;
 
@@ -87,6 +89,7 @@ program
 
 program.addCommand(infraCommand({ loadConfig: configOrExit }));
 program.addCommand(dlqCommand({ loadConfig: configOrExit, exit: EXIT }));
+program.addCommand(lagCommand({ loadConfig: configOrExit }));
 
 program.parseAsync(process.argv).catch((err: unknown) => {
   process.stderr.write(`sluice: ${(err as Error).stack ?? String(err)}\n`);

@@ -43,7 +43,7 @@ export function productionProblems(config: SluiceConfig): ProfileProblem[] {
   for (const [tenantId, tenant] of Object.entries(config.tenants)) demoKey(`tenants.${tenantId}.apiKeySha256`, tenant.apiKeySha256);
   demoKey('api.adminKeySha256', config.api.adminKeySha256);
   if (config.roles.includes('provider-sim')) {
-    problems.push({ field: 'roles', message: 'include provider-sim, which answers LLM and tool calls with made-up data; list the others (e.g. SLUICE_ROLES=api,processor,status-sink,dlq-sink)' });
+    problems.push({ field: 'roles', message: 'include provider-sim, which answers LLM and tool calls with made-up data; list the others (e.g. SLUICE_ROLES=api,processor,status-sink,dlq-sink,lag-monitor)' });
   }
   if (llmFromSimulator(config)) {
     problems.push({ field: 'anthropic.apiKey', message: 'is not set, so LLM steps would be answered by the provider simulator; set ANTHROPIC_API_KEY (or anthropic.baseUrl for an endpoint of your own)' });

@@ -16,7 +16,7 @@ const ms = (min: number, max: number) => z.number().int().min(min).max(max);
 const sha256Hex = z.string().regex(/^[0-9a-f]{64}$/, 'must be a lowercase hex SHA-256 of the key');
 const name = z.string().regex(/^[a-z0-9][a-z0-9._-]{0,62}$/, 'must be lowercase letters, digits, ".", "_" or "-"');
 
-export const ROLES = ['api', 'processor', 'status-sink', 'dlq-sink', 'provider-sim'] as const;
+export const ROLES = ['api', 'processor', 'status-sink', 'dlq-sink', 'lag-monitor', 'provider-sim'] as const;
 export type Role = (typeof ROLES)[number];
 
 export const RUN_CLASSES = ['interactive', 'batch'] as const;
@@ -362,6 +362,27 @@ export const configSchema = z
         purgeIntervalMs: ms(60_000, 86_400_000).default(3_600_000),
       })
       .prefault({}),
+    /**
+     * The lag-monitor role: consumer lag, time lag and Burrow-style status of every Sluice group,
+     * and the cluster-wide backlog gauges. Every instance running the role competes for one lease
+     * in Redis; only its holder polls and exports (docs/decisions.md, "Lag monitor").
+     */
+    lagMonitor: z
+      .object({
+        /** `false` keeps the role off even where `roles` lists it. */
+        enable: z.boolean().default(true),
+        /** How often the active monitor polls Kafka and Redis. */
+        intervalMs: ms(100, 600_000).default(15_000),
+        /** The sliding window statuses are judged over (STALL from half of it, STOP beyond it). */
+        windowMs: ms(300, 86_400_000).default(300_000),
+        /** The lease's time to live: a dead active monitor is replaced within about this long. */
+        leaseMs: ms(500, 600_000).default(15_000),
+        /** Bound on each poll's Kafka reads (offsets, members; record timestamps separately). */
+        requestTimeoutMs: ms(100, 120_000).default(10_000),
+      })
+      .prefault({})
+      .refine((m) => m.windowMs >= 3 * m.intervalMs, { message: 'must hold at least 3 polls: windowMs ≥ 3 × intervalMs', path: ['windowMs'] })
+      .refine((m) => m.windowMs <= 1_000 * m.intervalMs, { message: 'must hold at most 1,000 polls: windowMs ≤ 1,000 × intervalMs', path: ['windowMs'] }),
     simulator: z
       .object({
         host: z.string().default('127.0.0.1'),

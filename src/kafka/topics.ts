@@ -1,4 +1,7 @@
-import type { Admin, ITopicConfig } from 'kafkajs';
+import kafkajs, { type Admin, type ITopicConfig } from 'kafkajs';
+
+// kafkajs is CommonJS, and Node's named-export detection does not find its enums.
+const { ConfigResourceTypes } = kafkajs;
 import type { SluiceConfig } from '../config/schema.js';
 
 /** The contract's topic names (docs/contract.md); a namespace prefix lets environments share a cluster. */
@@ -20,8 +23,22 @@ export function topicNames(namespace: string): TopicNames {
   };
 }
 
-export function groupId(namespace: string, role: 'processor' | 'status-sink' | 'dlq-sink' | 'retry-forwarder'): string {
+export type GroupRole = 'processor' | 'status-sink' | 'dlq-sink' | 'retry-forwarder';
+
+export function groupId(namespace: string, role: GroupRole): string {
   return `${namespace}sluice.${role}`;
+}
+
+/** Sluice's consumer groups and the topics each consumes (as their consumers subscribe), for the lag monitor. */
+export function consumerGroups(namespace: string): { role: GroupRole; group: string; topics: string[] }[] {
+  const t = topicNames(namespace);
+  const groups: [GroupRole, string[]][] = [
+    ['processor', [t.interactive, t.batch]],
+    ['retry-forwarder', [t.retry]],
+    ['status-sink', [t.status]],
+    ['dlq-sink', [t.dlq]],
+  ];
+  return groups.map(([role, topics]) => ({ role, group: groupId(namespace, role), topics }));
 }
 
 export function topicSpecs(cfg: SluiceConfig['kafka'], namespace: string): ITopicConfig[] {
@@ -31,14 +48,28 @@ export function topicSpecs(cfg: SluiceConfig['kafka'], namespace: string): ITopi
     topic: names[k],
     numPartitions: cfg.partitions[k],
     replicationFactor: cfg.replicationFactor,
-    // The DLQ is an archive buffer: keep it long enough for a sink outage; others are work queues.
-    configEntries: [{ name: 'retention.ms', value: String(k === 'dlq' ? 30 * 86_400_000 : 7 * 86_400_000) }],
+    configEntries: [
+      // The DLQ is an archive buffer: keep it long enough for a sink outage; others are work queues.
+      { name: 'retention.ms', value: String(k === 'dlq' ? 30 * 86_400_000 : 7 * 86_400_000) },
+      // Records carry the broker's append time, so the lag monitor's time lag is one clock's, not each producer's.
+      { name: TIMESTAMP_TYPE, value: 'LogAppendTime' },
+    ],
   }));
+}
+
+const TIMESTAMP_TYPE = 'message.timestamp.type';
+
+/** The command that switches an existing topic to append-time stamps, changing no other setting. */
+export function logAppendTimeCommand(brokers: readonly string[], topic: string): string {
+  return `kafka-configs.sh --bootstrap-server ${brokers.join(',')} --alter --entity-type topics --entity-name ${topic} --add-config ${TIMESTAMP_TYPE}=LogAppendTime`;
 }
 
 /**
  * Creates missing topics. Existing topics are left alone (their partition count is a deliberate
- * operator decision once data flows), but a mismatch is reported so it does not go unnoticed.
+ * operator decision once data flows), but a mismatch is reported so it does not go unnoticed: a
+ * partition count other than the config's, and records stamped with the producer's time instead
+ * of the broker's. The stamp is not changed here: kafkajs offers only the non-incremental
+ * AlterConfigs, which would reset every other setting of the topic an operator made.
  */
 export async function ensureTopics(admin: Admin, cfg: SluiceConfig['kafka'], namespace: string): Promise<{ created: string[]; mismatched: string[] }> {
   const specs = topicSpecs(cfg, namespace);
@@ -55,6 +86,11 @@ export async function ensureTopics(admin: Admin, cfg: SluiceConfig['kafka'], nam
     for (const t of meta.topics) {
       const want = specs.find((s) => s.topic === t.name)?.numPartitions;
       if (want !== undefined && t.partitions.length !== want) mismatched.push(`${t.name} has ${t.partitions.length} partitions, config says ${want}`);
+    }
+    const described = await admin.describeConfigs({ resources: present.map((s) => ({ type: ConfigResourceTypes.TOPIC, name: s.topic, configNames: [TIMESTAMP_TYPE] })), includeSynonyms: false });
+    for (const r of described.resources) {
+      const type = r.configEntries.find((e) => e.configName === TIMESTAMP_TYPE)?.configValue;
+      if (type !== 'LogAppendTime') mismatched.push(`${r.resourceName} stamps records with ${type ?? 'an unknown'} time, so consumer time lag follows the producers' clocks; to stamp them with the broker's: ${logAppendTimeCommand(cfg.brokers, r.resourceName)}`);
     }
   }
   return { created: missing.map((s) => s.topic), mismatched };

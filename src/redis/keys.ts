@@ -10,6 +10,7 @@ export function redisKeys(namespace: string) {
   // One tag for every permit key: one acquisition spans global, class, tenant and workflow scopes
   // and reads the limits hash atomically. The slot is hot, the price of all-or-nothing caps.
   const permits = `{${ns}:permits}`;
+  const waiting = `{${ns}:waiting}`;
   return {
     /** Token bucket of one tenant (hash: tokens, ts). */
     tenantBucket: (tenant: string) => `${ns}:bucket:{${tenant}}`,
@@ -41,5 +42,9 @@ export function redisKeys(namespace: string) {
     breakerProbes: (dependency: string) => `${ns}:breaker:{${dependency}}:probes`,
     /** Pub/sub channel announcing breaker transitions (payload: JSON, see BreakerTransition). */
     breakerChanged: () => `${ns}:breaker-changed`,
+    /** Runs of a tenant and class whose latest status is waiting_dependency (zset: runId → lease expiry ms), kept by the status sink. */
+    waitingRuns: (tenant: string, runClass: string) => `${waiting}:tenant:${tenant}:class:${runClass}`,
+    /** The active lag monitor's last report (JSON, expiring), read by `sluice lag`. */
+    lagReport: () => `${ns}:lag-monitor:report`,
   };
 }

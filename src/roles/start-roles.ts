@@ -1,3 +1,4 @@
+import { hostname } from 'node:os';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Role, SluiceConfig } from '../config/schema.js';
 import type { Logger } from '../obs/logger.js';
@@ -37,6 +38,9 @@ import { RunBreakerGate } from '../breakers/run-breaker-gate.js';
 import { ownEntry } from '../config/lookup.js';
 import { llmFromSimulator } from '../config/profile.js';
 import { RetryForwarder } from '../retries/retry-forwarder.js';
+import { LagMonitor } from '../lag/lag-monitor.js';
+import { createLagMetrics } from '../lag/lag-metrics.js';
+import { WaitingRuns } from '../status/waiting-runs.js';
 
 export interface RunningRoles {
   roles: Role[];
@@ -86,6 +90,7 @@ async function startStatusSink({ config, logger, metrics, clients, onStop }: Rol
     config,
     codec: clients.codec,
     store: new RunStore(await clients.pool()),
+    waiting: new WaitingRuns(clients.redis, clients.keys, config.admission.leaseGraceMs),
     deadLetters: await clients.producer(),
     deadLetterTimeoutMs: config.processor.produceTimeoutMs,
     // Finished runs leave the admission backlog; the status sink knows nothing of admission.
@@ -95,6 +100,22 @@ async function startStatusSink({ config, logger, metrics, clients, onStop }: Rol
   });
   await sink.start();
   onStop(() => sink.stop());
+}
+
+async function startLagMonitor({ config, logger, metrics, clients, onStop }: RoleContext): Promise<void> {
+  await clients.ensureTopics();
+  const monitor = new LagMonitor({
+    config,
+    kafka: clients.kafka,
+    redis: clients.redis,
+    keys: clients.keys,
+    permits: new PermitStore(clients.scripts, clients.keys),
+    metrics: createLagMetrics(metrics.registry),
+    logger,
+    instance: config.instanceId ?? `${hostname()}-${process.pid}`,
+  });
+  await monitor.start();
+  onStop(() => monitor.stop());
 }
 
 async function startDlqSink({ config, logger, metrics, clients, onStop }: RoleContext): Promise<void> {
@@ -260,6 +281,10 @@ export async function startRoles(config: SluiceConfig, logger: Logger): Promise<
     if (roles.has('status-sink')) await startStatusSink(ctx);
     if (roles.has('dlq-sink')) await startDlqSink(ctx);
     if (roles.has('processor')) await startProcessor(ctx, config.simulator.url ?? running.simulatorUrl ?? `http://${config.simulator.host}:${config.simulator.port}`);
+    if (roles.has('lag-monitor')) {
+      if (config.lagMonitor.enable) await startLagMonitor(ctx);
+      else logger.info('lagMonitor.enable is false: the lag-monitor role does not run');
+    }
     if (roles.has('api')) running.apiUrl = await startApi(ctx);
     else if (config.opsPort > 0) running.opsUrl = await startOps(ctx);
   } catch (err) {

@@ -19,3 +19,9 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 export function isRunId(value: string): boolean {
   return UUID.test(value);
 }
+
+/** The admission time (epoch ms) a run id carries, or undefined for an id that is not a UUIDv7. */
+export function runIdTime(runId: string): number | undefined {
+  if (!isRunId(runId) || runId[14] !== '7') return undefined;
+  return Number.parseInt(runId.slice(0, 8) + runId.slice(9, 13), 16);
+}

@@ -11,12 +11,15 @@ import type { Logger } from '../obs/logger.js';
 import type { Metrics } from '../obs/metrics.js';
 import type { RunStore } from './run-store.js';
 import { isTerminal } from './run-history.js';
+import type { WaitingRuns } from './waiting-runs.js';
 
 export interface StatusSinkDeps {
   kafka: Kafka;
   config: Pick<SluiceConfig, 'namespace' | 'kafka' | 'statusSink'>;
   codec: EventCodec;
   store: Pick<RunStore, 'applyStatusEvents'>;
+  /** The record of runs waiting for a dependency (sluice_runs_waiting_dependency). */
+  waiting: Pick<WaitingRuns, 'record'>;
   deadLetters: DeadLetterSink;
   /** Bounds each DLQ produce (poison, refused events). */
   deadLetterTimeoutMs: number;
@@ -103,10 +106,17 @@ export class StatusSink {
   private async settle(written: WrittenRows<StatusRecord, RunStatusChanged>, at: SliceSource): Promise<void> {
     for (const rejected of written.rejected) await this.deadLetterRejected(at, rejected);
     const terminal = (event: RunStatusChanged) => isTerminal(event.status);
+    const rejected = written.rejected.map((r) => r.item.event);
     await Promise.all([
       ...written.results.filter(terminal).map((event) => this.deps.onTerminal(event, true)),
-      ...written.rejected.map((r) => r.item.event).filter(terminal).map((event) => this.deps.onTerminal(event, false)),
+      ...rejected.filter(terminal).map((event) => this.deps.onTerminal(event, false)),
+      this.recordWaiting([...written.results, ...rejected]),
     ]);
+  }
+
+  /** Best effort, like the backlog: an entry this misses lapses with its lease, one it fails to remove counts until then. */
+  private async recordWaiting(events: readonly RunStatusChanged[]): Promise<void> {
+    await this.deps.waiting.record(events).catch((err: unknown) => this.log.warn({ err }, 'could not record which runs wait for a dependency'));
   }
 
   /**

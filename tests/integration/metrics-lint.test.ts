@@ -20,7 +20,7 @@ describe('/metrics of a running Sluice', () => {
     const [apiPort, simPort] = [await freePort(), await freePort()];
     sluice = await startSluice({
       configPath: writeTestConfig({ api: { port: apiPort }, simulator: { port: simPort } }),
-      roles: 'provider-sim,status-sink,dlq-sink,processor,api',
+      roles: 'provider-sim,status-sink,dlq-sink,processor,lag-monitor,api',
       namespace: testNamespace('metrics-lint'),
     });
     api = `http://127.0.0.1:${apiPort}`;
@@ -39,6 +39,7 @@ describe('/metrics of a running Sluice', () => {
     const scrape = await http(`${api}/metrics`);
     expect(scrape.status).toBe(200);
     expect(scrape.body).toContain('sluice_runs_finished_total{');
+    expect(scrape.body).toMatch(/^sluice_consumer_lag_seconds\{/m);
     const lint = spawnSync(promtool, ['check', 'metrics'], { input: scrape.body, encoding: 'utf8', timeout: 60_000 });
     expect(lint.status, `promtool check metrics:\n${lint.stdout}${lint.stderr}`).toBe(0);
   });

@@ -40,7 +40,8 @@ export type Dependency = 'kafka' | 'redis' | 'postgres';
  * Which dependencies a process checks, and what each one failing means, from its roles and the
  * submit path's Redis outage policy (the README's outage table, as readiness):
  * - Kafka: every role but the simulator lives on it.
- * - Redis: processors take permits in it; the API decides admission in it, unless it fails open.
+ * - Redis: processors take permits in it; the API decides admission in it, unless it fails open;
+ *   a lag monitor holds its lease in it (without Redis none exports lag, but nothing is refused).
  * - Postgres: the sinks write it; the API only reads it (submissions stay durable in Kafka).
  */
 export function readinessPlan(roles: readonly Role[], redisPolicy: RedisOutagePolicy): { name: Dependency; whenFailing: ReadinessEffect }[] {
@@ -49,6 +50,7 @@ export function readinessPlan(roles: readonly Role[], redisPolicy: RedisOutagePo
   if (roles.some((r) => r !== 'provider-sim')) plan.push({ name: 'kafka', whenFailing: 'not_ready' });
   if (has('processor')) plan.push({ name: 'redis', whenFailing: 'not_ready' });
   else if (has('api')) plan.push({ name: 'redis', whenFailing: redisPolicy === 'fail-open' ? 'degraded' : 'not_ready' });
+  else if (has('lag-monitor')) plan.push({ name: 'redis', whenFailing: 'degraded' });
   if (has('status-sink') || has('dlq-sink')) plan.push({ name: 'postgres', whenFailing: 'not_ready' });
   else if (has('api')) plan.push({ name: 'postgres', whenFailing: 'degraded' });
   return plan;

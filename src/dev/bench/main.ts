@@ -56,6 +56,31 @@ program
   });
 
 program
+  .command('lag')
+  .description('the lag monitor\'s cost (Kafka requests and CPU per poll, per 100 partitions), and the processor bench with and without a lag monitor beside it')
+  .option('--partitions <list>', 'partitions in all over the five topics, one measurement each, comma-separated', numbers, [100, 400])
+  .option('--polls <n>', 'polls measured per scenario', bounded(3, 500), 20)
+  .option('--interval <ms>', 'the monitor\'s poll interval', bounded(200, 60_000), 1_000)
+  .option('--standby <sec>', 'seconds the monitor is measured as a standby', bounded(1, 600), 10)
+  .option('--runs <n>', 'runs measured per processor phase', bounded(10, 20_000), 1_000)
+  .option('--warmup <n>', 'runs per processor phase before measuring', bounded(1, 5_000), 200)
+  .option('--concurrency <n>', 'processor.maxInFlight and every cap', bounded(1, 1_000), 64)
+  .option('--rounds <n>', 'pairs of processor phases (without, with the monitor)', bounded(1, 20), 2)
+  .option('--phase-timeout <sec>', 'upper bound on one measured processor phase', bounded(5, 600), 120)
+  .action(async (o: { partitions: number[]; polls: number; interval: number; standby: number; runs: number; warmup: number; concurrency: number; rounds: number; phaseTimeout: number }) => {
+    if (o.partitions.some((p) => !Number.isInteger(p) || p < 5 || p > 5_000)) throw new Error('--partitions: whole numbers from 5 (one per topic) to 5000');
+    const { benchLag } = await import('./lag-bench.js');
+    await benchLag({
+      partitions: o.partitions,
+      polls: o.polls,
+      intervalMs: o.interval,
+      standbySec: o.standby,
+      rounds: o.rounds,
+      processor: { runs: o.runs, warmup: o.warmup, concurrency: o.concurrency, phaseTimeoutSec: o.phaseTimeout },
+    });
+  });
+
+program
   .command('bullmq-worker', { hidden: true })
   .requiredOption('--redis <url>', 'Redis URL')
   .requiredOption('--queue <name>', 'queue name')

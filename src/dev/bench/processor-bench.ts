@@ -50,7 +50,7 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 // ---------------------------------------------------------------------------------------------
 // Child processes: every one is tracked, stopped at the end of its phase, and killed on any exit.
 
-class Children {
+export class Children {
   private readonly live = new Set<ChildProcess>();
   private readonly tails = new Map<ChildProcess, string[]>();
 
@@ -159,11 +159,11 @@ function delta(before: CommandCalls, after: CommandCalls, inner: Set<string>): R
 // ---------------------------------------------------------------------------------------------
 // Configuration and the simulator.
 
-function localConfig(): Record<string, any> {
+export function localConfig(): Record<string, any> {
   return parse(readFileSync(join(packageRoot(), 'config', 'local.yaml'), 'utf8')) as Record<string, any>;
 }
 
-function writeYaml(dir: string, name: string, doc: unknown): string {
+export function writeYaml(dir: string, name: string, doc: unknown): string {
   const path = join(dir, name);
   writeFileSync(path, stringify(doc));
   return path;
@@ -192,7 +192,7 @@ function sluiceConfigDoc(o: { simulatorUrl: string; registryDir: string; concurr
 }
 
 /** The children must never reach the real Anthropic API, whatever this shell has set. */
-function childEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
+export function childEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...process.env, ...extra };
   delete env.ANTHROPIC_API_KEY;
   delete env.ANTHROPIC_BASE_URL;
@@ -235,7 +235,7 @@ async function simWindow(simulatorUrl: string): Promise<SimWindow> {
 }
 
 /** The processor's Prometheus text, or undefined if it cannot be read (diagnostics only). */
-async function scrape(url: string): Promise<string | undefined> {
+export async function scrape(url: string): Promise<string | undefined> {
   try {
     const res = await fetch(url, { signal: AbortSignal.timeout(5_000) });
     return res.ok ? await res.text() : undefined;
@@ -245,7 +245,7 @@ async function scrape(url: string): Promise<string | undefined> {
 }
 
 /** Sum of a sample over all its label sets. */
-function promSum(text: string, name: string): number {
+export function promSum(text: string, name: string): number {
   let sum = 0;
   for (const m of text.matchAll(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'gm'))) sum += Number(m[1]);
   return sum;
@@ -254,7 +254,7 @@ function promSum(text: string, name: string): number {
 // ---------------------------------------------------------------------------------------------
 // Phases.
 
-interface PhaseResult {
+export interface PhaseResult {
   label: string;
   runs: number;
   submitSec: number;
@@ -277,7 +277,7 @@ interface PhaseResult {
   lagMs?: { mean: number; p99: number };
 }
 
-const perSec = (r: PhaseResult) => r.runs / r.totalSec;
+export const perSec = (r: PhaseResult) => r.runs / r.totalSec;
 
 function subtractIdle(d: RedisDelta, idle: RedisDelta, idleMs: number, phaseMs: number): RedisDelta {
   const scale = phaseMs / idleMs;
@@ -383,18 +383,26 @@ async function measureRedis<T>(ctx: Ctx, measure: () => Promise<T>): Promise<{ v
   return { value, redis: subtractIdle(raw, idle, IDLE_BASELINE_MS, phaseMs), idlePerSec: { all: (idle.all * 1000) / IDLE_BASELINE_MS, topLevel: (idle.topLevel * 1000) / IDLE_BASELINE_MS } };
 }
 
+/** What a Sluice phase runs: caps enforced or not, the roles of its one process, and config over the bench's. */
+export interface SluicePhase {
+  enforceCaps: boolean;
+  /** `processor`, or more roles beside it in the same process. */
+  roles: string;
+  config?: Record<string, unknown>;
+}
+
 /**
  * Sluice end to end: RunRequested events published straight to Kafka with the typed producer
  * (acks=all), one processor process (its own consumer group, namespace and Redis keys), and the
  * clock stopped when the status topic shows the last run finished.
  */
-async function sluicePhase(ctx: Ctx, label: string, enforceCaps: boolean): Promise<PhaseResult> {
+async function sluicePhase(ctx: Ctx, label: string, phase: SluicePhase, index: number): Promise<PhaseResult> {
   const { opts, infra, children } = ctx;
-  const namespace = `bench-proc-${ctx.stamp}-${enforceCaps ? 'caps' : 'nocaps'}.`;
+  const namespace = `bench-proc-${ctx.stamp}-${index}.`;
   const registryDir = join(ctx.dir, 'schema-registry');
   const opsPort = await freePort();
-  const doc = sluiceConfigDoc({ simulatorUrl: ctx.simulatorUrl, registryDir, concurrency: opts.concurrency, enforceCaps, opsPort });
-  const configPath = writeYaml(ctx.dir, `sluice-${enforceCaps ? 'caps' : 'nocaps'}.yaml`, doc);
+  const doc = { ...sluiceConfigDoc({ simulatorUrl: ctx.simulatorUrl, registryDir, concurrency: opts.concurrency, enforceCaps: phase.enforceCaps, opsPort }), ...phase.config };
+  const configPath = writeYaml(ctx.dir, `sluice-${index}.yaml`, doc);
   const env = { KAFKA_BROKERS: infra.kafkaBrokers.join(','), REDIS_URL: infra.redisUrl, DATABASE_URL: infra.databaseUrl, SLUICE_NAMESPACE: namespace };
   const config = parseConfig(doc, env, configPath);
 
@@ -409,7 +417,7 @@ async function sluicePhase(ctx: Ctx, label: string, enforceCaps: boolean): Promi
     await ensureTopics(admin, config.kafka, namespace);
     producer = await EventProducer.connect(kafka, codec, topicNames(namespace), { maxPending: opts.runs + opts.warmup + 1_000 });
     watcher = await StatusWatcher.start(kafka, codec, namespace);
-    child = children.start('cli/main.js', ['start', '--config', configPath, '--roles', 'processor'], childEnv(env));
+    child = children.start('cli/main.js', ['start', '--config', configPath, '--roles', phase.roles], childEnv(env));
     const died = children.exited(child, `sluice processor (${label})`);
     const publishAll = (runs: RunRequested[]) => Promise.all(runs.map((r) => producer!.publishRunRequested(r, 30_000)));
 
@@ -576,12 +584,23 @@ function table(results: PhaseResult[], opts: ProcessorBenchOptions): string {
   return `${lines.join('\n')}\n`;
 }
 
+/** A phase of the processor bench: Sluice as `sluice` says, or a BullMQ worker doing `bull`. */
+export type BenchPhase = { label: string } & ({ sluice: SluicePhase } | { bull: BullWork });
+
+/** What a bench holds while it runs: the infrastructure, its child processes, a Redis client, a temp dir. */
+export interface BenchHarness {
+  infra: { kafkaBrokers: string[]; redisUrl: string; databaseUrl: string };
+  children: Children;
+  redis: Redis;
+  dir: string;
+  logger: Logger;
+}
+
 /**
- * `npm run bench processor`: Sluice end to end with its caps enforced (a) and off (b), next to a
- * BullMQ worker doing the same three simulator calls (c) and a no-op BullMQ worker for reference,
- * one phase after another on the same Kafka, Redis and simulator.
+ * Brings the infrastructure up and runs `body`; afterwards, however it ended, every child is
+ * stopped (killed on a signal or an exit) and the temp dir removed.
  */
-export async function benchProcessor(opts: ProcessorBenchOptions): Promise<void> {
+export async function withBenchHarness<T>(name: string, body: (h: BenchHarness) => Promise<T>): Promise<T> {
   const logger = createLogger('warn');
   const infra = await infraUp({ stateDir: process.env.SLUICE_STATE_DIR ?? '.sluice', logger });
   const children = new Children();
@@ -594,9 +613,23 @@ export async function benchProcessor(opts: ProcessorBenchOptions): Promise<void>
   process.on('exit', killAll);
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
-  const dir = mkdtempSync(join(tmpdir(), 'sluice-bench-processor-'));
+  const dir = mkdtempSync(join(tmpdir(), `sluice-bench-${name}-`));
   const redis = new Redis(infra.redisUrl, { maxRetriesPerRequest: 1, commandTimeout: 5_000 });
   try {
+    return await body({ infra, children, redis, dir, logger });
+  } finally {
+    await children.stopAll();
+    redis.disconnect();
+    rmSync(dir, { recursive: true, force: true });
+    process.off('exit', killAll);
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
+}
+
+/** Runs the phases one after another on the same Kafka, Redis and simulator; answers their results. */
+export function runProcessorPhases(opts: ProcessorBenchOptions, phases: readonly BenchPhase[]): Promise<PhaseResult[]> {
+  return withBenchHarness('processor', async ({ infra, children, redis, dir, logger }) => {
     const simPort = await freePort();
     const simDoc = localConfig();
     simDoc.localInfra = false;
@@ -609,22 +642,26 @@ export async function benchProcessor(opts: ProcessorBenchOptions): Promise<void>
 
     const ctx: Ctx = { opts, infra, children, redis, simulatorUrl, dir, stamp: Date.now().toString(36), logger, luaInner: luaInnerCommands() };
     const results: PhaseResult[] = [];
-    const phase = async (p: Promise<PhaseResult>) => {
-      const r = await p;
+    for (const [i, p] of phases.entries()) {
+      const r = 'sluice' in p ? await sluicePhase(ctx, p.label, p.sluice, i) : await bullPhase(ctx, p.label, p.bull);
       results.push(r);
       process.stderr.write(`  done: ${r.label}: ${perSec(r).toFixed(1)} runs/s\n`);
-    };
-    await phase(sluicePhase(ctx, '(a) sluice, caps enforced', true));
-    await phase(sluicePhase(ctx, '(b) sluice, caps off (enforceCaps=false)', false));
-    await phase(bullPhase(ctx, '(c) bullmq, same 3 simulator calls', 'http'));
-    await phase(bullPhase(ctx, '(ref) bullmq, no-op (3 awaits)', 'noop'));
-    process.stdout.write(table(results, opts));
-  } finally {
-    await children.stopAll();
-    redis.disconnect();
-    rmSync(dir, { recursive: true, force: true });
-    process.off('exit', killAll);
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
-  }
+    }
+    return results;
+  });
+}
+
+/**
+ * `npm run bench processor`: Sluice end to end with its caps enforced (a) and off (b), next to a
+ * BullMQ worker doing the same three simulator calls (c) and a no-op BullMQ worker for reference,
+ * one phase after another on the same Kafka, Redis and simulator.
+ */
+export async function benchProcessor(opts: ProcessorBenchOptions): Promise<void> {
+  const results = await runProcessorPhases(opts, [
+    { label: '(a) sluice, caps enforced', sluice: { enforceCaps: true, roles: 'processor' } },
+    { label: '(b) sluice, caps off (enforceCaps=false)', sluice: { enforceCaps: false, roles: 'processor' } },
+    { label: '(c) bullmq, same 3 simulator calls', bull: 'http' },
+    { label: '(ref) bullmq, no-op (3 awaits)', bull: 'noop' },
+  ]);
+  process.stdout.write(table(results, opts));
 }

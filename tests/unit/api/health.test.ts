@@ -115,6 +115,11 @@ describe('readinessPlan', () => {
     expect(plan(['dlq-sink'])).toEqual({ kafka: 'not_ready', postgres: 'not_ready' });
   });
 
+  it('a lag monitor needs Kafka; without Redis it holds no lease and exports no lag, but refuses nothing: degraded', () => {
+    expect(plan(['lag-monitor'])).toEqual({ kafka: 'not_ready', redis: 'degraded' });
+    expect(plan(['lag-monitor', 'processor'])).toEqual({ kafka: 'not_ready', redis: 'not_ready' });
+  });
+
   it('several roles in one process take the strictest need of each', () => {
     expect(plan(['api', 'processor', 'status-sink', 'dlq-sink', 'provider-sim'], 'fail-open')).toEqual({ kafka: 'not_ready', redis: 'not_ready', postgres: 'not_ready' });
     expect(plan(['api', 'status-sink'], 'fail-open')).toEqual({ kafka: 'not_ready', redis: 'degraded', postgres: 'not_ready' });

@@ -22,6 +22,7 @@ import { describe, expect, it } from 'vitest';
  * - retries, admission, status: retry policy, budget and the retry topic (whose unreadable records
  *   are dead-lettered); the admission decision at the door; status records and the run store.
  * - execution: one attempt of a run, step by step, to its published outcome.
+ * - lag: the lag monitor (consumer lag, group status, cluster-wide backlog and waiting runs).
  * - processors: reading work from Kafka and dispatching it to execution under permits and breakers.
  * - api, dev: Sluice's HTTP API; the development tooling the product starts (the provider
  *   simulator, local Kafka, Redis and Postgres), which needs only config, logs and helpers.
@@ -38,7 +39,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ['runs', 'steps', 'producers'],
   ['dlq', 'permits', 'breakers'],
   ['retries', 'admission', 'status'],
-  ['execution'],
+  ['execution', 'lag'],
   ['processors'],
   ['api', 'dev'],
   ['roles'],

@@ -145,7 +145,7 @@ describe('parseConfig defaults', () => {
   const cfg = parseConfig(baseDoc());
 
   it('fills top-level and nested defaults', () => {
-    expect(cfg.roles).toEqual(['api', 'processor', 'status-sink', 'dlq-sink', 'provider-sim']);
+    expect(cfg.roles).toEqual(['api', 'processor', 'status-sink', 'dlq-sink', 'lag-monitor', 'provider-sim']);
     expect(cfg.profile).toBe('production');
     expect(cfg.opsPort).toBe(0);
     expect(cfg.stateDir).toBe('.sluice');
@@ -176,6 +176,7 @@ describe('parseConfig defaults', () => {
     });
     expect(cfg.processor).toEqual({ maxInFlight: 30, partitionBuffer: 100, shutdownGraceMs: 20_000, produceTimeoutMs: 10_000, permitLeaseMs: 15_000, enforceCaps: true, runRetry: { maxAttempts: 3, baseMs: 1_000, capMs: 30_000 }, infraRetry: { maxAttempts: 8, baseMs: 500, capMs: 30_000 }, maxStepOutputBytes: 262_144, maxResultBytes: 524_288 });
     expect(cfg.statusSink).toEqual({ batchSize: 500 });
+    expect(cfg.lagMonitor).toEqual({ enable: true, intervalMs: 15_000, windowMs: 300_000, leaseMs: 15_000, requestTimeoutMs: 10_000 });
     expect(cfg.simulator).toEqual({ host: '127.0.0.1', port: 8089, anthropicLatencyMs: 50, anthropicJitterMs: 20 });
     expect(cfg.anthropic).toEqual({});
   });
@@ -312,6 +313,19 @@ describe('parseConfig environment overrides', () => {
 });
 
 describe('parseConfig errors name the field path', () => {
+  it('a lag monitor window holding fewer than 3 polls, or more than 1,000', () => {
+    for (const lagMonitor of [{ intervalMs: 1_000, windowMs: 2_999 }, { intervalMs: 100, windowMs: 100_001 }]) {
+      const err = configError(() => parseConfig({ ...baseDoc(), lagMonitor }));
+      expect(err.fields).toEqual(['lagMonitor.windowMs']);
+    }
+    expect(parseConfig({ ...baseDoc(), lagMonitor: { intervalMs: 1_000, windowMs: 3_000 } }).lagMonitor.windowMs).toBe(3_000);
+    expect(parseConfig({ ...baseDoc(), lagMonitor: { intervalMs: 100, windowMs: 100_000 } }).lagMonitor.windowMs).toBe(100_000);
+  });
+
+  it('a lag monitor interval out of range', () => {
+    expect(configError(() => parseConfig({ ...baseDoc(), lagMonitor: { intervalMs: 99, windowMs: 30_000 } })).fields).toEqual(['lagMonitor.intervalMs']);
+  });
+
   it('a tool step referencing an unknown dependency', () => {
     const doc = baseDoc();
     doc.workflows.wf.steps[1].tool = 'nope';

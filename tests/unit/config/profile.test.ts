@@ -89,7 +89,7 @@ describe('productionProblems', () => {
     const doc = readyDoc();
     doc.roles = roles;
     expect(problemsOf(doc)).toEqual([
-      { field: 'roles', message: 'include provider-sim, which answers LLM and tool calls with made-up data; list the others (e.g. SLUICE_ROLES=api,processor,status-sink,dlq-sink)' },
+      { field: 'roles', message: 'include provider-sim, which answers LLM and tool calls with made-up data; list the others (e.g. SLUICE_ROLES=api,processor,status-sink,dlq-sink,lag-monitor)' },
     ]);
   });
 

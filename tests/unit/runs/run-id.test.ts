@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isRunId, newRunId } from '../../../src/runs/run-id.js';
+import { isRunId, newRunId, runIdTime } from '../../../src/runs/run-id.js';
 
 const T0 = 1_767_225_600_000;
 const bytes = (fill: number) => Buffer.alloc(10, fill);
@@ -80,5 +80,16 @@ describe('isRunId', () => {
     ]) {
       expect(isRunId(bad), bad).toBe(false);
     }
+  });
+});
+
+describe('runIdTime', () => {
+  it('reads back the admission time a run id was made with', () => {
+    for (const t of [0, T0, 2 ** 48 - 1]) expect(runIdTime(newRunId(t, bytes(0xa5)))).toBe(t);
+  });
+
+  it('is undefined for anything but a UUIDv7', () => {
+    expect(runIdTime('not-a-run-id')).toBeUndefined();
+    expect(runIdTime('01234567-89ab-4123-8567-89abcdef0123')).toBeUndefined();
   });
 });
