@@ -39,7 +39,7 @@ export interface BreakerBenchOptions {
 const ADMIN_KEY = 'local-admin-key';
 const ADMIN_SHA = '4ab7b7cd7a009307f975da639ffcb2f104e371d271e936dab005ee993474b81d';
 const DEP = 'anthropic';
-/** Seed 000's naive client: retry after 1, 2, 4 and 8 s, whatever the error. */
+/** A naive client, as teams without Sluice run it: retry after 1, 2, 4 and 8 s, whatever the error. */
 const NAIVE_DELAYS_SEC = [1, 2, 4, 8];
 const CALLERS_PER_INSTANCE = 2;
 const TRIAL_TIMEOUT_MS = 10_000;
@@ -194,7 +194,7 @@ interface ModeResult {
 
 const bump = (m: Map<string, number>, k: string) => m.set(k, (m.get(k) ?? 0) + 1);
 
-/** Seed 000's client: every failure is retried after 1, 2, 4, 8 s, no breaker, no budget. */
+/** The naive client: every failure is retried after 1, 2, 4, 8 s, no breaker, no budget. */
 async function naiveRun(client: ReturnType<typeof createAnthropicClient>, req: LlmRequest, scale: number, calls: number[], outcomes: Map<string, number>): Promise<void> {
   for (let attempt = 0; ; attempt++) {
     calls.push(Date.now());

@@ -27,7 +27,7 @@ export interface OpenLoopOptions {
 }
 
 /**
- * Open-loop load (seed 002): requests are sent on a fixed schedule whatever the latency, and each
+ * Open-loop load: requests are sent on a fixed schedule whatever the latency, and each
  * latency is measured from when the request was due, not when it was sent, so a stalled server
  * shows its queueing delay instead of hiding it (no coordinated omission).
  */
