@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { postgresProxy, type PostgresProxy } from '../support/postgres-proxy.js';
 import { readStatusStream, type StatusEvent } from '../support/sse.js';
-import { TENANT_A_KEY, freePort, http, startSluice, testNamespace, waitForStatus, writeTestConfig, type HttpResult, type SluiceProcess } from './harness.js';
+import { TENANT_A_KEY, eventually, freePort, http, startSluice, testNamespace, waitForStatus, writeTestConfig, type HttpResult, type SluiceProcess } from './harness.js';
 
 const TERMINAL = ['completed', 'failed', 'expired', 'cancelled', 'dead_lettered'];
 
@@ -37,7 +37,9 @@ describe('reads while Postgres is unreachable', () => {
 
     let seen: StatusEvent[] = [];
     const stream = readStatusStream(`${api}/v1/runs/${runId}/events`, { key: TENANT_A_KEY, timeoutMs: 90_000, stopWhen: (events) => ((seen = events), false) });
-    await waitForStatus(api, runId, TENANT_A_KEY, ['running']);
+    // Cut only once the stream is open and has shown the run running: a stream whose first read
+    // met the cut would have been refused, and there would be no open stream to outlive it.
+    await eventually(async () => (seen.some((e) => e.status === 'running') ? true : undefined), 30_000, 'the open stream to show the run running');
 
     await proxy.cut();
     const answers: HttpResult[] = [];
