@@ -1,45 +1,21 @@
-import type { BreakerGate } from '../breakers/breaker-gate.js';
 import type { AttemptContext } from '../execution/attempt.js';
 import type { RunClass, RunRequested } from '../events/schemas.js';
 import type { Logger } from '../obs/logger.js';
 import type { Metrics } from '../obs/metrics.js';
 import type { HeldPermits, RunPermitSource } from '../permits/run-permit-source.js';
 import { isExpired } from '../runs/deadline.js';
+import { BreakerHolds, type DispatchBreakers, type HeldCount, type HoldableTask } from './breaker-holds.js';
 import { FairQueue, type Waiting } from './fair-queue.js';
+import { InfraBackoff } from './infra-backoff.js';
 import { measuresAdmissionWait, secondsSinceAdmission } from '../execution/run-signals.js';
 import type { RetryPolicy } from '../retries/retry-policy.js';
 import { InfrastructureError, afterInfrastructureFailure, asInfrastructureError, infrastructureFailure, keepTryingDelayMs, type RunFailure } from '../execution/run-faults.js';
 
-/** What the dispatcher needs from the shared breakers (see `RunBreakerGate`). */
-export interface DispatchBreakers {
-  /** The breaker decision for a run, given how many runs this instance is probing with per dependency. */
-  gate(run: RunRequested, probing: ReadonlyMap<string, number>): BreakerGate;
-  /** Dependencies a run needs that are not closed: starting it makes it one of their probing runs. */
-  probedBy(run: RunRequested): string[];
-  /** Calls back when any breaker changed; returns an unsubscribe function. */
-  onChange(listener: () => void): () => void;
-}
-
-export interface DispatchTask {
-  run: RunRequested;
-  /** Which partition it came from, so revocation can drop it. */
-  source: string;
+export interface DispatchTask extends HoldableTask {
   offset: number;
   context: AttemptContext;
-  /** The dependency this run was last held for, so a hold is announced once, not every round. */
-  heldFor?: string;
-  /** Dependencies this run counts as a probe of in this instance while it runs. */
-  probes?: string[];
   /** Attempts of this record that failed on the infrastructure in this instance (see `infraRetry`). */
   infraFailures?: number;
-}
-
-/** Runs held for one dependency of one tenant and class. */
-export interface HeldCount {
-  dependency: string;
-  tenant: string;
-  runClass: RunClass;
-  runs: number;
 }
 
 /** Permit requests in flight at once per dispatch round. */
@@ -93,14 +69,10 @@ export class RunDispatcher {
   private readonly blockedTenants = new Set<string>();
   private readonly blockedClasses = new Set<RunClass>();
   private readonly running = new Set<Promise<void>>();
-  /** Held runs in arrival order, with the dependency they wait for. */
-  private held: { waiting: Waiting<DispatchTask>; dependency: string }[] = [];
-  /** Runs waiting out the backoff after an infrastructure failure, with the timer that resubmits them. */
-  private readonly backingOff = new Map<DispatchTask, NodeJS.Timeout>();
+  private readonly holds: BreakerHolds<DispatchTask> | undefined;
+  private readonly backingOff = new InfraBackoff<DispatchTask>();
   /** Runs being dead-lettered; a revoked partition's are given up (their new owner redelivers them). */
   private readonly ending = new Set<DispatchTask>();
-  /** Runs started while a dependency they need was not closed: this instance's probes of it. */
-  private readonly probing = new Map<string, number>();
   private readonly now: () => number;
   private readonly random: () => number;
   private pumping = false;
@@ -113,6 +85,7 @@ export class RunDispatcher {
   constructor(private readonly deps: RunDispatcherDeps) {
     this.now = deps.now ?? Date.now;
     this.random = deps.random ?? Math.random;
+    this.holds = deps.breakers && new BreakerHolds(deps.breakers, deps.onHeld);
     this.unsubscribe = deps.permits.onWake(() => this.wake());
     this.unsubscribeBreakers = deps.breakers?.onChange(() => this.wake()) ?? (() => undefined);
     this.poll = setInterval(() => this.wake(), deps.fallbackPollMs);
@@ -120,26 +93,17 @@ export class RunDispatcher {
   }
 
   get waiting(): number {
-    return this.queue.size + this.held.length + this.backingOff.size;
+    return this.queue.size + (this.holds?.size ?? 0) + this.backingOff.size;
   }
 
   /** Held runs that came from one partition. */
   heldFrom(source: string): number {
-    let n = 0;
-    for (const h of this.held) if (h.waiting.item.source === source) n++;
-    return n;
+    return this.holds?.from(source) ?? 0;
   }
 
   /** Held runs per dependency they wait for, tenant and class, keyed by the three. */
   heldCounts(): Map<string, HeldCount> {
-    const counts = new Map<string, HeldCount>();
-    for (const { waiting, dependency } of this.held) {
-      const key = `${dependency}\u0000${waiting.tenant}\u0000${waiting.runClass}`;
-      const count = counts.get(key);
-      if (count) count.runs++;
-      else counts.set(key, { dependency, tenant: waiting.tenant, runClass: waiting.runClass, runs: 1 });
-    }
-    return counts;
+    return this.holds?.counts() ?? new Map();
   }
 
   get inFlight(): number {
@@ -147,15 +111,12 @@ export class RunDispatcher {
   }
 
   waitingOf(runClass: RunClass): number {
-    let backingOff = 0;
-    for (const task of this.backingOff.keys()) if (task.run.class === runClass) backingOff++;
-    return this.queue.sizeOf(runClass) + this.held.filter((h) => h.waiting.runClass === runClass).length + backingOff;
+    return this.queue.sizeOf(runClass) + (this.holds?.sizeOf(runClass) ?? 0) + this.backingOff.sizeOf(runClass);
   }
 
   oldestWaiting(runClass: RunClass): number | undefined {
-    let oldest = this.queue.oldest(runClass);
-    for (const h of this.held) if (h.waiting.runClass === runClass && (oldest === undefined || h.waiting.enqueuedAt < oldest)) oldest = h.waiting.enqueuedAt;
-    return oldest;
+    const times = [this.queue.oldest(runClass), this.holds?.oldest(runClass)].filter((t) => t !== undefined);
+    return times.length === 0 ? undefined : Math.min(...times);
   }
 
   submit(task: DispatchTask): void {
@@ -165,15 +126,7 @@ export class RunDispatcher {
 
   /** Drops waiting runs of partitions this instance no longer owns; their new owner redelivers them. */
   forget(source: (s: string) => boolean): number {
-    const before = this.held.length;
-    this.held = this.held.filter((h) => !source(h.waiting.item.source));
-    let dropped = this.queue.removeWhere((t) => source(t.source)).length + before - this.held.length;
-    for (const [task, timer] of this.backingOff) {
-      if (!source(task.source)) continue;
-      clearTimeout(timer);
-      this.backingOff.delete(task);
-      dropped++;
-    }
+    const dropped = this.queue.removeWhere((t) => source(t.source)).length + (this.holds?.forget(source) ?? 0) + this.backingOff.forget(source);
     for (const task of this.ending) if (source(task.source)) this.ending.delete(task);
     return dropped;
   }
@@ -182,7 +135,6 @@ export class RunDispatcher {
   async stop(graceMs: number): Promise<number> {
     this.stopped = true;
     clearInterval(this.poll);
-    for (const timer of this.backingOff.values()) clearTimeout(timer);
     this.backingOff.clear();
     this.unsubscribe();
     this.unsubscribeBreakers();
@@ -203,9 +155,8 @@ export class RunDispatcher {
 
   /** Held runs go back to the head of their lines, oldest first, to be gated again. */
   private release(): void {
-    const held = this.held;
-    this.held = [];
-    for (let i = held.length - 1; i >= 0; i--) this.queue.putBack(held[i]!.waiting);
+    const held = this.holds?.takeAll() ?? [];
+    for (let i = held.length - 1; i >= 0; i--) this.queue.putBack(held[i]!);
   }
 
   /** One pump at a time; a call while pumping makes it go round once more. */
@@ -240,7 +191,7 @@ export class RunDispatcher {
         const unconfigured = this.deps.unconfigured?.(next.item.run);
         if (unconfigured) this.end(next.item, unconfigured);
         else if (isExpired(next.item.run.deadline, this.now())) this.start(next, undefined);
-        else if (!this.holdIfBlocked(next)) batch.push(next);
+        else if (!this.holds?.hold(next)) batch.push(next);
       }
       if (batch.length === 0) return;
       // One failed request (a Redis timeout) must not lose the batch: that run backs off and is
@@ -249,8 +200,7 @@ export class RunDispatcher {
       const refused: boolean[] = settled.map((result, i) => {
         const w = batch[i]!;
         if (result.status === 'rejected') {
-          this.countProbes(w.item.probes ?? [], -1);
-          w.item.probes = undefined;
+          this.holds?.unprobe(w.item);
           this.afterInfrastructureFailure(w.item, new InfrastructureError('run_permits', undefined, result.reason));
           return false;
         }
@@ -267,43 +217,15 @@ export class RunDispatcher {
       for (let i = batch.length - 1; i >= 0; i--) {
         const w = batch[i]!;
         if (!refused[i]) continue;
-        this.countProbes(w.item.probes ?? [], -1);
-        w.item.probes = undefined;
+        this.holds?.unprobe(w.item);
         this.queue.putBack(w);
       }
     }
   }
 
-  /** Sets a run aside while a dependency it needs is open; `unavailable` runs go on to their fallback. */
-  private holdIfBlocked(w: Waiting<DispatchTask>): boolean {
-    const breakers = this.deps.breakers;
-    if (!breakers) return false;
-    const gate = breakers.gate(w.item.run, this.probing);
-    if (gate.kind === 'go') {
-      // Counted from now, not from the start: the rest of this round must see the probe taken.
-      w.item.probes = breakers.probedBy(w.item.run);
-      this.countProbes(w.item.probes, 1);
-    }
-    // `unavailable` runs go on to their fallback without calling, so they probe nothing.
-    if (gate.kind !== 'wait') return false;
-    const newHold = w.item.heldFor !== gate.dependency;
-    w.item.heldFor = gate.dependency;
-    this.held.push({ waiting: w, dependency: gate.dependency });
-    if (newHold) this.deps.onHeld?.(w.item, gate.dependency, gate.until);
-    return true;
-  }
-
-  private countProbes(dependencies: readonly string[], delta: 1 | -1): void {
-    for (const d of dependencies) {
-      const n = (this.probing.get(d) ?? 0) + delta;
-      if (n > 0) this.probing.set(d, n);
-      else this.probing.delete(d);
-    }
-  }
-
   private start(w: Waiting<DispatchTask>, permits: HeldPermits | undefined): void {
     const { metrics } = this.deps;
-    const probed = w.item.probes ?? [];
+    const probing = (w.item.probes ?? []).length > 0;
     const now = this.now();
     const task = w.item;
     metrics.queueWait.observe({ class: w.runClass }, (now - w.enqueuedAt) / 1000);
@@ -315,9 +237,9 @@ export class RunDispatcher {
         (err: unknown) => this.afterInfrastructureFailure(task, asInfrastructureError(err)),
       )
       .finally(async () => {
-        this.countProbes(probed, -1);
+        this.holds?.unprobe(task);
         // A finished probe frees room for a held run, which no permit release may announce.
-        if (probed.length > 0) this.release();
+        if (probing) this.release();
         if (permits) await permits.release().catch((err: unknown) => this.deps.logger.warn({ err, runId: task.run.runId }, 'could not release run permits; their lease will expire'));
         this.running.delete(done);
         this.pump();
@@ -344,12 +266,7 @@ export class RunDispatcher {
       return;
     }
     this.deps.logger.warn({ ...log, retryInMs: decision.at - now }, 'attempt failed on the infrastructure; the run is tried again here after a backoff');
-    const timer = setTimeout(() => {
-      this.backingOff.delete(task);
-      this.submit(task);
-    }, decision.at - now);
-    timer.unref();
-    this.backingOff.set(task, timer);
+    this.backingOff.wait(task, decision.at - now, (t) => this.submit(t));
   }
 
   /**

@@ -7,7 +7,7 @@ import { createLogger } from '../../../src/obs/logger.js';
 import { createMetrics } from '../../../src/obs/metrics.js';
 import { RunConsumer } from '../../../src/processors/run-consumer.js';
 import type { RunPermitSource } from '../../../src/permits/run-permit-source.js';
-import type { DispatchBreakers } from '../../../src/processors/run-dispatcher.js';
+import type { DispatchBreakers } from '../../../src/processors/breaker-holds.js';
 import { InfrastructureError, type RunFailure } from '../../../src/execution/run-faults.js';
 
 const TOPIC = 'sluice.runs.interactive';

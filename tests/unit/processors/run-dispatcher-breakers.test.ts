@@ -4,7 +4,8 @@ import type { RunClass, RunRequested } from '../../../src/events/schemas.js';
 import { createLogger } from '../../../src/obs/logger.js';
 import { createMetrics } from '../../../src/obs/metrics.js';
 import type { RunPermitAnswer, RunPermitSource } from '../../../src/permits/run-permit-source.js';
-import { RunDispatcher, type DispatchBreakers, type DispatchTask, type RunDispatcherDeps } from '../../../src/processors/run-dispatcher.js';
+import type { DispatchBreakers } from '../../../src/processors/breaker-holds.js';
+import { RunDispatcher, type DispatchTask, type RunDispatcherDeps } from '../../../src/processors/run-dispatcher.js';
 import { isExpired, MIN_USEFUL_CALL_MS } from '../../../src/runs/deadline.js';
 import { ATTEMPT, INFRA_RETRY } from './fixtures.js';
 
