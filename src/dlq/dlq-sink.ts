@@ -2,7 +2,7 @@ import type { Kafka, KafkaMessage } from 'kafkajs';
 import { ownEntry } from '../config/lookup.js';
 import type { SluiceConfig } from '../config/schema.js';
 import { writeIsolatingRejects, type IsolatedWriteDeps, type RejectedRow, type WritePause } from '../db/isolated-write.js';
-import type { EventCodec } from '../events/codec.js';
+import { EventDecodeError, type EventCodec } from '../events/codec.js';
 import { SUBJECTS, type DeadLetterEnvelope, type RunRequested, type RunStatusChanged } from '../events/schemas.js';
 import type { BatchConsumer } from '../kafka/batch-consumer.js';
 import { createSinkConsumer, type SliceSource } from '../kafka/batch-sink.js';
@@ -76,6 +76,31 @@ export function rawRecordRow(topic: string, partition: number, message: KafkaMes
     firstFailedAt: at,
     failedAt: at,
   };
+}
+
+/**
+ * A DLQ record as its envelope and, when the original bytes are a run, that run. Only bytes that
+ * can never decode count as undecodable; a schema registry that cannot answer now rejects, so the
+ * sink retries the batch instead of archiving a readable dead letter as raw bytes.
+ */
+export async function decodeDeadLetter(
+  codec: Pick<EventCodec, 'decode'>,
+  message: Pick<KafkaMessage, 'value'>,
+): Promise<{ envelope: DeadLetterEnvelope; run: RunRequested | null } | { undecodable: EventDecodeError }> {
+  let envelope: DeadLetterEnvelope;
+  try {
+    envelope = await codec.decode<DeadLetterEnvelope>(message.value, SUBJECTS.deadLetter);
+  } catch (err) {
+    if (err instanceof EventDecodeError) return { undecodable: err };
+    throw err;
+  }
+  try {
+    return { envelope, run: await codec.decode<RunRequested>(envelope.payload, SUBJECTS.runRequested) };
+  } catch (err) {
+    // Poison: the original bytes never decoded, which is why they are here.
+    if (err instanceof EventDecodeError) return { envelope, run: null };
+    throw err;
+  }
 }
 
 /** An envelope as an archive row; the original record is decoded when it is a run (poison is not). */
@@ -199,20 +224,12 @@ export class DlqSink {
   }
 
   private async toRow({ topic, partition }: SliceSource, message: KafkaMessage): Promise<ArchivedDeadLetter> {
-    let envelope: DeadLetterEnvelope;
-    try {
-      envelope = await this.deps.codec.decode<DeadLetterEnvelope>(message.value, SUBJECTS.deadLetter);
-    } catch (err) {
-      this.log.error({ err, topic, partition, offset: message.offset }, 'undecodable DLQ record: archived as raw bytes');
-      return rawRecordRow(topic, partition, message, this.group, RAW_ROW_REASON.undecodable, err as Error, this.now());
+    const decoded = await decodeDeadLetter(this.deps.codec, message);
+    if ('undecodable' in decoded) {
+      this.log.error({ err: decoded.undecodable, topic, partition, offset: message.offset }, 'undecodable DLQ record: archived as raw bytes');
+      return rawRecordRow(topic, partition, message, this.group, RAW_ROW_REASON.undecodable, decoded.undecodable, this.now());
     }
-    let run: RunRequested | null = null;
-    try {
-      run = await this.deps.codec.decode<RunRequested>(envelope.payload, SUBJECTS.runRequested);
-    } catch {
-      // Poison: the original bytes never decoded, which is why they are here.
-    }
-    return archiveRow(envelope, headerRecord(message.headers), run);
+    return archiveRow(decoded.envelope, headerRecord(message.headers), decoded.run);
   }
 
   /** Archives the entries; resolves to the rows that were new, or undefined when the partition was lost meanwhile. */

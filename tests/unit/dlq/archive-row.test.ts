@@ -1,7 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { buildDeadLetter, DLQ_HEADER } from '../../../src/dlq/dead-letter.js';
-import { archiveRow, rawRecordRow, RAW_ROW_REASON } from '../../../src/dlq/dlq-sink.js';
-import type { RunRequested } from '../../../src/events/schemas.js';
+import { archiveRow, decodeDeadLetter, rawRecordRow, RAW_ROW_REASON } from '../../../src/dlq/dlq-sink.js';
+import { EventDecodeError } from '../../../src/events/codec.js';
+import { SchemaRegistryError } from '../../../src/events/schema-registry.js';
+import { SUBJECTS, type DeadLetterEnvelope, type RunRequested } from '../../../src/events/schemas.js';
 
 const AT = Date.UTC(2026, 10, 30, 1, 0, 0);
 
@@ -68,5 +70,39 @@ describe('archive rows', () => {
   it.each([['-1'], ['not a number'], ['1e16'], ['-8640000000000000'], ['Infinity']])('a record time Postgres cannot store (%s) becomes the archive time', (timestamp) => {
     const row = rawRecordRow('sluice.runs.dlq', 0, dlqRecord(timestamp), 'g', RAW_ROW_REASON.unarchivable, new Error('x'), AT + 1);
     expect([row.firstFailedAt, row.failedAt]).toEqual([AT + 1, AT + 1]);
+  });
+});
+
+describe('decodeDeadLetter', () => {
+  const envelope = { payload: Buffer.from('original') } as DeadLetterEnvelope;
+  const run = { runId: 'r1' } as RunRequested;
+  /** A codec whose answers per subject the test scripts: a value, or an error to throw. */
+  const codec = (answers: Record<string, unknown>) => ({
+    decode: async <T>(_buf: Buffer | null, subject: string): Promise<T> => {
+      const answer = answers[subject];
+      if (answer instanceof Error) throw answer;
+      return answer as T;
+    },
+  });
+  const message = { value: Buffer.from('record') };
+  const registryDown = new SchemaRegistryError('schema registry GET http://registry/schemas/ids/7 timed out', true);
+
+  it('gives the envelope and its run when both decode', async () => {
+    await expect(decodeDeadLetter(codec({ [SUBJECTS.deadLetter]: envelope, [SUBJECTS.runRequested]: run }), message)).resolves.toEqual({ envelope, run });
+  });
+
+  it('gives the envelope without a run when the original bytes are poison', async () => {
+    const poison = new EventDecodeError('bad_magic', 'first byte is 112');
+    await expect(decodeDeadLetter(codec({ [SUBJECTS.deadLetter]: envelope, [SUBJECTS.runRequested]: poison }), message)).resolves.toEqual({ envelope, run: null });
+  });
+
+  it('calls a record that can never decode undecodable', async () => {
+    const bad = new EventDecodeError('unknown_schema', 'schema id 9 is not registered', 9);
+    await expect(decodeDeadLetter(codec({ [SUBJECTS.deadLetter]: bad }), message)).resolves.toEqual({ undecodable: bad });
+  });
+
+  it('rejects while the schema registry cannot answer, for the envelope or for its run, so the batch is tried again', async () => {
+    await expect(decodeDeadLetter(codec({ [SUBJECTS.deadLetter]: registryDown }), message)).rejects.toBe(registryDown);
+    await expect(decodeDeadLetter(codec({ [SUBJECTS.deadLetter]: envelope, [SUBJECTS.runRequested]: registryDown }), message)).rejects.toBe(registryDown);
   });
 });
