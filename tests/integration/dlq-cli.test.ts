@@ -10,7 +10,7 @@ import { loadConfig } from '../../src/config/load.js';
 import { migrate } from '../../src/db/migrate.js';
 import { DeadLetterStore, type ArchivedDeadLetter } from '../../src/dlq/dead-letter-store.js';
 import { EventCodec } from '../../src/events/codec.js';
-import { FileSchemaRegistry } from '../../src/events/schema-registry.js';
+import { FileSchemaRegistry } from '../../src/events/file-schema-registry.js';
 import { SUBJECTS, type RunRequested } from '../../src/events/schemas.js';
 import { ensureTopics, topicNames } from '../../src/kafka/topics.js';
 import { packageRoot } from '../../src/util/package-root.js';

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { Kafka, logLevel } from 'kafkajs';
 import { buildDeadLetter, DLQ_HEADER } from '../../src/dlq/dead-letter.js';
 import { EventCodec } from '../../src/events/codec.js';
-import { FileSchemaRegistry } from '../../src/events/schema-registry.js';
+import { FileSchemaRegistry } from '../../src/events/file-schema-registry.js';
 import { createKafka } from '../../src/kafka/client.js';
 import { ensureTopics, topicNames } from '../../src/kafka/topics.js';
 import { loadConfig } from '../../src/config/load.js';

@@ -3,7 +3,7 @@ import type { Admin, Kafka } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { loadConfig } from '../../src/config/load.js';
 import { EventCodec } from '../../src/events/codec.js';
-import { FileSchemaRegistry } from '../../src/events/schema-registry.js';
+import { FileSchemaRegistry } from '../../src/events/file-schema-registry.js';
 import type { RunStatus } from '../../src/events/schemas.js';
 import { createKafka } from '../../src/kafka/client.js';
 import { groupId, topicNames } from '../../src/kafka/topics.js';

@@ -4,7 +4,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { loadConfig } from '../../src/config/load.js';
 import { EventCodec } from '../../src/events/codec.js';
-import { FileSchemaRegistry } from '../../src/events/schema-registry.js';
+import { FileSchemaRegistry } from '../../src/events/file-schema-registry.js';
 import type { RunRequested } from '../../src/events/schemas.js';
 import { createKafka } from '../../src/kafka/client.js';
 import { groupId, topicNames } from '../../src/kafka/topics.js';

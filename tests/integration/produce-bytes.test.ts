@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { loadConfig } from '../../src/config/load.js';
 import { EventCodec } from '../../src/events/codec.js';
-import { FileSchemaRegistry } from '../../src/events/schema-registry.js';
+import { FileSchemaRegistry } from '../../src/events/file-schema-registry.js';
 import type { RunRequested } from '../../src/events/schemas.js';
 import { createKafka } from '../../src/kafka/client.js';
 import { ensureTopics, topicNames } from '../../src/kafka/topics.js';

@@ -6,7 +6,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vi
 import { loadConfig } from '../../src/config/load.js';
 import type { SluiceConfig } from '../../src/config/schema.js';
 import { EventCodec } from '../../src/events/codec.js';
-import { FileSchemaRegistry } from '../../src/events/schema-registry.js';
+import { FileSchemaRegistry } from '../../src/events/file-schema-registry.js';
 import { SUBJECTS, type DeadLetterEnvelope, type RunClass, type RunRequested } from '../../src/events/schemas.js';
 import { createKafka } from '../../src/kafka/client.js';
 import { ensureTopics, groupId, topicNames, type TopicNames } from '../../src/kafka/topics.js';

@@ -8,7 +8,7 @@ import { loadConfig } from '../../src/config/load.js';
 import { REPLACEMENT_CHARACTER as R } from '../../src/db/storable-text.js';
 import { buildDeadLetter, DLQ_HEADER } from '../../src/dlq/dead-letter.js';
 import { EventCodec } from '../../src/events/codec.js';
-import { FileSchemaRegistry } from '../../src/events/schema-registry.js';
+import { FileSchemaRegistry } from '../../src/events/file-schema-registry.js';
 import { SUBJECTS, type DeadLetterEnvelope, type RunStatusChanged } from '../../src/events/schemas.js';
 import { createKafka } from '../../src/kafka/client.js';
 import { ensureTopics, topicNames } from '../../src/kafka/topics.js';

@@ -9,7 +9,7 @@ import type { Consumer, Kafka } from 'kafkajs';
 import { parse, stringify } from 'yaml';
 import { parseConfig } from '../../config/load.js';
 import { EventCodec } from '../../events/codec.js';
-import { FileSchemaRegistry } from '../../events/schema-registry.js';
+import { FileSchemaRegistry } from '../../events/file-schema-registry.js';
 import { SUBJECTS, type RunRequested, type RunStatusChanged } from '../../events/schemas.js';
 import { infraUp } from '../infra/local-infra.js';
 import { createKafka } from '../../kafka/client.js';

@@ -5,7 +5,7 @@ import type { ReplayResult } from '../../../src/dlq/replay-outcome.js';
 import { nextAttempt } from '../../../src/dlq/replay-plan.js';
 import { DeadLetterReplayer, type ReplayKafka } from '../../../src/dlq/replay-runner.js';
 import { EventCodec } from '../../../src/events/codec.js';
-import { FileSchemaRegistry } from '../../../src/events/schema-registry.js';
+import { FileSchemaRegistry } from '../../../src/events/file-schema-registry.js';
 import { SUBJECTS, type RunRequested } from '../../../src/events/schemas.js';
 import { topicNames } from '../../../src/kafka/topics.js';
 import { TimeoutError } from '../../../src/util/with-timeout.js';

@@ -1,10 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { EventCodec, EventDecodeError, type EventDecodeReason } from '../../../src/events/codec.js';
-import {
-  FileSchemaRegistry,
-  SchemaRegistryError,
-  type SchemaRegistry,
-} from '../../../src/events/schema-registry.js';
+import { FileSchemaRegistry } from '../../../src/events/file-schema-registry.js';
+import { SchemaRegistryError, type SchemaRegistry } from '../../../src/events/schema-registry.js';
 import {
   SUBJECTS,
   eventSchema,

@@ -1,11 +1,8 @@
 import { readFile, readdir, writeFile, mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import {
-  FileSchemaRegistry,
-  SchemaIdCollisionError,
-  SchemaNotFoundError,
-} from '../../../src/events/schema-registry.js';
+import { FileSchemaRegistry } from '../../../src/events/file-schema-registry.js';
+import { SchemaIdCollisionError, SchemaNotFoundError } from '../../../src/events/schema-registry.js';
 import { SUBJECTS, canonicalSchemaJson, loadEventSchemas } from '../../../src/events/schemas.js';
 import { tempDir } from './fixtures.js';
 

@@ -2,11 +2,8 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { EventCodec, EventDecodeError } from '../../../src/events/codec.js';
-import {
-  HttpSchemaRegistry,
-  SchemaNotFoundError,
-  SchemaRegistryError,
-} from '../../../src/events/schema-registry.js';
+import { HttpSchemaRegistry } from '../../../src/events/http-schema-registry.js';
+import { SchemaNotFoundError, SchemaRegistryError } from '../../../src/events/schema-registry.js';
 import { SUBJECTS } from '../../../src/events/schemas.js';
 import { runRequested } from './fixtures.js';
 
