@@ -5,7 +5,7 @@ import { dependencyOf } from '../config/workflows.js';
 import type { RunRequested } from '../events/schemas.js';
 import type { Logger } from '../obs/logger.js';
 import type { Metrics } from '../obs/metrics.js';
-import { RetryBudgets } from '../retries/retry-budget.js';
+import type { RetryBudgetSource } from '../retries/retry-budget.js';
 import { nextRetryDelay } from '../retries/retry-policy.js';
 import { MIN_USEFUL_CALL_MS, clampTimeout } from '../runs/deadline.js';
 import type { LlmRequest, LlmResult } from '../steps/llm-call.js';
@@ -25,6 +25,8 @@ export interface StepCallerDeps {
   /** Base URL that tool paths starting with "/" are resolved against (the provider simulator). */
   simulatorUrl: string;
   guard: CallGuard;
+  /** Each dependency's retry budget: shared by every processor in production (`SharedRetryBudgets`). */
+  retryBudgets: RetryBudgetSource;
   metrics: Metrics;
   logger: Logger;
   now: () => number;
@@ -38,11 +40,7 @@ export interface StepCallerDeps {
  * layer that retries: the SDK and the HTTP client never do.
  */
 export class StepCaller {
-  private readonly budgets: RetryBudgets;
-
-  constructor(private readonly deps: StepCallerDeps) {
-    this.budgets = new RetryBudgets(deps.now);
-  }
+  constructor(private readonly deps: StepCallerDeps) {}
 
   /** The step's output; throws the last `StepError` once retrying is over, or what the guard throws. */
   async call(run: RunRequested, step: StepConfig, input: unknown, outputs: StepOutputs): Promise<unknown> {
@@ -65,7 +63,7 @@ export class StepCaller {
         await guard.record(depName, probe, breakerOutcomeOf(err), now() - started);
         const delay = nextRetryDelay({ error: err, attempt, policy: dep.retry, now: now(), deadline: run.deadline, minCallMs: MIN_USEFUL_CALL_MS, random: this.deps.random });
         if (delay === undefined) throw err;
-        if (!this.budgets.of(depName, dep.retry).tryRetry()) {
+        if (!(await this.deps.retryBudgets.tryRetry(depName, dep.retry))) {
           metrics.retryBudgetExhausted.inc({ dependency: depName });
           throw err;
         }
@@ -81,7 +79,7 @@ export class StepCaller {
   private async callOnce(run: RunRequested, step: StepConfig, dep: DependencyConfig, input: unknown, outputs: StepOutputs): Promise<unknown> {
     const { metrics, now } = this.deps;
     const depName = dependencyOf(step);
-    this.budgets.of(depName, dep.retry).recordCall();
+    this.deps.retryBudgets.recordCall(depName, dep.retry);
     const releasePermit = await this.deps.guard.takePermit(run, depName);
     // Measured from after the permit: waiting for capacity is not the dependency's time.
     const timeoutMs = clampTimeout(dep.timeouts.totalMs, run.deadline, now());

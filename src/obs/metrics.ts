@@ -53,6 +53,7 @@ export function createMetrics() {
     }),
     stepCalls: new Counter({ name: 'sluice_step_calls_total', help: 'Outbound LLM and tool calls', labelNames: ['dependency', 'outcome'], registers: r }),
     retryBudgetExhausted: new Counter({ name: 'sluice_retry_budget_exhausted_total', help: 'Retryable step failures not retried because the dependency\'s retry budget was spent', labelNames: ['dependency'], registers: r }),
+    retryBudgetLocalDecisions: new Counter({ name: 'sluice_retry_budget_local_decisions_total', help: 'Retries decided by this process\'s own budget because the shared retry budget in Redis did not answer', labelNames: ['dependency'], registers: r }),
     stepRetries: new Counter({ name: 'sluice_step_retries_total', help: 'Step calls retried after a retryable failure (the only retry layer)', labelNames: ['dependency'], registers: r }),
     stepDuration: new Histogram({
       name: 'sluice_step_call_seconds',

@@ -40,6 +40,8 @@ export function redisKeys(namespace: string) {
     breakerWindow: (dependency: string) => `${ns}:breaker:{${dependency}}:window`,
     /** A half-open dependency's probe calls in flight (zset: caller token → lease expiry ms). */
     breakerProbes: (dependency: string) => `${ns}:breaker:{${dependency}}:probes`,
+    /** A dependency's retry budget window, shared by every processor (hash: `c:<bucket>` → calls, `r:<bucket>` → retries). */
+    retryBudget: (dependency: string) => `${ns}:retry-budget:{${dependency}}`,
     /** Pub/sub channel announcing breaker transitions (payload: JSON, see BreakerTransition). */
     breakerChanged: () => `${ns}:breaker-changed`,
     /** Runs of a tenant and class whose latest status is waiting_dependency (zset: runId → lease expiry ms), kept by the status sink. */

@@ -18,6 +18,7 @@ export const SCRIPTS = {
   permitsRelease: { file: 'permits-release.lua', keys: 'any' },
   breakerAdmit: { file: 'breaker-admit.lua', keys: 2 },
   breakerRecord: { file: 'breaker-record.lua', keys: 3 },
+  retryBudgetTake: { file: 'retry-budget-take.lua', keys: 1 },
 } as const satisfies Record<string, { file: string; keys: number | 'any' }>;
 
 export type ScriptName = keyof typeof SCRIPTS;

@@ -69,8 +69,16 @@ export interface RetryBudgetPolicy {
   budgetMinRetries: number;
 }
 
+/** Where a step caller counts its calls and asks for a retry: this process's budgets or the shared ones. */
+export interface RetryBudgetSource {
+  /** Every attempt, first or retry, counts as a call. */
+  recordCall(dependency: string, policy: RetryBudgetPolicy): void;
+  /** Takes one retry from the dependency's budget; false means do not retry. */
+  tryRetry(dependency: string, policy: RetryBudgetPolicy): Promise<boolean>;
+}
+
 /** One retry budget per dependency in this process (bounded: dependencies come from config). */
-export class RetryBudgets {
+export class RetryBudgets implements RetryBudgetSource {
   private readonly budgets = new Map<string, RetryBudget>();
 
   constructor(private readonly now: () => number = Date.now) {}
@@ -83,5 +91,13 @@ export class RetryBudgets {
       this.budgets.set(dependency, budget);
     }
     return budget;
+  }
+
+  recordCall(dependency: string, policy: RetryBudgetPolicy): void {
+    this.of(dependency, policy).recordCall();
+  }
+
+  async tryRetry(dependency: string, policy: RetryBudgetPolicy): Promise<boolean> {
+    return this.of(dependency, policy).tryRetry();
   }
 }

@@ -38,6 +38,7 @@ import { RunBreakerGate } from '../breakers/run-breaker-gate.js';
 import { ownEntry } from '../config/lookup.js';
 import { llmFromSimulator } from '../config/profile.js';
 import { RetryForwarder } from '../retries/retry-forwarder.js';
+import { RETRY_BUDGET_REPORT_MS, SharedRetryBudgets } from '../retries/shared-retry-budget.js';
 import { LagMonitor } from '../lag/lag-monitor.js';
 import { createLagMetrics } from '../lag/lag-metrics.js';
 import { WaitingRuns } from '../status/waiting-runs.js';
@@ -152,9 +153,13 @@ async function startProcessor(ctx: RoleContext, simulatorUrl: string): Promise<v
   const board = await ctx.breakerBoard();
   if (llmFromSimulator(config)) log.warn({ simulatorUrl }, 'no ANTHROPIC_API_KEY or anthropic.baseUrl: LLM steps are answered by the provider simulator');
   const anthropic = createAnthropicClient({ apiKey: config.anthropic.apiKey, baseUrl: config.anthropic.baseUrl ?? (config.anthropic.apiKey ? 'https://api.anthropic.com' : simulatorUrl) });
+  const retryBudgets = new SharedRetryBudgets({ scripts: clients.scripts, keys: clients.keys, reportEveryMs: RETRY_BUDGET_REPORT_MS, metrics, logger: log });
+  retryBudgets.start();
+  onStop(() => retryBudgets.stop());
   const executor = new RunExecutor({
     config,
     llm: (req) => callLlm(anthropic, req),
+    retryBudgets,
     simulatorUrl,
     publishStatus: (e) => producer.publishStatus(e, config.processor.produceTimeoutMs),
     cancellation: new RedisCancellations(clients.redis, clients.keys, log),

@@ -16,6 +16,7 @@ import { RunBreakerGate } from '../../breakers/run-breaker-gate.js';
 import { callLlm, createAnthropicClient, type LlmRequest } from '../../steps/llm-call.js';
 import { StepError } from '../../steps/step-error.js';
 import { redisKeys } from '../../redis/keys.js';
+import { RETRY_BUDGET_REPORT_MS, SharedRetryBudgets } from '../../retries/shared-retry-budget.js';
 import { LuaScripts } from '../../redis/scripts.js';
 import { newRunId } from '../../runs/run-id.js';
 import { createProviderSim } from '../sim/provider-sim.js';
@@ -238,8 +239,11 @@ async function sluiceMode(config: SluiceConfig, redisUrl: string, simUrl: string
   let unfinished = 0;
   let dispatcher: RunDispatcher | undefined;
   const submit = (run: RunRequested, context: AttemptContext) => dispatcher!.submit({ run, source: 'bench', offset: 0, context });
+  const retryBudgets = new SharedRetryBudgets({ scripts: new LuaScripts(redis), keys, reportEveryMs: RETRY_BUDGET_REPORT_MS, metrics, logger });
+  retryBudgets.start();
   const executor = new RunExecutor({
     config,
+    retryBudgets,
     llm: (req) => {
       calls.push(Date.now());
       return callLlm(client, req);
@@ -290,6 +294,7 @@ async function sluiceMode(config: SluiceConfig, redisUrl: string, simUrl: string
   while (unfinished > 0 && Date.now() < until) await sleep(100);
   for (const t of timers) clearTimeout(t);
   await dispatcher.stop(5_000);
+  await retryBudgets.stop();
   await board.close();
   await deleteKeys(redis, `${config.namespace}*`);
   await redis.quit();

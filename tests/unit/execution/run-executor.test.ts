@@ -17,6 +17,7 @@ import { ATTEMPT } from '../processors/fixtures.js';
 import { NOW, RUN } from './fixtures.js';
 import { terminalSequence } from '../../../src/runs/status-sequence.js';
 import { RETRY_HEADER } from '../../../src/retries/retry-headers.js';
+import { RetryBudgets } from '../../../src/retries/retry-budget.js';
 import type { LlmResult } from '../../../src/steps/llm-call.js';
 import { histogramValue, metricValue } from '../../support/metric-value.js';
 
@@ -57,6 +58,7 @@ function executor(cancelAnswers: (CancelReason | undefined)[], journal: Map<stri
     board: { view: (d) => (opts.breaker?.name === d ? opts.breaker : { name: d, state: 'closed' }) },
     enqueueRetry: async (r, headers) => void retries.push({ run: r, headers }),
     deadLetters: { publishDeadLetter: async (envelope, headers) => void deadLetters.push({ envelope, headers }) },
+    retryBudgets: new RetryBudgets(() => NOW),
     metrics,
     logger: createLogger('silent'),
     now: () => NOW,
