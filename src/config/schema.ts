@@ -324,6 +324,12 @@ export const configSchema = z
           })
           .prefault({}),
         /**
+         * The longest a step retry waits in the processor, holding the run's permits and slot. A
+         * longer wait, or any wait a provider asked for with `retry-after`, ends the attempt: the
+         * run goes through the retry topic (a run-level retry) and holds nothing while it waits.
+         */
+        maxInlineRetryWaitMs: ms(0, 10_000).default(1_000),
+        /**
          * Attempts that fail on Sluice's own infrastructure (Redis or Kafka unreachable), not in a
          * step: repeated in the same processor with full-jitter backoff, the record uncommitted, and
          * after `maxAttempts` the run is dead-lettered (`infrastructure_error`). The backoff also

@@ -18,8 +18,23 @@ import { tokenCounts, tokenModelLabel } from './run-signals.js';
 /** Outputs of a run's earlier steps by step id, in step order: what a later step is given. */
 export type StepOutputs = Record<string, unknown>;
 
+/**
+ * A step call failed and may be retried, but not by waiting here: the wait is longer than
+ * `processor.maxInlineRetryWaitMs`, or the provider asked for it with `retry-after`. The attempt
+ * ends and the run comes back through the retry topic at `dueAt`, holding nothing meanwhile.
+ */
+export class StepRetryLater extends Error {
+  constructor(
+    readonly failure: StepError,
+    readonly dueAt: number,
+  ) {
+    super(failure.message);
+    this.name = 'StepRetryLater';
+  }
+}
+
 export interface StepCallerDeps {
-  config: Pick<SluiceConfig, 'dependencies'>;
+  config: Pick<SluiceConfig, 'dependencies' | 'processor'>;
   /** One LLM call (`callLlm` with the SDK client in production); it never retries by itself. */
   llm: (req: LlmRequest) => Promise<LlmResult>;
   /** Base URL that tool paths starting with "/" are resolved against (the provider simulator). */
@@ -68,8 +83,9 @@ export class StepCaller {
           throw err;
         }
         metrics.stepRetries.inc({ dependency: depName });
+        if (delay > this.deps.config.processor.maxInlineRetryWaitMs || err.retryAfterSec !== undefined) throw new StepRetryLater(err, now() + delay);
         this.deps.logger.info({ runId: run.runId, step: step.id, attempt, delayMs: delay, err: err.message }, 'retrying a step call');
-        // The dependency permit was given back with the failed call: none is held while waiting.
+        // The dependency permit was given back with the failed call; the wait is short by the check above.
         await new Promise((r) => setTimeout(r, delay));
       }
     }

@@ -3,7 +3,7 @@ import type { SluiceConfig, StepConfig } from '../config/schema.js';
 import { dependencyOf } from '../config/workflows.js';
 import type { RunRequested } from '../events/schemas.js';
 import type { Metrics } from '../obs/metrics.js';
-import { breakerRetryAt, transientRetryAt } from '../retries/run-retry.js';
+import { breakerRetryAt, deferredStepRetryAt, transientRetryAt } from '../retries/run-retry.js';
 import type { CancellationCheck } from '../runs/cancellation.js';
 import { MIN_USEFUL_CALL_MS, isExpired } from '../runs/deadline.js';
 import { stepSequence } from '../runs/status-sequence.js';
@@ -15,7 +15,7 @@ import type { OutcomePublisher } from './outcome-publisher.js';
 import { checkStepOutput, jsonBytes } from './output-bounds.js';
 import { resolveRunConfig } from './run-faults.js';
 import { secondsSinceAdmission } from './run-signals.js';
-import type { StepCaller, StepOutputs } from './step-caller.js';
+import { StepRetryLater, type StepCaller, type StepOutputs } from './step-caller.js';
 import type { StepJournal } from './step-journal.js';
 
 export interface StepLoopDeps {
@@ -140,6 +140,11 @@ export class StepLoop {
         return { outcome: outcomes.retried(run, context, { reason: 'breaker_open', dependency: err.dependency, message: err.message, dueAt, failure: false, outputSeen }) };
       }
       return { gone: { dependency: err.dependency, reason: `the ${err.dependency} breaker is open until ${new Date(err.until).toISOString()}, after this run's deadline` } };
+    }
+    if (err instanceof StepRetryLater) {
+      const dueAt = deferredStepRetryAt({ priorFailures: context.priorFailures, policy: this.deps.config.processor.runRetry, dueAt: err.dueAt, deadline: run.deadline, minCallMs: MIN_USEFUL_CALL_MS });
+      if (dueAt !== undefined) return { outcome: outcomes.retried(run, context, { reason: 'transient_failure', dependency: err.failure.dependency, message: err.failure.message, dueAt, failure: true, outputSeen }) };
+      return { gone: { dependency: err.failure.dependency, reason: err.failure.message } };
     }
     if (!(err instanceof StepError)) throw err;
     if (!err.retryable) {

@@ -165,6 +165,38 @@ describe('RunExecutor retries (the one retry layer)', () => {
     expect(deadLetters[0]!.headers['sluice-dlt-reason']).toBe('non_retryable');
   });
 
+  const rateLimited = (retryAfterSec: number) => Anthropic.APIError.generate(429, { type: 'error', error: { type: 'rate_limit_error', message: 'slow down' } }, 'rate limited', new Headers({ 'retry-after': String(retryAfterSec) }));
+
+  it('does not wait out a provider\'s retry-after holding the run\'s permits: the run goes through the retry topic, due then', async () => {
+    const { exec, llmCalls, retries, published } = executor([], laterSteps(), [rateLimited(2)]);
+    expect(await exec.execute(run, ATTEMPT)).toBe('retried');
+    expect(llmCalls()).toBe(1);
+    expect(retries).toHaveLength(1);
+    expect(retries[0]!.run).toMatchObject({ attempt: 2, dueAt: NOW + 2_000 });
+    expect(retries[0]!.headers).toMatchObject({ 'sluice-retry-failures': '1' });
+    expect(published.at(-1)).toMatchObject({ status: 'waiting_dependency' });
+  });
+
+  it('sends a step retry longer than processor.maxInlineRetryWaitMs through the retry topic, and waits in place for a shorter one', async () => {
+    const config = loadConfig({ env: {} });
+    config.processor.maxInlineRetryWaitMs = 100;
+    // Full jitter with random 0.5 on the anthropic policy's base: longer than 100 ms.
+    const long = executor([], laterSteps(), [overloaded()], config, { deps: { random: () => 0.5 } });
+    expect(await long.exec.execute(run, ATTEMPT)).toBe('retried');
+    expect(long.llmCalls()).toBe(1);
+    expect(long.retries[0]!.run.dueAt).toBeGreaterThan(NOW + 100);
+    const short = executor([], laterSteps(), [overloaded()], config);
+    expect(await short.exec.execute(run, ATTEMPT)).toBe('completed');
+    expect(short.llmCalls()).toBe(2);
+  });
+
+  it('a step retry sent through the retry topic counts as a failed attempt: with the attempts used up the dependency is gone', async () => {
+    const { exec, retries, published } = executor([], laterSteps(), [rateLimited(2)]);
+    expect(await exec.execute(run, { ...ATTEMPT, priorFailures: 2 })).toBe('completed');
+    expect(retries).toHaveLength(0);
+    expect(JSON.parse(published.at(-1)!.result!)).toMatchObject({ degraded: true });
+  });
+
   it('does not retry a step once the dependency\'s retry budget is spent', async () => {
     const config = loadConfig({ env: {} });
     config.dependencies.anthropic!.retry.budgetMinRetries = 0;

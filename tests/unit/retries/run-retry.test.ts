@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { RetryPolicy } from '../../../src/retries/retry-policy.js';
-import { breakerRetryAt, transientRetryAt } from '../../../src/retries/run-retry.js';
+import { breakerRetryAt, deferredStepRetryAt, RETRY_TOPIC_MARGIN_MS, transientRetryAt } from '../../../src/retries/run-retry.js';
 
 const policy: RetryPolicy = { maxAttempts: 3, baseMs: 500, capMs: 2_000 };
 const base = { policy, now: 1_000, deadline: 60_000, minCallMs: 100, random: () => 0.5 };
@@ -23,6 +23,24 @@ describe('transientRetryAt', () => {
   it('gives up when the next attempt could not make a useful call before the deadline', () => {
     expect(transientRetryAt({ ...base, priorFailures: 0, deadline: 1_600 })).toBeUndefined();
     expect(transientRetryAt({ ...base, priorFailures: 0, deadline: 1_601 })).toBe(1_500);
+  });
+});
+
+describe('deferredStepRetryAt', () => {
+  const deferred = { policy, dueAt: 5_000, deadline: 60_000, minCallMs: 100 };
+
+  it('comes back at the step retry\'s own due time while the run has attempts left', () => {
+    expect(deferredStepRetryAt({ ...deferred, priorFailures: 0 })).toBe(5_000);
+    expect(deferredStepRetryAt({ ...deferred, priorFailures: 1 })).toBe(5_000);
+  });
+
+  it('counts as a failed attempt: gives up once the run has used its attempts', () => {
+    expect(deferredStepRetryAt({ ...deferred, priorFailures: 2 })).toBeUndefined();
+  });
+
+  it('gives up when the trip through the retry topic could leave no time for a useful call', () => {
+    expect(deferredStepRetryAt({ ...deferred, priorFailures: 0, deadline: 5_000 + RETRY_TOPIC_MARGIN_MS + 100 })).toBeUndefined();
+    expect(deferredStepRetryAt({ ...deferred, priorFailures: 0, deadline: 5_001 + RETRY_TOPIC_MARGIN_MS + 100 })).toBe(5_000);
   });
 });
 
