@@ -174,7 +174,7 @@ describe('parseConfig defaults', () => {
       input: { maxDepth: 64, maxBytes: 256 * 1024 },
       recordAdmissionTimeoutMs: 1_000,
     });
-    expect(cfg.processor).toEqual({ maxInFlight: 30, partitionBuffer: 100, shutdownGraceMs: 20_000, produceTimeoutMs: 10_000, permitLeaseMs: 15_000, enforceCaps: true, runRetry: { maxAttempts: 3, baseMs: 1_000, capMs: 30_000 }, infraRetry: { maxAttempts: 8, baseMs: 500, capMs: 30_000 }, maxStepOutputBytes: 262_144, maxResultBytes: 524_288 });
+    expect(cfg.processor).toEqual({ maxInFlight: 30, partitionBuffer: 100, shutdownGraceMs: 20_000, produceTimeoutMs: 10_000, permitLeaseMs: 15_000, enforceCaps: true, runRetry: { maxAttempts: 3, baseMs: 1_000, capMs: 30_000 }, maxInlineRetryWaitMs: 1_000, infraRetry: { maxAttempts: 8, baseMs: 500, capMs: 30_000 }, maxStepOutputBytes: 262_144, maxResultBytes: 524_288 });
     expect(cfg.statusSink).toEqual({ batchSize: 500 });
     expect(cfg.lagMonitor).toEqual({ enable: true, intervalMs: 15_000, windowMs: 300_000, leaseMs: 15_000, requestTimeoutMs: 10_000 });
     expect(cfg.simulator).toEqual({ host: '127.0.0.1', port: 8089, anthropicLatencyMs: 50, anthropicJitterMs: 20 });
