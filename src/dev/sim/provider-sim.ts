@@ -92,7 +92,11 @@ export function createProviderSim(opts: ProviderSimOptions): FastifyInstance {
   if (unknownDefaults.length > 0) throw new Error(`provider-sim: defaults for unknown targets: ${unknownDefaults.join(', ')}`);
   const faults = new Map(baselines);
   const rateLimits = new Map(targets.map((target) => [target, new TargetRateLimits()]));
-  const limitsOf = (target: string): TargetRateLimits => rateLimits.get(target) ?? new TargetRateLimits();
+  const limitsOf = (target: string): TargetRateLimits => {
+    const limits = rateLimits.get(target);
+    if (limits === undefined) throw new Error(`provider-sim: no rate limits for unknown target "${target}"`);
+    return limits;
+  };
   const restoreBaselines = (): void => {
     const at = now();
     for (const [target, profile] of baselines) {
