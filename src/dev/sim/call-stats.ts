@@ -2,16 +2,20 @@
 
 export interface CallStatsSnapshot {
   calls: Record<string, number>;
+  /** Fault-injected error answers; rate-limit refusals count in `rateLimited` instead. */
   errors: Record<string, number>;
+  /** 429s because a target's rate limit was exceeded. Each is also one of `calls`. */
+  rateLimited: Record<string, number>;
   /** Calls in flight now, for every target seen since the last reset. */
   concurrent: Record<string, number>;
   /** `total` is the most calls in flight at once over all targets: a bound on runs holding a global permit. */
   maxConcurrent: { byTarget: Record<string, number>; byTenant: Record<string, number>; total: number };
 }
 
-/** One call in flight. Both methods are idempotent so every exit path may call them. */
+/** One call in flight. All methods are idempotent so every exit path may call them. */
 export interface CallTicket {
   fail(): void;
+  refuseForRateLimit(): void;
   leave(): void;
 }
 
@@ -38,6 +42,7 @@ function raisePeak(peaks: Map<string, number>, key: string, level: number): void
 export class CallStats {
   private readonly calls = new Map<string, number>();
   private readonly errors = new Map<string, number>();
+  private readonly rateLimited = new Map<string, number>();
   private readonly inFlightByTarget = new Map<string, number>();
   private readonly inFlightByTenant = new Map<string, number>();
   // The peak maps double as the registry of known names: every name entered since the last
@@ -57,12 +62,18 @@ export class CallStats {
     raisePeak(this.peakByTenant, tenant, increment(this.inFlightByTenant, tenant));
     this.peakTotal = Math.max(this.peakTotal, ++this.inFlightTotal);
     let failed = false;
+    let refused = false;
     let left = false;
     return {
       fail: () => {
         if (failed) return;
         failed = true;
         increment(this.errors, target);
+      },
+      refuseForRateLimit: () => {
+        if (refused) return;
+        refused = true;
+        increment(this.rateLimited, target);
       },
       leave: () => {
         if (left) return;
@@ -78,6 +89,7 @@ export class CallStats {
   reset(): void {
     this.calls.clear();
     this.errors.clear();
+    this.rateLimited.clear();
     this.peakByTarget.clear();
     this.peakByTenant.clear();
     for (const [key, level] of this.inFlightByTarget) this.peakByTarget.set(key, level);
@@ -89,6 +101,7 @@ export class CallStats {
     return {
       calls: Object.fromEntries(this.calls),
       errors: Object.fromEntries(this.errors),
+      rateLimited: Object.fromEntries(this.rateLimited),
       concurrent: Object.fromEntries([...this.peakByTarget.keys()].map((key) => [key, this.inFlightByTarget.get(key) ?? 0])),
       maxConcurrent: { byTarget: Object.fromEntries(this.peakByTarget), byTenant: Object.fromEntries(this.peakByTenant), total: this.peakTotal },
     };

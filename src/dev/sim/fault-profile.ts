@@ -3,6 +3,9 @@
  * `X-Simulate-Failure` request header means, and the pure decision of one call's outcome.
  */
 
+/** The fault target of the Messages API; every other target is a tool. */
+export const ANTHROPIC_TARGET = 'anthropic';
+
 export const SIM_ERROR_STATUSES = [429, 500, 529] as const;
 export type SimErrorStatus = (typeof SIM_ERROR_STATUSES)[number];
 
@@ -15,6 +18,19 @@ export interface FaultProfile {
   errorRate: number;
   retryAfterSec?: number;
   hang: boolean;
+  /** The provider's own limits; absent means unlimited. Not a fault roll: see rate-limit.ts. */
+  rateLimit?: RateLimit;
+}
+
+/**
+ * Continuously refilled limits. The anthropic target takes the Messages API's three per-minute
+ * limits; a tool takes one request limit, per second or per minute.
+ */
+export interface RateLimit {
+  requestsPerMinute?: number;
+  requestsPerSecond?: number;
+  inputTokensPerMinute?: number;
+  outputTokensPerMinute?: number;
 }
 
 export const ZERO_PROFILE: Readonly<FaultProfile> = Object.freeze({ latencyMs: 0, jitterMs: 0, errorRate: 0, hang: false });
@@ -29,10 +45,12 @@ export interface FieldError {
   message: string;
 }
 
+/** Only the fields the caller set; the rest come from the target's baseline. `rateLimit: null` clears it. */
+export type FaultPatch = Partial<Omit<FaultProfile, 'rateLimit'>> & { rateLimit?: RateLimit | null };
+
 export interface FaultUpdate {
   target: string;
-  /** Only the fields the caller set; the rest come from the target's baseline. */
-  patch: Partial<FaultProfile>;
+  patch: FaultPatch;
 }
 
 export type FaultUpdateResult = { ok: true; value: FaultUpdate } | { ok: false; errors: FieldError[] };
@@ -43,8 +61,18 @@ export const MAX_LATENCY_MS = 600_000;
 export const MAX_RETRY_AFTER_SEC = 3_600;
 /** Anthropic sends a retry-after on every 429; callers rely on it, so the sim does too. */
 export const DEFAULT_RATE_LIMIT_RETRY_AFTER_SEC = 1;
+/**
+ * Bounds of a limit, per minute or per second. Below 1 a bucket could never hold one request, so
+ * nothing would pass (a tool's half a request per second is 30 per minute); the top is far above
+ * any real provider tier and keeps the bucket arithmetic exact.
+ */
+export const MIN_RATE_LIMIT = 1;
+export const MAX_RATE_LIMIT = 1_000_000_000;
 
-const UPDATE_FIELDS = new Set(['target', 'latencyMs', 'jitterMs', 'errorStatus', 'errorRate', 'retryAfterSec', 'hang']);
+const UPDATE_FIELDS = new Set(['target', 'latencyMs', 'jitterMs', 'errorStatus', 'errorRate', 'retryAfterSec', 'hang', 'rateLimit']);
+const ANTHROPIC_LIMITS = ['requestsPerMinute', 'inputTokensPerMinute', 'outputTokensPerMinute'] as const;
+const TOOL_LIMITS = ['requestsPerSecond', 'requestsPerMinute'] as const;
+const RATE_LIMIT_FIELDS: readonly (keyof RateLimit)[] = ['requestsPerMinute', 'requestsPerSecond', 'inputTokensPerMinute', 'outputTokensPerMinute'];
 
 function isSimErrorStatus(value: unknown): value is SimErrorStatus {
   return SIM_ERROR_STATUSES.some((status) => status === value);
@@ -61,7 +89,7 @@ export function parseFaultUpdate(body: unknown, knownTargets: readonly string[])
   }
   const input = body as Record<string, unknown>;
   const errors: FieldError[] = [];
-  const patch: Partial<FaultProfile> = {};
+  const patch: FaultPatch = {};
   const integerField = (field: 'latencyMs' | 'jitterMs' | 'retryAfterSec', max: number): void => {
     const value = input[field];
     if (value === undefined) return;
@@ -94,6 +122,12 @@ export function parseFaultUpdate(body: unknown, knownTargets: readonly string[])
     if (typeof input.hang === 'boolean') patch.hang = input.hang;
     else errors.push({ field: 'hang', message: 'must be a boolean' });
   }
+  if (input.rateLimit !== undefined) {
+    const known = typeof target === 'string' && knownTargets.includes(target) ? target : undefined;
+    const parsed = parseRateLimit(input.rateLimit, known);
+    if (parsed.ok) patch.rateLimit = parsed.value;
+    else errors.push(...parsed.errors);
+  }
   // An error status without a rate means "always"; a rate without a status would silently do nothing.
   if (input.errorStatus !== undefined && input.errorRate === undefined) patch.errorRate = 1;
   if (input.errorStatus === undefined && (patch.errorRate ?? 0) > 0) {
@@ -102,6 +136,48 @@ export function parseFaultUpdate(body: unknown, knownTargets: readonly string[])
 
   if (errors.length > 0 || typeof target !== 'string') return { ok: false, errors };
   return { ok: true, value: { target, patch } };
+}
+
+/**
+ * Validates a `rateLimit` value: null (no limits) or an object of positive limits that fit the
+ * target. `target` is undefined when it is itself invalid; then only the values are checked.
+ */
+function parseRateLimit(value: unknown, target: string | undefined): { ok: true; value: RateLimit | null } | { ok: false; errors: FieldError[] } {
+  if (value === null) return { ok: true, value: null };
+  if (typeof value !== 'object' || Array.isArray(value)) {
+    return { ok: false, errors: [{ field: 'rateLimit', message: 'must be an object of limits, or null to remove them' }] };
+  }
+  const input = value as Record<string, unknown>;
+  const errors: FieldError[] = [];
+  const limit: RateLimit = {};
+  const fits: readonly string[] | undefined = target === undefined ? undefined : target === ANTHROPIC_TARGET ? ANTHROPIC_LIMITS : TOOL_LIMITS;
+  for (const [field, amount] of Object.entries(input)) {
+    const path = `rateLimit.${field}`;
+    if (!(RATE_LIMIT_FIELDS as readonly string[]).includes(field)) {
+      errors.push({ field: path, message: 'is not a known field' });
+    } else if (fits !== undefined && !fits.includes(field)) {
+      const message = target === ANTHROPIC_TARGET ? `is not a limit of the ${ANTHROPIC_TARGET} target (${ANTHROPIC_LIMITS.join(', ')})` : `is not a limit of a tool (${TOOL_LIMITS.join(' or ')})`;
+      errors.push({ field: path, message });
+    } else if (typeof amount !== 'number' || !Number.isFinite(amount) || amount < MIN_RATE_LIMIT || amount > MAX_RATE_LIMIT) {
+      errors.push({ field: path, message: `must be a number from ${MIN_RATE_LIMIT} to ${MAX_RATE_LIMIT}` });
+    } else {
+      limit[field as keyof RateLimit] = amount;
+    }
+  }
+  if (errors.length > 0) return { ok: false, errors };
+  if (Object.keys(limit).length === 0) return { ok: false, errors: [{ field: 'rateLimit', message: 'must set at least one limit (null removes them)' }] };
+  if (limit.requestsPerSecond !== undefined && limit.requestsPerMinute !== undefined) {
+    return { ok: false, errors: [{ field: 'rateLimit', message: 'takes requestsPerSecond or requestsPerMinute, not both' }] };
+  }
+  return { ok: true, value: limit };
+}
+
+/** The profile a PUT sets: the baseline with the patch's fields over it. */
+export function applyFaultPatch(baseline: FaultProfile, patch: FaultPatch): FaultProfile {
+  const { rateLimit, ...faults } = patch;
+  const { rateLimit: baselineLimit, ...baselineFaults } = baseline;
+  const limit = rateLimit === undefined ? baselineLimit : (rateLimit ?? undefined);
+  return { ...baselineFaults, ...faults, ...(limit !== undefined && { rateLimit: limit }) };
 }
 
 /**

@@ -18,16 +18,17 @@ import Fastify, {
 import type { Logger } from '../../obs/logger.js';
 import { CallStats, type CallStatsSnapshot } from './call-stats.js';
 import {
+  ANTHROPIC_TARGET,
   ZERO_PROFILE,
+  applyFaultPatch,
   decideOutcome,
   parseFaultUpdate,
   parseSimulateFailure,
-  type CallOutcome,
   type FaultProfile,
   type FieldError,
 } from './fault-profile.js';
+import { TargetRateLimits, anthropicRateLimitHeaders, describeRefusal, toolRateLimitHeaders, type BucketState, type CallCost } from './rate-limit.js';
 
-export const ANTHROPIC_TARGET = 'anthropic';
 /** Stats bucket for calls that do not say which tenant they serve. */
 export const NO_TENANT = '_none';
 export const SIMULATE_FAILURE_HEADER = 'x-simulate-failure';
@@ -50,6 +51,8 @@ export interface ProviderSimOptions {
   random?: () => number;
   /** Baseline profile per target, restored by DELETE /admin/faults. */
   defaults?: Record<string, Partial<FaultProfile>>;
+  /** Clock of the rate limits, injectable so tests can step time. */
+  now?: () => number;
 }
 
 export interface ProviderSimStats extends CallStatsSnapshot {
@@ -57,15 +60,22 @@ export interface ProviderSimStats extends CallStatsSnapshot {
   duplicateDeliveries: Record<string, number>;
 }
 
-type ErrorOutcome = Extract<CallOutcome, { kind: 'error' }>;
+/** Settles what an admitted call drew from the output-token bucket: the tokens its answer used. */
+type SettleOutput = (outputTokens: number) => void;
 
 interface SimCall {
   target: string;
   tenant: string;
   override: FaultProfile | undefined;
-  succeed(delayMs: number, closed: AbortSignal): Promise<FastifyReply>;
-  fail(outcome: ErrorOutcome): FastifyReply;
+  /** What the call draws from the target's rate limits. */
+  cost: CallCost;
+  rateLimitHeaders(states: readonly BucketState[], now: number): Record<string, string>;
+  succeed(delayMs: number, closed: AbortSignal, settle: SettleOutput): Promise<FastifyReply>;
+  fail(status: number, message: string, retryAfterSec: number | undefined): FastifyReply;
 }
+
+/** What a tool call draws: one request, no tokens. */
+const TOOL_CALL_COST: CallCost = { requests: 1, inputTokens: 0, outputTokens: 0 };
 
 export function createProviderSim(opts: ProviderSimOptions): FastifyInstance {
   if (!/^[0-9a-f]{64}$/.test(opts.adminKeySha256)) throw new Error('provider-sim: adminKeySha256 must be a SHA-256 hex digest');
@@ -75,11 +85,26 @@ export function createProviderSim(opts: ProviderSimOptions): FastifyInstance {
   }
   const tools = new Set(opts.tools);
   const random = opts.random ?? Math.random;
+  const now = opts.now ?? Date.now;
   const adminKeyDigest = Buffer.from(opts.adminKeySha256, 'hex');
   const baselines = new Map(targets.map((target) => [target, baselineProfile(target, opts.defaults?.[target], targets)]));
   const unknownDefaults = Object.keys(opts.defaults ?? {}).filter((target) => !baselines.has(target));
   if (unknownDefaults.length > 0) throw new Error(`provider-sim: defaults for unknown targets: ${unknownDefaults.join(', ')}`);
   const faults = new Map(baselines);
+  const rateLimits = new Map(targets.map((target) => [target, new TargetRateLimits()]));
+  const limitsOf = (target: string): TargetRateLimits => {
+    const limits = rateLimits.get(target);
+    if (limits === undefined) throw new Error(`provider-sim: no rate limits for unknown target "${target}"`);
+    return limits;
+  };
+  const restoreBaselines = (): void => {
+    const at = now();
+    for (const [target, profile] of baselines) {
+      faults.set(target, profile);
+      limitsOf(target).configure(profile.rateLimit, at, true);
+    }
+  };
+  restoreBaselines();
   const stats = new CallStats();
   const ledger = new ToolLedger(LEDGER_BOUNDS);
 
@@ -100,27 +125,57 @@ export function createProviderSim(opts: ProviderSimOptions): FastifyInstance {
   app.setErrorHandler(errorHandler(sendProblemForStatus));
   app.setNotFoundHandler((request, reply) => sendProblem(reply, 404, 'not_found', `no route ${request.method} ${request.url}`));
 
+  /**
+   * The rate limits come first, as at a provider's front door: a refused call is answered 429 at
+   * once, draws nothing and meets no fault. An admitted call holds its max_tokens in the output
+   * bucket until its answer is sent (then it keeps only the tokens the answer used) or until it
+   * ends otherwise (fault error, hang, client gone), which gives all of them back.
+   */
   async function simulate(reply: FastifyReply, call: SimCall): Promise<FastifyReply> {
     const ticket = stats.enter(call.target, call.tenant);
     const closed = closeSignal(reply);
+    const limits = limitsOf(call.target);
+    const admittedAt = now();
+    const admission = limits.admit(call.cost, admittedAt);
+    reply.headers(call.rateLimitHeaders(limits.states(admittedAt), admittedAt));
+    let settled = !admission.ok;
+    const settle: SettleOutput = (outputTokens) => {
+      if (settled) return;
+      settled = true;
+      limits.refund({ requests: 0, inputTokens: 0, outputTokens: Math.max(0, call.cost.outputTokens - outputTokens) }, now());
+    };
     // Leaving on connection close covers normal completion, client timeouts and hangs alike.
-    if (closed.aborted) ticket.leave();
-    else closed.addEventListener('abort', ticket.leave, { once: true });
+    const leave = (): void => {
+      ticket.leave();
+      settle(0);
+    };
+    if (closed.aborted) leave();
+    else closed.addEventListener('abort', leave, { once: true });
+    if (!admission.ok) {
+      ticket.refuseForRateLimit();
+      return call.fail(429, describeRefusal(admission), admission.retryAfterSec);
+    }
     const outcome = decideOutcome(faults.get(call.target) ?? ZERO_PROFILE, call.override, random);
     if (outcome.kind === 'hang') {
       reply.hijack();
       if (!closed.aborted) await once(closed, 'abort');
       return reply;
     }
-    if (outcome.kind === 'ok') return call.succeed(outcome.delayMs, closed);
+    if (outcome.kind === 'ok') return call.succeed(outcome.delayMs, closed, settle);
     ticket.fail();
-    return (await pause(outcome.delayMs, closed)) ? call.fail(outcome) : abandon(reply);
+    if (!(await pause(outcome.delayMs, closed))) return abandon(reply);
+    settle(0);
+    return call.fail(outcome.status, `simulated ${outcome.status} from provider-sim`, outcome.retryAfterSec);
   }
 
   app.get('/healthz', async () => ({ status: 'ok' }));
 
   app.register(async (scope) => {
     scope.setErrorHandler(errorHandler(sendAnthropicError));
+    // Every answer reports the limits, as the API does; an admitted call's answer reports them after its draw.
+    scope.addHook('onRequest', async (_request, reply) => {
+      reply.headers(anthropicRateLimitHeaders(limitsOf(ANTHROPIC_TARGET).states(now())));
+    });
     scope.post('/v1/messages', async (request, reply) => {
       if (headerValue(request, 'x-api-key') === undefined && headerValue(request, 'authorization') === undefined) {
         return sendAnthropicError(reply, 401, 'x-api-key header is required');
@@ -135,16 +190,22 @@ export function createProviderSim(opts: ProviderSimOptions): FastifyInstance {
         target: ANTHROPIC_TARGET,
         tenant: body.userId ?? NO_TENANT,
         override: override.value,
-        async succeed(delayMs, closed) {
+        // Providers check output tokens at admission against max_tokens, the most the answer may use.
+        cost: { requests: 1, inputTokens: message.usage.input_tokens, outputTokens: body.maxTokens },
+        rateLimitHeaders: anthropicRateLimitHeaders,
+        async succeed(delayMs, closed, settle) {
           if (body.stream) {
+            settle(message.usage.output_tokens);
             return reply
               .type('text/event-stream; charset=utf-8')
               .header('cache-control', 'no-cache')
               .send(Readable.from(messageEvents(message, delayMs, closed)));
           }
-          return (await pause(delayMs, closed)) ? reply.send(message) : abandon(reply);
+          if (!(await pause(delayMs, closed))) return abandon(reply);
+          settle(message.usage.output_tokens);
+          return reply.send(message);
         },
-        fail: (outcome) => sendAnthropicError(reply, outcome.status, `simulated ${outcome.status} from provider-sim`, outcome.retryAfterSec),
+        fail: (status, message, retryAfterSec) => sendAnthropicError(reply, status, message, retryAfterSec),
       });
     });
   });
@@ -165,6 +226,8 @@ export function createProviderSim(opts: ProviderSimOptions): FastifyInstance {
       target: tool,
       tenant: headerValue(request, TENANT_HEADER) ?? NO_TENANT,
       override: override.value,
+      cost: TOOL_CALL_COST,
+      rateLimitHeaders: toolRateLimitHeaders,
       async succeed(delayMs, closed) {
         // The effect lands before the latency, as in a real tool: a caller that times out
         // during the delay has still caused it, which is what idempotency keys are for.
@@ -173,10 +236,7 @@ export function createProviderSim(opts: ProviderSimOptions): FastifyInstance {
         if (delivery.replayed) reply.header('idempotent-replayed', 'true');
         return reply.send(delivery.body);
       },
-      fail: (outcome) =>
-        sendProblem(reply, outcome.status, problemCode(outcome.status), `simulated ${outcome.status} from provider-sim`, {
-          retryAfterSec: outcome.retryAfterSec,
-        }),
+      fail: (status, message, retryAfterSec) => sendProblem(reply, status, problemCode(status), message, { retryAfterSec }),
     });
   });
 
@@ -193,13 +253,14 @@ export function createProviderSim(opts: ProviderSimOptions): FastifyInstance {
         const parsed = parseFaultUpdate(request.body, targets);
         if (!parsed.ok) return sendProblem(reply, 400, 'invalid_request', 'invalid fault profile', { errors: parsed.errors });
         const { target, patch } = parsed.value;
-        const profile: FaultProfile = { ...(baselines.get(target) ?? ZERO_PROFILE), ...patch };
+        const profile = applyFaultPatch(baselines.get(target) ?? ZERO_PROFILE, patch);
         faults.set(target, profile);
+        limitsOf(target).configure(profile.rateLimit, now());
         request.log.info({ target, profile }, 'provider-sim fault profile set');
         return { target, ...profile };
       });
       admin.delete('/faults', async (request, reply) => {
-        for (const [target, profile] of baselines) faults.set(target, profile);
+        restoreBaselines();
         request.log.info('provider-sim fault profiles reset');
         return reply.code(204).send();
       });
@@ -223,7 +284,7 @@ function baselineProfile(target: string, defaults: Partial<FaultProfile> | undef
     const details = parsed.errors.map((error) => `${error.field} ${error.message}`).join('; ');
     throw new Error(`provider-sim: invalid default profile for ${target}: ${details}`);
   }
-  return { ...ZERO_PROFILE, ...parsed.value.patch };
+  return applyFaultPatch(ZERO_PROFILE, parsed.value.patch);
 }
 
 export interface LedgerBounds {
@@ -333,6 +394,7 @@ interface MessagesRequest {
   system?: unknown;
   userId?: string;
   stream: boolean;
+  maxTokens: number;
 }
 
 interface SimMessage {
@@ -418,7 +480,7 @@ function readMessagesRequest(body: unknown): MessagesRequest {
     if (typeof id === 'string' && id !== '') userId = id;
   }
   if (body.stream !== undefined && typeof body.stream !== 'boolean') invalid('stream', 'Input should be a valid boolean');
-  return { model, messages: parsedMessages, system: body.system, userId, stream: body.stream === true };
+  return { model, messages: parsedMessages, system: body.system, userId, stream: body.stream === true, maxTokens: maxTokens as number };
 }
 
 function isRole(value: unknown): value is 'user' | 'assistant' {

@@ -126,6 +126,18 @@ describe('callLlm against the provider simulator', () => {
     expect(await callsMade()).toBe(1);
   });
 
+  it("passes a rate-limit refusal on as retryable with the provider's retry-after, in one request", async () => {
+    await setFault({ target: 'anthropic', rateLimit: { requestsPerMinute: 1 } });
+    await callLlm(client, request());
+    const error = await failure(callLlm(client, request()));
+    expect(error).toMatchObject({ kind: 'http_status', status: 429, retryable: true });
+    // A minute to refill the one request, less the moments since the first call.
+    expect(error.retryAfterSec).toBeGreaterThanOrEqual(58);
+    expect(error.retryAfterSec).toBeLessThanOrEqual(60);
+    expect(await callsMade()).toBe(2);
+    expect((await stats()).rateLimited).toEqual({ anthropic: 1 });
+  });
+
   it('passes a 529 on as retryable, in one request', async () => {
     await setFault({ target: 'anthropic', errorStatus: 529 });
     const error = await failure(callLlm(client, request()));

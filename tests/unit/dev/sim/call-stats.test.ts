@@ -3,7 +3,7 @@ import { CallStats, OTHER_KEY } from '../../../../src/dev/sim/call-stats.js';
 
 describe('CallStats', () => {
   it('starts empty', () => {
-    expect(new CallStats().snapshot()).toEqual({ calls: {}, errors: {}, concurrent: {}, maxConcurrent: { byTarget: {}, byTenant: {}, total: 0 } });
+    expect(new CallStats().snapshot()).toEqual({ calls: {}, errors: {}, rateLimited: {}, concurrent: {}, maxConcurrent: { byTarget: {}, byTenant: {}, total: 0 } });
   });
 
   it('counts calls, in-flight calls and peaks per target', () => {
@@ -17,6 +17,7 @@ describe('CallStats', () => {
     expect(stats.snapshot()).toEqual({
       calls: { anthropic: 3 },
       errors: {},
+      rateLimited: {},
       concurrent: { anthropic: 0 },
       maxConcurrent: { byTarget: { anthropic: 2 }, byTenant: { t1: 1, t2: 1 }, total: 2 },
     });
@@ -30,7 +31,7 @@ describe('CallStats', () => {
     expect(stats.snapshot().maxConcurrent).toEqual({ byTarget: { anthropic: 1, report: 1, notify: 1 }, byTenant: { acme: 3 }, total: 3 });
   });
 
-  it('makes leave and fail idempotent so every exit path may call them', () => {
+  it('makes leave, fail and refuseForRateLimit idempotent so every exit path may call them', () => {
     const stats = new CallStats();
     const ticket = stats.enter('anthropic', 't1');
     const other = stats.enter('anthropic', 't1');
@@ -38,7 +39,10 @@ describe('CallStats', () => {
     ticket.fail();
     ticket.leave();
     ticket.leave();
-    expect(stats.snapshot()).toMatchObject({ errors: { anthropic: 1 }, concurrent: { anthropic: 1 } });
+    expect(stats.snapshot()).toMatchObject({ errors: { anthropic: 1 }, rateLimited: {}, concurrent: { anthropic: 1 } });
+    other.refuseForRateLimit();
+    other.refuseForRateLimit();
+    expect(stats.snapshot()).toMatchObject({ calls: { anthropic: 2 }, errors: { anthropic: 1 }, rateLimited: { anthropic: 1 } });
     other.leave();
     expect(stats.snapshot().concurrent).toEqual({ anthropic: 0 });
   });
@@ -49,10 +53,14 @@ describe('CallStats', () => {
     const done = stats.enter('report', 'fast-tenant');
     done.fail();
     done.leave();
+    const refused = stats.enter('report', 'fast-tenant');
+    refused.refuseForRateLimit();
+    refused.leave();
     stats.reset();
     expect(stats.snapshot()).toEqual({
       calls: {},
       errors: {},
+      rateLimited: {},
       concurrent: { anthropic: 1 },
       maxConcurrent: { byTarget: { anthropic: 1 }, byTenant: { 'slow-tenant': 1 }, total: 1 },
     });
@@ -62,6 +70,7 @@ describe('CallStats', () => {
     expect(stats.snapshot()).toEqual({
       calls: { anthropic: 1 },
       errors: {},
+      rateLimited: {},
       concurrent: { anthropic: 0 },
       maxConcurrent: { byTarget: { anthropic: 2 }, byTenant: { 'slow-tenant': 2 }, total: 2 },
     });

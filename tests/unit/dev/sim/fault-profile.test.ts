@@ -1,8 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import {
   MAX_LATENCY_MS,
+  MAX_RATE_LIMIT,
   MAX_RETRY_AFTER_SEC,
   ZERO_PROFILE,
+  applyFaultPatch,
   decideOutcome,
   parseFaultUpdate,
   parseSimulateFailure,
@@ -116,6 +118,81 @@ describe('parseFaultUpdate', () => {
 
   it('reports every problem at once', () => {
     expect(fieldsOf({ target: 'nope', latencyMs: -5, hang: 'no', extra: 1 })).toEqual(['extra', 'target', 'latencyMs', 'hang']);
+  });
+});
+
+describe('parseFaultUpdate: rateLimit', () => {
+  function errorsOf(body: unknown): { field: string; message: string }[] {
+    const result = parseFaultUpdate(body, TARGETS);
+    return result.ok ? [] : result.errors;
+  }
+
+  it("accepts any subset of the anthropic target's per-minute limits, with other fields", () => {
+    expect(parseFaultUpdate({ target: 'anthropic', rateLimit: { requestsPerMinute: 50, inputTokensPerMinute: 40_000, outputTokensPerMinute: 8_000 } }, TARGETS)).toEqual({
+      ok: true,
+      value: { target: 'anthropic', patch: { rateLimit: { requestsPerMinute: 50, inputTokensPerMinute: 40_000, outputTokensPerMinute: 8_000 } } },
+    });
+    expect(parseFaultUpdate({ target: 'anthropic', latencyMs: 5, rateLimit: { outputTokensPerMinute: 1.5 } }, TARGETS)).toEqual({
+      ok: true,
+      value: { target: 'anthropic', patch: { latencyMs: 5, rateLimit: { outputTokensPerMinute: 1.5 } } },
+    });
+  });
+
+  it('accepts a request limit per second or per minute for a tool', () => {
+    expect(parseFaultUpdate({ target: 'order-lookup', rateLimit: { requestsPerSecond: 5 } }, TARGETS)).toMatchObject({ ok: true, value: { patch: { rateLimit: { requestsPerSecond: 5 } } } });
+    expect(parseFaultUpdate({ target: 'order-lookup', rateLimit: { requestsPerMinute: 30 } }, TARGETS)).toMatchObject({ ok: true, value: { patch: { rateLimit: { requestsPerMinute: 30 } } } });
+  });
+
+  it('takes null as "remove the limits"', () => {
+    expect(parseFaultUpdate({ target: 'anthropic', rateLimit: null }, TARGETS)).toEqual({ ok: true, value: { target: 'anthropic', patch: { rateLimit: null } } });
+  });
+
+  it.each([0, -1, 0.5, MAX_RATE_LIMIT + 1, '50', null, Number.NaN, Number.POSITIVE_INFINITY, true])('rejects the limit %j, naming the field', (value) => {
+    expect(errorsOf({ target: 'anthropic', rateLimit: { requestsPerMinute: value } })).toEqual([
+      { field: 'rateLimit.requestsPerMinute', message: `must be a number from 1 to ${MAX_RATE_LIMIT}` },
+    ]);
+  });
+
+  it.each([5, 'fast', [], true])('rejects a rateLimit that is not an object or null: %j', (rateLimit) => {
+    expect(errorsOf({ target: 'anthropic', rateLimit })).toEqual([{ field: 'rateLimit', message: 'must be an object of limits, or null to remove them' }]);
+  });
+
+  it('rejects unknown keys, an empty object, and limits that do not fit the target', () => {
+    expect(errorsOf({ target: 'anthropic', rateLimit: { requestsPerHour: 5, tokensPerMinute: 10 } })).toEqual([
+      { field: 'rateLimit.requestsPerHour', message: 'is not a known field' },
+      { field: 'rateLimit.tokensPerMinute', message: 'is not a known field' },
+    ]);
+    expect(errorsOf({ target: 'anthropic', rateLimit: {} })).toEqual([{ field: 'rateLimit', message: 'must set at least one limit (null removes them)' }]);
+    expect(errorsOf({ target: 'anthropic', rateLimit: { requestsPerSecond: 5 } })).toEqual([
+      { field: 'rateLimit.requestsPerSecond', message: 'is not a limit of the anthropic target (requestsPerMinute, inputTokensPerMinute, outputTokensPerMinute)' },
+    ]);
+    expect(errorsOf({ target: 'order-lookup', rateLimit: { requestsPerSecond: 5, inputTokensPerMinute: 100, outputTokensPerMinute: 100 } })).toEqual([
+      { field: 'rateLimit.inputTokensPerMinute', message: 'is not a limit of a tool (requestsPerSecond or requestsPerMinute)' },
+      { field: 'rateLimit.outputTokensPerMinute', message: 'is not a limit of a tool (requestsPerSecond or requestsPerMinute)' },
+    ]);
+    expect(errorsOf({ target: 'order-lookup', rateLimit: { requestsPerSecond: 5, requestsPerMinute: 100 } })).toEqual([
+      { field: 'rateLimit', message: 'takes requestsPerSecond or requestsPerMinute, not both' },
+    ]);
+  });
+
+  it('checks only the values when the target itself is invalid', () => {
+    expect(fieldsOf({ target: 'openai', rateLimit: { requestsPerSecond: 5, outputTokensPerMinute: 0 } })).toEqual(['target', 'rateLimit.outputTokensPerMinute']);
+  });
+});
+
+describe('applyFaultPatch', () => {
+  const limited = profile({ latencyMs: 30, rateLimit: { requestsPerMinute: 50 } });
+
+  it('lays the patch over the baseline, keeping the baseline limit when the patch names none', () => {
+    expect(applyFaultPatch(limited, { errorStatus: 529, errorRate: 1 })).toEqual({ ...limited, errorStatus: 529, errorRate: 1 });
+    expect(applyFaultPatch(ZERO_PROFILE, { latencyMs: 5 })).toEqual(profile({ latencyMs: 5 }));
+  });
+
+  it('replaces the limit as a whole, and removes it for null', () => {
+    expect(applyFaultPatch(limited, { rateLimit: { inputTokensPerMinute: 1_000 } })).toEqual({ ...limited, rateLimit: { inputTokensPerMinute: 1_000 } });
+    const cleared = applyFaultPatch(limited, { rateLimit: null });
+    expect(cleared).toEqual(profile({ latencyMs: 30 }));
+    expect(cleared).not.toHaveProperty('rateLimit');
   });
 });
 

@@ -64,6 +64,30 @@ describe('provider-sim with the real @anthropic-ai/sdk client', () => {
     expect(rateLimited.type).toBe('rate_limit_error');
   });
 
+  it('reports rate limits in the headers and surfaces a refusal as RateLimitError with retry-after', async () => {
+    await setFault({ target: 'anthropic', rateLimit: { requestsPerMinute: 1, outputTokensPerMinute: 1_000 } });
+    const { response } = await client.messages.create(PARAMS).withResponse();
+    expect(response.headers.get('anthropic-ratelimit-requests-remaining')).toBe('0');
+    expect(response.headers.get('anthropic-ratelimit-output-tokens-remaining')).toBe(String(1_000 - PARAMS.max_tokens));
+    expect(response.headers.get('anthropic-ratelimit-tokens-limit')).toBe('1000');
+    const error = await client.messages.create(PARAMS).catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(Anthropic.RateLimitError);
+    const rateLimited = error as InstanceType<typeof Anthropic.RateLimitError>;
+    expect(rateLimited.type).toBe('rate_limit_error');
+    // A minute to refill one request, less the moments since the first call.
+    expect(Number(rateLimited.headers.get('retry-after'))).toBeGreaterThanOrEqual(58);
+    expect(rateLimited.headers.get('anthropic-ratelimit-requests-reset')).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
+    expect((await stats()).rateLimited).toEqual({ anthropic: 1 });
+  });
+
+  it('sends the rate-limit headers with a stream', async () => {
+    await setFault({ target: 'anthropic', rateLimit: { requestsPerMinute: 5 } });
+    const { response } = await client.messages.create({ ...PARAMS, stream: true }).withResponse();
+    expect(response.headers.get('content-type')).toContain('text/event-stream');
+    expect(response.headers.get('anthropic-ratelimit-requests-remaining')).toBe('4');
+    await expectNothingInFlight();
+  });
+
   it('surfaces a 529 fault as an APIError with status 529', async () => {
     await setFault({ target: 'anthropic', errorStatus: 529 });
     const error = await client.messages.create(PARAMS).catch((caught: unknown) => caught);

@@ -329,6 +329,7 @@ describe('stats', () => {
     expect(await stats()).toEqual({
       calls: { anthropic: 4, report: 1 },
       errors: {},
+      rateLimited: {},
       concurrent: { anthropic: 0, report: 0 },
       maxConcurrent: { byTarget: { anthropic: 4, report: 1 }, byTenant: { acme: 3, globex: 1, _none: 1 }, total: 5 },
       sideEffects: { report: 1 },
@@ -345,6 +346,7 @@ describe('stats', () => {
     expect(await stats()).toEqual({
       calls: {},
       errors: {},
+      rateLimited: {},
       concurrent: {},
       maxConcurrent: { byTarget: {}, byTenant: {}, total: 0 },
       sideEffects: {},
@@ -540,6 +542,219 @@ describe('admin faults', () => {
     expect(() => sim({ tools: ['notify', 'notify'] })).toThrow(/unique/);
     expect(() => sim({ tools: ['anthropic'] })).toThrow(/unique/);
     expect(() => sim({ adminKeySha256: 'admin' })).toThrow(/adminKeySha256/);
+  });
+});
+
+describe('rate limits', () => {
+  /** 2026-12-01T00:00:00Z, stepped by hand. */
+  const T0 = Date.UTC(2026, 11, 1);
+  let clock = T0;
+  // messageBody()'s prompt is "\nWhere is my order?" (5 tokens); its answer is 10 tokens; max_tokens is 64.
+  const INPUT = 5;
+  const OUTPUT = 10;
+
+  function limitHeaders(response: LightMyRequestResponse): Record<string, unknown> {
+    return Object.fromEntries(Object.entries(response.headers).filter(([name]) => name.includes('ratelimit')));
+  }
+
+  beforeEach(async () => {
+    clock = T0;
+    await app.close();
+    app = sim({ now: () => clock });
+  });
+
+  it('rejects invalid limits with field errors, like the other fault fields', async () => {
+    const invalid = await setFault({ target: 'anthropic', latencyMs: -1, rateLimit: { requestsPerMinute: 0, requestsPerSecond: 5, burst: 3 } });
+    expect(invalid.statusCode).toBe(400);
+    expect(invalid.headers['content-type']).toContain('application/problem+json');
+    expect(invalid.json()).toMatchObject({
+      status: 400,
+      code: 'invalid_request',
+      errors: [
+        { path: 'latencyMs', message: 'must be an integer between 0 and 600000' },
+        { path: 'rateLimit.requestsPerMinute', message: 'must be a number from 1 to 1000000000' },
+        { path: 'rateLimit.requestsPerSecond', message: expect.stringContaining('is not a limit of the anthropic target') },
+        { path: 'rateLimit.burst', message: 'is not a known field' },
+      ],
+    });
+    const toolTokens = await setFault({ target: 'report', rateLimit: { inputTokensPerMinute: 100 } });
+    expect(toolTokens.json().errors).toEqual([{ path: 'rateLimit.inputTokensPerMinute', message: 'is not a limit of a tool (requestsPerSecond or requestsPerMinute)' }]);
+    expect((await setFault({ target: 'report', rateLimit: 'fast' })).json().errors).toEqual([{ path: 'rateLimit', message: 'must be an object of limits, or null to remove them' }]);
+    expect((await app.inject({ method: 'GET', url: '/admin/faults', headers: ADMIN })).json().anthropic).not.toHaveProperty('rateLimit');
+  });
+
+  it('sets a limit with the other fields of a profile, and replaces it with the profile', async () => {
+    const set = await setFault({ target: 'anthropic', latencyMs: 5, rateLimit: { requestsPerMinute: 50 } });
+    expect(set.json()).toEqual({ target: 'anthropic', latencyMs: 5, jitterMs: 0, errorRate: 0, hang: false, rateLimit: { requestsPerMinute: 50 } });
+    expect((await app.inject({ method: 'GET', url: '/admin/faults', headers: ADMIN })).json().anthropic.rateLimit).toEqual({ requestsPerMinute: 50 });
+    // A PUT replaces the whole profile: a limit not named again falls back to the baseline (none).
+    expect((await setFault({ target: 'anthropic', latencyMs: 7 })).json()).not.toHaveProperty('rateLimit');
+  });
+
+  it('sends no rate-limit headers without a limit', async () => {
+    expect(limitHeaders(await sendMessage(messageBody()))).toEqual({});
+    expect(limitHeaders(await callTool('notify', {}))).toEqual({});
+  });
+
+  it("reports every bucket in Anthropic's headers after the call's draw, the output held at max_tokens", async () => {
+    await setFault({ target: 'anthropic', rateLimit: { requestsPerMinute: 50, inputTokensPerMinute: 1_000, outputTokensPerMinute: 600 } });
+    const response = await sendMessage(messageBody());
+    expect(response.statusCode).toBe(200);
+    expect(response.json().usage).toMatchObject({ input_tokens: INPUT, output_tokens: OUTPUT });
+    expect(limitHeaders(response)).toEqual({
+      'anthropic-ratelimit-requests-limit': '50',
+      'anthropic-ratelimit-requests-remaining': '49',
+      'anthropic-ratelimit-requests-reset': '2026-12-01T00:00:02Z',
+      'anthropic-ratelimit-input-tokens-limit': '1000',
+      'anthropic-ratelimit-input-tokens-remaining': String(1_000 - INPUT),
+      'anthropic-ratelimit-input-tokens-reset': '2026-12-01T00:00:01Z',
+      'anthropic-ratelimit-output-tokens-limit': '600',
+      'anthropic-ratelimit-output-tokens-remaining': String(600 - 64),
+      'anthropic-ratelimit-output-tokens-reset': '2026-12-01T00:00:07Z',
+      'anthropic-ratelimit-tokens-limit': '1600',
+      'anthropic-ratelimit-tokens-remaining': String(1_000 - INPUT + 600 - 64),
+      'anthropic-ratelimit-tokens-reset': '2026-12-01T00:00:07Z',
+    });
+    // The unused part of max_tokens came back once the answer was sent.
+    const next = await sendMessage(messageBody());
+    expect(next.headers['anthropic-ratelimit-output-tokens-remaining']).toBe(String(600 - OUTPUT - 64));
+    expect(next.headers['anthropic-ratelimit-input-tokens-remaining']).toBe(String(1_000 - 2 * INPUT));
+  });
+
+  it('sends the headers on streamed answers, fault errors and refused requests too', async () => {
+    await setFault({ target: 'anthropic', rateLimit: { requestsPerMinute: 10 } });
+    const streamed = await sendMessage(messageBody({ stream: true }));
+    expect(streamed.headers['content-type']).toContain('text/event-stream');
+    expect(streamed.headers['anthropic-ratelimit-requests-remaining']).toBe('9');
+    const faulted = await sendMessage(messageBody(), { 'x-simulate-failure': '500' });
+    expect(faulted.statusCode).toBe(500);
+    expect(faulted.headers['anthropic-ratelimit-requests-remaining']).toBe('8');
+    const invalid = await sendMessage(messageBody({ max_tokens: 0 }));
+    expect(invalid.statusCode).toBe(400);
+    expect(invalid.headers['anthropic-ratelimit-requests-remaining']).toBe('8');
+    const anonymous = await app.inject({ method: 'POST', url: '/v1/messages', payload: messageBody() });
+    expect(anonymous.statusCode).toBe(401);
+    expect(anonymous.headers['anthropic-ratelimit-requests-limit']).toBe('10');
+    const malformed = await app.inject({ method: 'POST', url: '/v1/messages', headers: { 'x-api-key': 'sim', 'content-type': 'application/json' }, payload: '{"model":' });
+    expect(malformed.statusCode).toBe(400);
+    expect(malformed.headers['anthropic-ratelimit-requests-remaining']).toBe('8');
+  });
+
+  it('refuses a call over the limit with a 429 rate_limit_error and retry-after, counted apart from faults, then recovers', async () => {
+    await setFault({ target: 'anthropic', rateLimit: { requestsPerMinute: 2 } });
+    expect((await sendMessage(messageBody())).statusCode).toBe(200);
+    expect((await sendMessage(messageBody())).statusCode).toBe(200);
+    clock += 1_000;
+    const refused = await sendMessage(messageBody());
+    expect(refused.statusCode).toBe(429);
+    expect(refused.json()).toEqual({ type: 'error', error: { type: 'rate_limit_error', message: 'This request would exceed the rate limit of 2 requests per minute (provider-sim)' } });
+    // One request refills in 30 s; 1 s has passed.
+    expect(refused.headers['retry-after']).toBe('29');
+    expect(refused.headers['x-should-retry']).toBe('true');
+    expect(refused.headers['anthropic-ratelimit-requests-remaining']).toBe('0');
+    expect(refused.headers['anthropic-ratelimit-requests-reset']).toBe('2026-12-01T00:01:00Z');
+    // A fault-injected 429 is an error, not a rate-limit refusal.
+    expect((await sendMessage(messageBody(), { 'x-simulate-failure': '429' })).statusCode).toBe(429);
+    expect(await stats()).toMatchObject({ calls: { anthropic: 4 }, errors: {}, rateLimited: { anthropic: 2 } });
+    clock += 28_999;
+    expect((await sendMessage(messageBody())).headers['retry-after']).toBe('1');
+    clock += 1;
+    const recovered = await sendMessage(messageBody());
+    expect(recovered.statusCode).toBe(200);
+    expect(recovered.headers['anthropic-ratelimit-requests-remaining']).toBe('0');
+    expect((await stats()).rateLimited).toEqual({ anthropic: 3 });
+  });
+
+  it('draws input tokens by the prompt estimate and refuses what the bucket cannot cover', async () => {
+    await setFault({ target: 'anthropic', rateLimit: { inputTokensPerMinute: 12 } });
+    expect((await sendMessage(messageBody())).statusCode).toBe(200);
+    expect((await sendMessage(messageBody())).statusCode).toBe(200);
+    const refused = await sendMessage(messageBody());
+    expect(refused.statusCode).toBe(429);
+    expect(refused.json().error.message).toBe('This request would exceed the rate limit of 12 input tokens per minute (provider-sim)');
+    // 2 tokens left, 5 needed: 3 tokens at 12 a minute take 15 s.
+    expect(refused.headers['retry-after']).toBe('15');
+    expect(refused.headers['anthropic-ratelimit-tokens-remaining']).toBe('2');
+    expect(refused.headers).not.toHaveProperty('anthropic-ratelimit-requests-limit');
+  });
+
+  it('refuses a max_tokens above the output limit every time, as a provider does', async () => {
+    await setFault({ target: 'anthropic', rateLimit: { outputTokensPerMinute: 32 } });
+    for (let i = 0; i < 2; i++) {
+      const refused = await sendMessage(messageBody());
+      expect(refused.statusCode).toBe(429);
+      expect(refused.json().error.message).toBe("This request's 64 output tokens exceed the rate limit of 32 output tokens per minute on their own (provider-sim)");
+      expect(refused.headers['retry-after']).toBe('1');
+    }
+    expect((await sendMessage(messageBody({ max_tokens: 32 }))).statusCode).toBe(200);
+  });
+
+  it('gives back all of max_tokens when a call fails or never answers', async () => {
+    await setFault({ target: 'anthropic', rateLimit: { outputTokensPerMinute: 600 } });
+    expect((await sendMessage(messageBody(), { 'x-simulate-failure': '529' })).headers['anthropic-ratelimit-output-tokens-remaining']).toBe('536');
+    expect((await sendMessage(messageBody())).headers['anthropic-ratelimit-output-tokens-remaining']).toBe('536');
+    expect((await sendMessage(messageBody({ max_tokens: 1 }))).headers['anthropic-ratelimit-output-tokens-remaining']).toBe(String(600 - OUTPUT - 1));
+  });
+
+  it('clears a limit with null and restores the baseline limit, full, on DELETE', async () => {
+    app = sim({ now: () => clock, defaults: { anthropic: { latencyMs: 0, rateLimit: { requestsPerMinute: 1 } } } });
+    expect((await app.inject({ method: 'GET', url: '/admin/faults', headers: ADMIN })).json().anthropic.rateLimit).toEqual({ requestsPerMinute: 1 });
+    expect((await sendMessage(messageBody())).statusCode).toBe(200);
+    expect((await sendMessage(messageBody())).statusCode).toBe(429);
+    expect((await setFault({ target: 'anthropic', rateLimit: null })).json()).not.toHaveProperty('rateLimit');
+    const unlimited = await sendMessage(messageBody());
+    expect(unlimited.statusCode).toBe(200);
+    expect(limitHeaders(unlimited)).toEqual({});
+    expect((await app.inject({ method: 'DELETE', url: '/admin/faults', headers: ADMIN })).statusCode).toBe(204);
+    expect((await sendMessage(messageBody())).statusCode).toBe(200);
+    expect((await sendMessage(messageBody())).statusCode).toBe(429);
+    // DELETE refills even a bucket whose limit it leaves as it was.
+    await app.inject({ method: 'DELETE', url: '/admin/faults', headers: ADMIN });
+    expect((await sendMessage(messageBody())).statusCode).toBe(200);
+  });
+
+  it('keeps the level of an unchanged limit across a PUT, and starts a changed one full', async () => {
+    await setFault({ target: 'anthropic', rateLimit: { requestsPerMinute: 1 } });
+    await sendMessage(messageBody());
+    await setFault({ target: 'anthropic', latencyMs: 1, rateLimit: { requestsPerMinute: 1 } });
+    expect((await sendMessage(messageBody())).statusCode).toBe(429);
+    await setFault({ target: 'anthropic', rateLimit: { requestsPerMinute: 2 } });
+    expect((await sendMessage(messageBody())).headers['anthropic-ratelimit-requests-remaining']).toBe('1');
+  });
+
+  it('limits a tool per second with a problem 429 and the IETF headers', async () => {
+    await setFault({ target: 'order-lookup', rateLimit: { requestsPerSecond: 2 } });
+    const first = await callTool('order-lookup', {});
+    expect(first.statusCode).toBe(200);
+    expect(limitHeaders(first)).toEqual({ 'ratelimit-limit': '2', 'ratelimit-remaining': '1', 'ratelimit-reset': '1' });
+    await callTool('order-lookup', {}, { 'idempotency-key': 'k' });
+    const refused = await callTool('order-lookup', {}, { 'idempotency-key': 'k2' });
+    expect(refused.statusCode).toBe(429);
+    expect(refused.headers['retry-after']).toBe('1');
+    expect(refused.json()).toMatchObject({ status: 429, code: 'rate_limited', retryable: true, retryAfterSec: 1, detail: 'This request would exceed the rate limit of 2 requests per second (provider-sim)' });
+    expect(limitHeaders(refused)).toEqual({ 'ratelimit-limit': '2', 'ratelimit-remaining': '0', 'ratelimit-reset': '1' });
+    // Another target is not limited by this one's bucket.
+    expect((await callTool('report', {})).statusCode).toBe(200);
+    clock += 500;
+    expect((await callTool('order-lookup', {}, { 'idempotency-key': 'k2' })).statusCode).toBe(200);
+    // A refused call had no side effect: k2's first effect is the admitted call.
+    expect(await stats()).toMatchObject({
+      calls: { 'order-lookup': 4, report: 1 },
+      rateLimited: { 'order-lookup': 1 },
+      sideEffects: { 'order-lookup': 3, report: 1 },
+      duplicateDeliveries: {},
+    });
+  });
+
+  it('resets the rateLimited counts with the other stats', async () => {
+    await setFault({ target: 'notify', rateLimit: { requestsPerMinute: 1 } });
+    await callTool('notify', {});
+    await callTool('notify', {});
+    expect((await stats()).rateLimited).toEqual({ notify: 1 });
+    expect((await app.inject({ method: 'POST', url: '/admin/stats/reset', headers: ADMIN })).statusCode).toBe(204);
+    expect((await stats()).rateLimited).toEqual({});
+    // The buckets are the provider's state, not measurements: a reset leaves them as they are.
+    expect((await callTool('notify', {})).statusCode).toBe(429);
   });
 });
 
