@@ -397,6 +397,15 @@ export const configSchema = z
         url: z.url().optional(),
         anthropicLatencyMs: ms(0, 600_000).default(50),
         anthropicJitterMs: ms(0, 600_000).default(20),
+        /** Provider-style limits the simulator's anthropic target enforces from the start (none by default). */
+        anthropicRateLimit: z
+          .strictObject({
+            requestsPerMinute: z.number().int().min(1).max(1e9).optional(),
+            inputTokensPerMinute: z.number().int().min(1).max(1e9).optional(),
+            outputTokensPerMinute: z.number().int().min(1).max(1e9).optional(),
+          })
+          .refine((r) => Object.keys(r).length > 0, 'name at least one limit, or leave anthropicRateLimit out')
+          .optional(),
       })
       .prefault({}),
     anthropic: z

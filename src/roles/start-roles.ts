@@ -75,7 +75,13 @@ async function startSimulator({ config, logger, onStop }: RoleContext): Promise<
     adminKeySha256: config.api.adminKeySha256,
     logger: logger.child({ role: 'provider-sim' }),
     tools: Object.entries(config.dependencies).filter(([, d]) => d.kind === 'tool').map(([name]) => name),
-    defaults: { anthropic: { latencyMs: config.simulator.anthropicLatencyMs, jitterMs: config.simulator.anthropicJitterMs } },
+    defaults: {
+      anthropic: {
+        latencyMs: config.simulator.anthropicLatencyMs,
+        jitterMs: config.simulator.anthropicJitterMs,
+        ...(config.simulator.anthropicRateLimit && { rateLimit: config.simulator.anthropicRateLimit }),
+      },
+    },
   });
   const url = await listen(sim, config.simulator.host, config.simulator.port);
   onStop(() => sim.close());

@@ -243,6 +243,18 @@ describe('parseConfig environment overrides', () => {
     expect(cfg.opsPort).toBe(9100);
   });
 
+  it('takes the simulator\'s starting anthropic rate limits, and names a bad one', () => {
+    const doc = baseDoc();
+    doc.simulator = { anthropicRateLimit: { requestsPerMinute: 600, outputTokensPerMinute: 40_000 } };
+    expect(parseConfig(doc, {}).simulator.anthropicRateLimit).toEqual({ requestsPerMinute: 600, outputTokensPerMinute: 40_000 });
+    doc.simulator = { anthropicRateLimit: { requestsPerMinute: 0.5 } };
+    expect(configError(() => parseConfig(doc, {})).fields).toEqual(['simulator.anthropicRateLimit.requestsPerMinute']);
+    doc.simulator = { anthropicRateLimit: { requestsPerSecond: 5 } };
+    expect(new Set(configError(() => parseConfig(doc, {})).fields)).toEqual(new Set(['simulator.anthropicRateLimit']));
+    doc.simulator = { anthropicRateLimit: {} };
+    expect(configError(() => parseConfig(doc, {})).fields).toEqual(['simulator.anthropicRateLimit']);
+  });
+
   it('rejects SLUICE_API_PORT=abc and names the field and the variable', () => {
     const err = configError(() => parseConfig(baseDoc(), { SLUICE_API_PORT: 'abc' }));
     expect(err.message).toContain('api.port (from SLUICE_API_PORT)');
