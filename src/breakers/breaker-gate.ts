@@ -6,6 +6,8 @@ export interface BreakerView {
   state: 'closed' | 'open' | 'half_open';
   /** While open: when the next probe may go out (ms since epoch). */
   retryAt?: number;
+  /** While closed after a trip: when it closed (Redis-clock ms), the start of its ramp-up. */
+  closedAt?: number;
 }
 
 /**

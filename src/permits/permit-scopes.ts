@@ -47,12 +47,13 @@ export function slotsFor(runClass: RunClass, globalLimit: number, batchShare: nu
 }
 
 /**
- * Permits batch runs may hold: their share of the global limit, counted as admission counts batch
- * slots (so its wait estimates match), and none while the global scope is closed. permits-acquire.lua
- * applies the same rule to the effective global limit.
+ * Permits a scope may hold at a share of a limit: the batch class's share of the global limit
+ * (counted as admission counts batch slots, so its wait estimates match), or a dependency's ramp
+ * share after its breaker closed. At least one while the limit is open, none while it is closed
+ * (0). permits-acquire.lua applies the same rule to the limit in force.
  */
-export function batchLimit(globalLimit: number, batchShare: number): number {
-  return globalLimit === 0 ? 0 : slotsFor('batch', globalLimit, batchShare);
+export function limitAtShare(limit: number, share: number): number {
+  return limit === 0 ? 0 : slotsFor('batch', limit, share);
 }
 
 function configuredScope(config: SluiceConfig, keys: RedisKeys, scope: LimitScope, name?: string): PermitScope {
@@ -73,7 +74,10 @@ export function runScopes(config: SluiceConfig, keys: RedisKeys, run: { tenantId
   return [global, ...batch, configuredScope(config, keys, 'tenant', run.tenantId), configuredScope(config, keys, 'workflow', run.workflow)];
 }
 
-/** The scope held around each call to a dependency (an LLM or a tool), retries included. */
-export function dependencyScope(config: SluiceConfig, keys: RedisKeys, dependency: string): PermitScope {
-  return configuredScope(config, keys, 'dependency', dependency);
+/**
+ * The scope held around each call to a dependency (an LLM or a tool), retries included; `share`
+ * is the part of its limit in force it may use now (below 1 while it ramps up after a close).
+ */
+export function dependencyScope(config: SluiceConfig, keys: RedisKeys, dependency: string, share = 1): PermitScope {
+  return { ...configuredScope(config, keys, 'dependency', dependency), share };
 }
