@@ -5,7 +5,8 @@ import type { SluiceConfig } from '../config/schema.js';
 import type { Metrics } from '../obs/metrics.js';
 import type { RedisKeys } from '../redis/keys.js';
 import { numberField } from '../redis/number-field.js';
-import { limitAtShare, limitField, type LimitScope } from './permit-scopes.js';
+import { limitAtShare } from '../util/limit-share.js';
+import { limitField, type LimitScope } from './permit-scopes.js';
 
 /** Every configured scope with the field its run-time override lives in. */
 export function configuredScopes(config: SluiceConfig): { name: string; defaultLimit: number }[] {

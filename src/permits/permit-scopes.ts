@@ -2,6 +2,7 @@ import { ownEntry } from '../config/lookup.js';
 import type { SluiceConfig } from '../config/schema.js';
 import type { RunClass } from '../events/schemas.js';
 import type { RedisKeys } from '../redis/keys.js';
+import { limitAtShare } from '../util/limit-share.js';
 
 /** The scopes whose caps an operator can change at run time (`PUT /v1/admin/limits`). */
 export const LIMIT_SCOPES = ['global', 'tenant', 'workflow', 'dependency'] as const;
@@ -41,19 +42,7 @@ export function configuredLimit(config: SluiceConfig, scope: LimitScope, name = 
 
 /** Concurrency slots a class may use: batch gets its share of the global cap, interactive all of it. */
 export function slotsFor(runClass: RunClass, globalLimit: number, batchShare: number): number {
-  if (runClass === 'interactive') return Math.max(1, globalLimit);
-  // The epsilon keeps 100 × 0.57 (= 56.99999…) from losing a whole slot to binary rounding.
-  return Math.max(1, Math.floor(globalLimit * batchShare + 1e-9));
-}
-
-/**
- * Permits a scope may hold at a share of a limit: the batch class's share of the global limit
- * (counted as admission counts batch slots, so its wait estimates match), or a dependency's ramp
- * share after its breaker closed. At least one while the limit is open, none while it is closed
- * (0). permits-acquire.lua applies the same rule to the limit in force.
- */
-export function limitAtShare(limit: number, share: number): number {
-  return limit === 0 ? 0 : slotsFor('batch', limit, share);
+  return Math.max(1, runClass === 'interactive' ? globalLimit : limitAtShare(globalLimit, batchShare));
 }
 
 function configuredScope(config: SluiceConfig, keys: RedisKeys, scope: LimitScope, name?: string): PermitScope {

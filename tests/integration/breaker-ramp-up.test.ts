@@ -12,7 +12,7 @@ import { CallGuard } from '../../src/execution/call-guard.js';
 import { createLogger } from '../../src/obs/logger.js';
 import { createMetrics } from '../../src/obs/metrics.js';
 import { LeaseKeeper } from '../../src/permits/lease-keeper.js';
-import { limitAtShare } from '../../src/permits/permit-scopes.js';
+import { limitAtShare } from '../../src/util/limit-share.js';
 import { PermitStore } from '../../src/permits/permit-store.js';
 import { PermitWakeups } from '../../src/permits/permit-wakeups.js';
 import { RedisDependencyPermits } from '../../src/permits/run-permits.js';

@@ -1,7 +1,8 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { SluiceConfig } from '../../config/schema.js';
 import type { LimitsStore } from '../../permits/limits-store.js';
-import { configuredLimit, LIMIT_SCOPES, limitAtShare, limitField, type LimitScope } from '../../permits/permit-scopes.js';
+import { configuredLimit, LIMIT_SCOPES, limitField, type LimitScope } from '../../permits/permit-scopes.js';
+import { limitAtShare } from '../../util/limit-share.js';
 import { sendProblem } from '../problem.js';
 
 export interface AdminLimitsRouteDeps {

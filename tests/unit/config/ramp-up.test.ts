@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { MAX_RAMP_UP_MS, rampUpMs, rampUpShare, type RampUp } from '../../../src/config/ramp-up.js';
-import { limitAtShare } from '../../../src/permits/permit-scopes.js';
+import { limitAtShare } from '../../../src/util/limit-share.js';
 
 const ramp = (initialFraction: number, stepFraction: number, intervalMs = 1_000): RampUp => ({ initialFraction, stepFraction, intervalMs });
 

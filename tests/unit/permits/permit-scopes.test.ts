@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../src/config/load.js';
-import { configuredLimit, dependencyScope, limitAtShare, limitField, runScopes, slotsFor } from '../../../src/permits/permit-scopes.js';
+import { configuredLimit, dependencyScope, limitField, runScopes, slotsFor } from '../../../src/permits/permit-scopes.js';
+import { limitAtShare } from '../../../src/util/limit-share.js';
 import { redisKeys } from '../../../src/redis/keys.js';
 
 const config = loadConfig({ env: {} });
