@@ -5,7 +5,9 @@
 -- Half-open: only a probe's outcome counts (its lease is taken back); other calls were let through
 -- before the trip or by no one, and say nothing about the dependency's recovery.
 -- Open: outcomes are late answers to calls made before the trip and are ignored.
--- KEYS[1] state hash (state, retryAt, probeSuccesses)   KEYS[2] window hash   KEYS[3] probes zset
+-- Closing stamps closedAt (Redis-clock ms), from which every instance derives the dependency's
+-- ramp-up (src/config/ramp-up.ts); opening removes it.
+-- KEYS[1] state hash (state, retryAt, probeSuccesses, closedAt)   KEYS[2] window hash   KEYS[3] probes zset
 -- ARGV[1] caller's token ('' if the call was not a probe)
 -- ARGV[2] outcome: success | failure | released (abandoned by us: frees a probe slot, counts as nothing)
 -- ARGV[3] duration ms   ARGV[4] windowMs   ARGV[5] minimumCalls   ARGV[6] failureThreshold
@@ -27,7 +29,7 @@ end
 local function open(from)
   local retry_at = now + tonumber(ARGV[10])
   redis.call('HSET', KEYS[1], 'state', 'open', 'retryAt', retry_at)
-  redis.call('HDEL', KEYS[1], 'probeSuccesses')
+  redis.call('HDEL', KEYS[1], 'probeSuccesses', 'closedAt')
   -- An open breaker must still be there at retryAt to turn half-open, and a while after for the probe.
   redis.call('PEXPIREAT', KEYS[1], retry_at + keep)
   redis.call('DEL', KEYS[2], KEYS[3])
@@ -43,7 +45,7 @@ if state == 'half_open' then
     redis.call('PEXPIRE', KEYS[1], keep)
     return {'half_open', 0}
   end
-  redis.call('HSET', KEYS[1], 'state', 'closed')
+  redis.call('HSET', KEYS[1], 'state', 'closed', 'closedAt', now)
   redis.call('HDEL', KEYS[1], 'probeSuccesses', 'retryAt')
   redis.call('PEXPIRE', KEYS[1], keep)
   redis.call('DEL', KEYS[2], KEYS[3])

@@ -6,8 +6,9 @@
 -- KEYS[1..n] scope zsets   KEYS[n+1] limits hash (field → limit)
 -- ARGV[1] lease token   ARGV[2] lease TTL ms
 -- then per scope i: ARGV[3i] its limits hash field   ARGV[3i+1] its default limit   ARGV[3i+2] share
--- A limit of 0 closes the scope. A share below 1 (the batch class's part of the global cap) turns an
--- open limit into max(1, floor(limit × share)), the slots admission estimates batch waits from.
+-- A limit of 0 closes the scope. A share below 1 (the batch class's part of the global cap, or a
+-- dependency's ramp-up after its breaker closed) turns an open limit into max(1, floor(limit × share)),
+-- as limitAtShare in src/util/limit-share.ts does.
 -- Returns {1, lease expiry ms} | {0, index of the first full scope in KEYS order, its count, its limit}
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

@@ -18,16 +18,18 @@ export interface BreakerBoardOptions {
 }
 
 /**
- * A breaker hash as the breaker scripts write it: `state` and, while open, `retryAt` (ms). A missing
- * hash is a closed breaker; `retryAt` means something only while open, so it is kept only then.
+ * A breaker hash as the breaker scripts write it: `state`, while open `retryAt` and, once closed
+ * after a trip, `closedAt` (ms). A missing hash is a closed breaker; each time means something
+ * only in its state, so it is kept only then.
  */
 export function parseBreakerHash(name: string, hash: Record<string, string>): BreakerView {
   const state = hash.state === 'open' || hash.state === 'half_open' ? hash.state : 'closed';
   const retryAt = state === 'open' ? numberField(hash.retryAt) : undefined;
-  return { name, state, ...(retryAt !== undefined ? { retryAt } : {}) };
+  const closedAt = state === 'closed' ? numberField(hash.closedAt) : undefined;
+  return { name, state, ...(retryAt !== undefined ? { retryAt } : {}), ...(closedAt !== undefined ? { closedAt } : {}) };
 }
 
-const sameView = (a: BreakerView, b: BreakerView) => a.state === b.state && a.retryAt === b.retryAt;
+const sameView = (a: BreakerView, b: BreakerView) => a.state === b.state && a.retryAt === b.retryAt && a.closedAt === b.closedAt;
 
 /**
  * Every instance's view of the shared breakers. Transitions arrive by Redis pub/sub within
@@ -129,7 +131,7 @@ export class BreakerBoard {
     if (!t || !this.known.has(t.dependency)) return;
     this.announcedAt.set(t.dependency, this.now());
     this.opts.metrics?.breakerTransitions.inc({ dependency: t.dependency, from: t.from, to: t.to });
-    this.apply({ name: t.dependency, state: t.to, ...(t.retryAt !== null && t.to === 'open' ? { retryAt: t.retryAt } : {}) }, 'announcement');
+    this.apply({ name: t.dependency, state: t.to, ...(t.retryAt !== null && t.to === 'open' ? { retryAt: t.retryAt } : {}), ...(t.to === 'closed' ? { closedAt: t.at } : {}) }, 'announcement');
   }
 
   private apply(next: BreakerView, source: 'announcement' | 'read'): void {

@@ -6,6 +6,8 @@ export interface BreakerView {
   state: 'closed' | 'open' | 'half_open';
   /** While open: when the next probe may go out (ms since epoch). */
   retryAt?: number;
+  /** While closed after a trip: when it closed (Redis-clock ms), the start of its ramp-up. */
+  closedAt?: number;
 }
 
 /**
@@ -32,11 +34,18 @@ export interface GateInput {
   /** The least time a call needs to be worth starting; waiting that would leave less is pointless. */
   minCallMs: number;
   probeRoom: (dependency: string) => boolean;
+  /**
+   * Whether a closed dependency still ramps up after its close (`breaker.rampUp`): then runs
+   * needing it are counted as probing runs are, and `probeRoom` says whether its ramped cap has
+   * room for one more, so held runs released on the close do not all start at once.
+   */
+  rampingUp?: (dependency: string) => boolean;
 }
 
 /** The moment a needed dependency may next be called, or undefined when it may be called now. */
-function blockedUntil(view: BreakerView | undefined, now: number, probeRoom: (d: string) => boolean): number | undefined {
-  if (!view || view.state === 'closed') return undefined;
+function blockedUntil(view: BreakerView | undefined, now: number, probeRoom: (d: string) => boolean, rampingUp: (d: string) => boolean): number | undefined {
+  if (!view) return undefined;
+  if (view.state === 'closed') return rampingUp(view.name) && !probeRoom(view.name) ? now : undefined;
   if (view.state === 'open' && view.retryAt !== undefined && view.retryAt > now) return view.retryAt;
   // Due for probing (half-open, or open past its retryAt): only as many runs as there are probes.
   return probeRoom(view.name) ? undefined : now;
@@ -46,7 +55,7 @@ export function gateRun(input: GateInput): BreakerGate {
   const { now } = input;
   let worst: { dependency: string; until: number } | undefined;
   for (const name of input.needed) {
-    const until = blockedUntil(input.views.get(name), now, input.probeRoom);
+    const until = blockedUntil(input.views.get(name), now, input.probeRoom, input.rampingUp ?? (() => false));
     if (until !== undefined && (!worst || until > worst.until)) worst = { dependency: name, until };
   }
   if (!worst) return { kind: 'go' };

@@ -1,3 +1,4 @@
+import { rampUpMs } from '../config/ramp-up.js';
 import type { DependencyConfig } from '../config/schema.js';
 import type { RedisKeys } from '../redis/keys.js';
 import type { LuaScripts } from '../redis/scripts.js';
@@ -41,11 +42,12 @@ export function parseBreakerTransition(text: string): BreakerTransition | undefi
 }
 
 /**
- * How long an idle breaker's keys outlive their last write: well past any lease, window or open
- * period still running, so only a breaker nobody has used for that long leaves nothing behind.
+ * How long an idle breaker's keys outlive their last write: well past any lease, window, open
+ * period or ramp-up still running, so only a breaker nobody has used for that long leaves nothing
+ * behind (and a closed one's closedAt lasts its whole ramp-up).
  */
 function keepMs(policy: BreakerPolicy): number {
-  return 2 * Math.max(policy.openMs, policy.probeLeaseMs, policy.windowMs);
+  return 2 * Math.max(policy.openMs, policy.probeLeaseMs, policy.windowMs, policy.rampUp ? rampUpMs(policy.rampUp) : 0);
 }
 
 /**

@@ -4,20 +4,28 @@ import { dependenciesOf } from '../config/workflows.js';
 import type { RunRequested } from '../events/schemas.js';
 import { MIN_USEFUL_CALL_MS } from '../runs/deadline.js';
 import type { BreakerBoard } from './breaker-board.js';
+import { limitAtShare } from '../util/limit-share.js';
 import { gateRun, type BreakerGate } from './breaker-gate.js';
+import { rampUpShares } from './ramp-up-shares.js';
 
 /**
  * The breaker decisions a processor's dispatcher makes for whole runs: which dependencies a run's
- * workflow needs (from config), what the board says of them, and how many probes each allows.
+ * workflow needs (from config), what the board says of them, and how many runs needing each may
+ * be under way in this instance: its probes while not closed, its ramped cap while it ramps up
+ * after a close (each processor applies that cap to its own runs; the dependency permits in Redis
+ * bound the calls across all of them).
  */
 export class RunBreakerGate {
   private readonly needs = new Map<string, string[]>();
+  private readonly rampShare: (dependency: string) => number;
 
   constructor(
     private readonly config: SluiceConfig,
     private readonly board: Pick<BreakerBoard, 'all' | 'view' | 'onChange'>,
     private readonly now: () => number = Date.now,
-  ) {}
+  ) {
+    this.rampShare = rampUpShares(config, board, now);
+  }
 
   gate(run: RunRequested, probing: ReadonlyMap<string, number>): BreakerGate {
     return gateRun({
@@ -27,12 +35,24 @@ export class RunBreakerGate {
       views: this.board.all(),
       now: this.now(),
       minCallMs: MIN_USEFUL_CALL_MS,
-      probeRoom: (d) => (probing.get(d) ?? 0) < (ownEntry(this.config.dependencies, d)?.breaker.halfOpenProbes ?? 1),
+      probeRoom: (d) => (probing.get(d) ?? 0) < this.room(d),
+      rampingUp: (d) => this.rampingUp(d),
     });
   }
 
+  /** Dependencies a run needs that count its start: those not closed, and those ramping up. */
   probedBy(run: RunRequested): string[] {
-    return this.needed(run).filter((d) => this.board.view(d).state !== 'closed');
+    return this.needed(run).filter((d) => this.board.view(d).state !== 'closed' || this.rampingUp(d));
+  }
+
+  private rampingUp(dependency: string): boolean {
+    return this.board.view(dependency).state === 'closed' && this.rampShare(dependency) < 1;
+  }
+
+  private room(dependency: string): number {
+    const entry = ownEntry(this.config.dependencies, dependency);
+    if (!entry) return 1;
+    return this.board.view(dependency).state === 'closed' ? limitAtShare(entry.maxConcurrency, this.rampShare(dependency)) : entry.breaker.halfOpenProbes;
   }
 
   onChange(listener: () => void): () => void {

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { MAX_RAMP_UP_MS, rampUpMs } from './ramp-up.js';
 import { dependencyOf } from './workflows.js';
 
 /**
@@ -58,6 +59,20 @@ const breakerPolicy = z
     halfOpenSuccesses: z.number().int().min(1).max(1_000).default(2),
     /** A probe whose caller vanished frees its slot after this long. */
     probeLeaseMs: ms(100, 900_000).default(60_000),
+    /**
+     * Slow start once the breaker closes again: the dependency's concurrency cap is first
+     * `initialFraction` of the one in force (at least 1) and grows by `stepFraction` of it every
+     * `intervalMs` until whole, so the runs held while it was open do not all reach a provider
+     * that has only just recovered. Absent: the whole cap at once.
+     */
+    rampUp: z
+      .object({
+        initialFraction: z.number().gt(0).max(1).default(0.1),
+        stepFraction: z.number().gt(0).max(1).default(0.1),
+        intervalMs: ms(100, 600_000).default(1_000),
+      })
+      .refine((r) => rampUpMs(r) <= MAX_RAMP_UP_MS, { message: 'must reach the whole cap within an hour: (1 - initialFraction) / stepFraction × intervalMs ≤ 3,600,000', path: ['stepFraction'] })
+      .optional(),
   })
   .prefault({});
 

@@ -2,6 +2,7 @@ import { ownEntry } from '../config/lookup.js';
 import type { SluiceConfig } from '../config/schema.js';
 import type { RunClass } from '../events/schemas.js';
 import type { RedisKeys } from '../redis/keys.js';
+import { limitAtShare } from '../util/limit-share.js';
 
 /** The scopes whose caps an operator can change at run time (`PUT /v1/admin/limits`). */
 export const LIMIT_SCOPES = ['global', 'tenant', 'workflow', 'dependency'] as const;
@@ -41,18 +42,7 @@ export function configuredLimit(config: SluiceConfig, scope: LimitScope, name = 
 
 /** Concurrency slots a class may use: batch gets its share of the global cap, interactive all of it. */
 export function slotsFor(runClass: RunClass, globalLimit: number, batchShare: number): number {
-  if (runClass === 'interactive') return Math.max(1, globalLimit);
-  // The epsilon keeps 100 × 0.57 (= 56.99999…) from losing a whole slot to binary rounding.
-  return Math.max(1, Math.floor(globalLimit * batchShare + 1e-9));
-}
-
-/**
- * Permits batch runs may hold: their share of the global limit, counted as admission counts batch
- * slots (so its wait estimates match), and none while the global scope is closed. permits-acquire.lua
- * applies the same rule to the effective global limit.
- */
-export function batchLimit(globalLimit: number, batchShare: number): number {
-  return globalLimit === 0 ? 0 : slotsFor('batch', globalLimit, batchShare);
+  return Math.max(1, runClass === 'interactive' ? globalLimit : limitAtShare(globalLimit, batchShare));
 }
 
 function configuredScope(config: SluiceConfig, keys: RedisKeys, scope: LimitScope, name?: string): PermitScope {
@@ -73,7 +63,10 @@ export function runScopes(config: SluiceConfig, keys: RedisKeys, run: { tenantId
   return [global, ...batch, configuredScope(config, keys, 'tenant', run.tenantId), configuredScope(config, keys, 'workflow', run.workflow)];
 }
 
-/** The scope held around each call to a dependency (an LLM or a tool), retries included. */
-export function dependencyScope(config: SluiceConfig, keys: RedisKeys, dependency: string): PermitScope {
-  return configuredScope(config, keys, 'dependency', dependency);
+/**
+ * The scope held around each call to a dependency (an LLM or a tool), retries included; `share`
+ * is the part of its limit in force it may use now (below 1 while it ramps up after a close).
+ */
+export function dependencyScope(config: SluiceConfig, keys: RedisKeys, dependency: string, share = 1): PermitScope {
+  return { ...configuredScope(config, keys, 'dependency', dependency), share };
 }

@@ -60,11 +60,16 @@ export class RedisRunPermits implements RunPermitSource {
  * releases anywhere, or the fallback poll) until the run's deadline, and then gives up.
  */
 export class RedisDependencyPermits {
-  constructor(private readonly deps: PermitDeps) {}
+  constructor(
+    private readonly deps: PermitDeps,
+    /** The share of its limit a dependency may use now: below 1 while it ramps up after its breaker closed. */
+    private readonly shareNow: (dependency: string) => number = () => 1,
+  ) {}
 
   async acquire(dependency: string, run: RunRequested, now: () => number = Date.now): Promise<() => Promise<void>> {
-    const scope = dependencyScope(this.deps.config, this.deps.keys, dependency);
     for (;;) {
+      // Asked again on every try: a ramp-up grows while calls wait.
+      const scope = dependencyScope(this.deps.config, this.deps.keys, dependency, this.shareNow(dependency));
       const answer = await takeLease(this.deps, [scope], `${run.runId}:${run.attempt}:${dependency}`, run.runId);
       if (answer.granted) return answer.release;
       const remaining = run.deadline - now();

@@ -35,8 +35,9 @@ export interface HeldCount {
  * Where a run waits for an open breaker. A run that needs a dependency whose breaker is open is
  * set aside here, so it neither blocks other runs nor reaches the dependency, until the dispatcher
  * takes every held run back to gate it again (a breaker changed, a probe finished, or the poll).
- * While a breaker is being probed, only as many runs start as it has probes: this instance's
- * probing runs are counted per dependency from the moment they pass the gate until they end.
+ * While a breaker is being probed, only as many runs start as it has probes, and while a closed
+ * one ramps up after its close, only as many as its ramped cap: this instance's probing runs are
+ * counted per dependency from the moment they pass the gate until they end.
  */
 export class BreakerHolds<T extends HoldableTask> {
   /** Held runs in arrival order, with the dependency they wait for. */

@@ -35,6 +35,7 @@ import { DeadLetterStore } from '../dlq/dead-letter-store.js';
 import { DlqSink } from '../dlq/dlq-sink.js';
 import { BreakerStore } from '../breakers/breaker-store.js';
 import { RunBreakerGate } from '../breakers/run-breaker-gate.js';
+import { rampUpShares } from '../breakers/ramp-up-shares.js';
 import { ownEntry } from '../config/lookup.js';
 import { llmFromSimulator } from '../config/profile.js';
 import { RetryForwarder } from '../retries/retry-forwarder.js';
@@ -169,7 +170,7 @@ async function startProcessor(ctx: RoleContext, simulatorUrl: string): Promise<v
     simulatorUrl,
     publishStatus: (e) => producer.publishStatus(e, config.processor.produceTimeoutMs),
     cancellation: new RedisCancellations(clients.redis, clients.keys, log),
-    dependencyPermits: unlimited ?? new RedisDependencyPermits(permitDeps),
+    dependencyPermits: unlimited ?? new RedisDependencyPermits(permitDeps, rampUpShares(config, board)),
     journal: new RedisStepJournal(clients.redis, clients.keys, log),
     breakers: new BreakerStore(clients.scripts, clients.keys, (d) => ownEntry(config.dependencies, d)?.breaker),
     board,

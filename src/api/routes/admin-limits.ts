@@ -1,7 +1,8 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { SluiceConfig } from '../../config/schema.js';
 import type { LimitsStore } from '../../permits/limits-store.js';
-import { batchLimit, configuredLimit, LIMIT_SCOPES, limitField, type LimitScope } from '../../permits/permit-scopes.js';
+import { configuredLimit, LIMIT_SCOPES, limitField, type LimitScope } from '../../permits/permit-scopes.js';
+import { limitAtShare } from '../../util/limit-share.js';
 import { sendProblem } from '../problem.js';
 
 export interface AdminLimitsRouteDeps {
@@ -79,7 +80,7 @@ export function registerAdminLimitsRoutes(app: FastifyInstance, deps: AdminLimit
     return reply.send({
       limits: [global, ...named('tenant', config.tenants), ...named('workflow', config.workflows), ...named('dependency', config.dependencies)],
       // Derived, not settable: batch runs may hold this share of the global limit in force.
-      batch: { share: config.limits.batchShare, limit: batchLimit(global.limit, config.limits.batchShare) },
+      batch: { share: config.limits.batchShare, limit: limitAtShare(global.limit, config.limits.batchShare) },
     });
   });
 

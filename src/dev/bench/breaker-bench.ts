@@ -5,21 +5,26 @@ import { loadConfig } from '../../config/load.js';
 import type { LlmDependencyConfig, SluiceConfig } from '../../config/schema.js';
 import type { RunRequested } from '../../events/schemas.js';
 import { infraUp } from '../infra/local-infra.js';
-import { createLogger } from '../../obs/logger.js';
+import { createLogger, type Logger } from '../../obs/logger.js';
 import { createMetrics } from '../../obs/metrics.js';
 import { parseRetryFailures } from '../../retries/retry-headers.js';
 import type { AttemptContext } from '../../execution/attempt.js';
 import { RunExecutor } from '../../execution/run-executor.js';
 import { RunDispatcher } from '../../processors/run-dispatcher.js';
 import { UnlimitedPermits } from '../../permits/unlimited-permits.js';
+import { LeaseKeeper } from '../../permits/lease-keeper.js';
+import { PermitStore } from '../../permits/permit-store.js';
+import { PermitWakeups } from '../../permits/permit-wakeups.js';
+import { RedisDependencyPermits } from '../../permits/run-permits.js';
 import { RunBreakerGate } from '../../breakers/run-breaker-gate.js';
+import { rampUpShares } from '../../breakers/ramp-up-shares.js';
 import { callLlm, createAnthropicClient, type LlmRequest } from '../../steps/llm-call.js';
 import { StepError } from '../../steps/step-error.js';
 import { redisKeys } from '../../redis/keys.js';
 import { RETRY_BUDGET_REPORT_MS, SharedRetryBudgets } from '../../retries/shared-retry-budget.js';
 import { LuaScripts } from '../../redis/scripts.js';
 import { newRunId } from '../../runs/run-id.js';
-import { createProviderSim } from '../sim/provider-sim.js';
+import { createProviderSim, type ProviderSimStats } from '../sim/provider-sim.js';
 import { freePort } from '../../util/free-port.js';
 import { deleteKeys } from './bench-redis.js';
 
@@ -50,21 +55,38 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 const percentile = (sorted: readonly number[], p: number) => (sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!);
 
-async function startSim(latencyMs: number): Promise<{ url: string; setFault: (fault: object | null) => Promise<void>; close: () => Promise<void> }> {
+interface Sim {
+  url: string;
+  setFault: (fault: object | null) => Promise<void>;
+  /** Starts the simulator's counters afresh (its peak of calls in flight among them). */
+  resetStats: () => Promise<void>;
+  /** The most calls to the dependency in flight at once since the last reset. */
+  maxConcurrent: () => Promise<number>;
+  close: () => Promise<void>;
+}
+
+async function startSim(latencyMs: number): Promise<Sim> {
   const sim = createProviderSim({ adminKeySha256: ADMIN_SHA, logger: createLogger('silent'), tools: [], defaults: { anthropic: { latencyMs, jitterMs: 5 } } });
   const port = await freePort();
   await sim.listen({ host: '127.0.0.1', port });
   const url = `http://127.0.0.1:${port}`;
-  const setFault = async (fault: object | null) => {
-    const res = await fetch(`${url}/admin/faults`, {
-      method: fault ? 'PUT' : 'DELETE',
-      headers: { authorization: `Bearer ${ADMIN_KEY}`, ...(fault ? { 'content-type': 'application/json' } : {}) },
-      ...(fault ? { body: JSON.stringify({ target: DEP, ...fault }) } : {}),
+  const admin = async (method: string, path: string, body?: object) => {
+    const res = await fetch(`${url}/admin/${path}`, {
+      method,
+      headers: { authorization: `Bearer ${ADMIN_KEY}`, ...(body ? { 'content-type': 'application/json' } : {}) },
+      ...(body ? { body: JSON.stringify(body) } : {}),
       signal: AbortSignal.timeout(5_000),
     });
-    if (!res.ok) throw new Error(`simulator refused the fault: HTTP ${res.status}`);
+    if (!res.ok) throw new Error(`simulator refused ${method} /admin/${path}: HTTP ${res.status}`);
+    return res;
   };
-  return { url, setFault, close: () => sim.close() };
+  return {
+    url,
+    setFault: async (fault) => void (await admin(fault ? 'PUT' : 'DELETE', 'faults', fault ? { target: DEP, ...fault } : undefined)),
+    resetStats: async () => void (await admin('POST', 'stats/reset')),
+    maxConcurrent: async () => ((await (await admin('GET', 'stats')).json()) as ProviderSimStats).maxConcurrent.byTarget[DEP] ?? 0,
+    close: () => sim.close(),
+  };
 }
 
 function benchConfig(namespace: string, scale: number): SluiceConfig {
@@ -73,6 +95,7 @@ function benchConfig(namespace: string, scale: number): SluiceConfig {
   const dep = config.dependencies[DEP]!;
   dep.timeouts = { connectMs: 3_000, readMs: 10_000, totalMs: 10_000 };
   dep.breaker.openMs = Math.round(5_000 * scale);
+  if (dep.breaker.rampUp) dep.breaker.rampUp = { ...dep.breaker.rampUp, intervalMs: Math.max(100, Math.round(dep.breaker.rampUp.intervalMs * scale)) };
   dep.retry = { ...dep.retry, baseMs: Math.round(500 * scale), capMs: Math.round(2_000 * scale) };
   config.processor.runRetry = { maxAttempts: 3, baseMs: Math.round(1_000 * scale), capMs: Math.round(30_000 * scale) };
   config.workflows['one-call'] = {
@@ -191,6 +214,8 @@ async function benchPropagation(opts: BreakerBenchOptions, redisUrl: string, sim
 interface ModeResult {
   calls: number[];
   outcomes: Map<string, number>;
+  /** The most calls in flight at once at the provider after the fault. */
+  maxConcurrentAfter?: number;
 }
 
 const bump = (m: Map<string, number>, k: string) => m.set(k, (m.get(k) ?? 0) + 1);
@@ -216,20 +241,46 @@ async function naiveRun(client: ReturnType<typeof createAnthropicClient>, req: L
 }
 
 /**
+ * Which dependency permits a Sluice mode takes around each call: `none` (no cap: the retry
+ * policy's figures alone), `cap` (the dependency's concurrency cap from Redis, whole at once after
+ * a close) or `ramp` (the same cap with `breaker.rampUp`, as config/local.yaml sets it).
+ */
+type DependencyCap = 'none' | 'cap' | 'ramp';
+
+/** Real dependency permits from Redis, as a processor with caps enforced takes them. */
+async function dependencyPermits(config: SluiceConfig, redis: Redis, board: BreakerBoard, logger: Logger, metrics: ReturnType<typeof createMetrics>) {
+  const keys = redisKeys(config.namespace);
+  const wakeups = new PermitWakeups(redis, { channel: keys.permitReleased(), logger });
+  await wakeups.start();
+  const store = new PermitStore(new LuaScripts(redis), keys);
+  const keeper = new LeaseKeeper(store, { ttlMs: config.processor.permitLeaseMs, maxLeases: config.processor.maxInFlight * 2, logger });
+  const permits = new RedisDependencyPermits({ config, keys, store, keeper, wakeups, metrics, logger }, rampUpShares(config, board));
+  return {
+    acquire: (dependency: string, run: RunRequested) => permits.acquire(dependency, run),
+    close: async () => {
+      keeper.stop();
+      await wakeups.close();
+    },
+  };
+}
+
+/**
  * Sluice's policy, by the real dispatcher and executor against a real shared breaker: runs that
  * need an open dependency are held, only probes start while half-open, step retries use full
  * jitter inside the retry budget, run-level retries and breaker waits are re-enqueued (the retry
  * topic is modelled by a timer here: the bench measures the policy, not Kafka), and a run that
  * cannot wait gets its fallback. At most `processor.maxInFlight` runs at once, as in one processor;
- * no other caps, so the figures are the retry policy's.
+ * no run caps, and the dependency's cap as `cap` says.
  */
-async function sluiceMode(config: SluiceConfig, redisUrl: string, simUrl: string, runs: () => AsyncGenerator<RunRequested>, calls: number[]): Promise<ModeResult> {
+async function sluiceMode(config: SluiceConfig, cap: DependencyCap, redisUrl: string, simUrl: string, runs: () => AsyncGenerator<RunRequested>, calls: number[]): Promise<ModeResult> {
   const redis = new Redis(redisUrl, { maxRetriesPerRequest: 1, commandTimeout: 5_000 });
   const keys = redisKeys(config.namespace);
   const logger = createLogger('silent');
   const metrics = createMetrics();
   const board = new BreakerBoard(redis, keys, { dependencies: [DEP], pollMs: 500, logger });
   await board.start();
+  if (cap !== 'ramp') delete config.dependencies[DEP]!.breaker.rampUp;
+  const permits = cap === 'none' ? undefined : await dependencyPermits(config, redis, board, logger, metrics);
   const outcomes = new Map<string, number>();
   const client = createAnthropicClient({ apiKey: undefined, baseUrl: simUrl });
   const record = { topic: 'bench', partition: 0, message: { offset: '0', key: null, value: null } };
@@ -253,7 +304,7 @@ async function sluiceMode(config: SluiceConfig, redisUrl: string, simUrl: string
       if (e.status === 'completed' && e.result && (JSON.parse(e.result) as { degraded?: boolean }).degraded) degraded.add(e.runId);
     },
     cancellation: { cancelReason: async () => undefined },
-    dependencyPermits: { acquire: async () => async () => undefined },
+    dependencyPermits: permits ?? { acquire: async () => async () => undefined },
     journal: { recall: async (runId, step) => (journal.has(`${runId}:${step}`) ? { output: journal.get(`${runId}:${step}`) } : undefined), record: async (runId, step, output) => void journal.set(`${runId}:${step}`, output) },
     breakers: new BreakerStore(new LuaScripts(redis), keys, (d) => config.dependencies[d]?.breaker),
     board,
@@ -295,6 +346,7 @@ async function sluiceMode(config: SluiceConfig, redisUrl: string, simUrl: string
   for (const t of timers) clearTimeout(t);
   await dispatcher.stop(5_000);
   await retryBudgets.stop();
+  await permits?.close();
   await board.close();
   await deleteKeys(redis, `${config.namespace}*`);
   await redis.quit();
@@ -302,7 +354,8 @@ async function sluiceMode(config: SluiceConfig, redisUrl: string, simUrl: string
 }
 
 async function benchAmplification(opts: BreakerBenchOptions, redisUrl: string): Promise<void> {
-  const [naiveSim, sluiceSim] = [await startSim(50), await startSim(50)];
+  const sims = [await startSim(50), await startSim(50), await startSim(50), await startSim(50)];
+  const [naiveSim, ...sluiceSims] = sims as [Sim, Sim, Sim, Sim];
   const config = benchConfig(`bench-amplify-${Date.now()}-`, opts.scale);
   const total = Math.round(opts.rate * opts.durationSec);
   const deadlineMs = Math.round(30_000 * opts.scale);
@@ -317,8 +370,9 @@ async function benchAmplification(opts: BreakerBenchOptions, redisUrl: string): 
       yield { runId: newRunId(), tenantId: 'tenant-a', workflow: 'one-call', class: 'interactive', admittedAt: now, deadline: now + deadlineMs, attempt: 1, traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01', input: '{}', idempotencyKey: null, dueAt: null };
     }
   }
-  await Promise.all([naiveSim, sluiceSim].map((s) => s.setFault({ errorStatus: 429, errorRate: 1, retryAfterSec: 1 })));
-  const lift = sleep(faultEnds - Date.now()).then(() => Promise.all([naiveSim, sluiceSim].map((s) => s.setFault(null))));
+  await Promise.all(sims.map((s) => s.setFault({ errorStatus: 429, errorRate: 1, retryAfterSec: 1 })));
+  // From the end of the fault on, each simulator counts its peak of calls in flight afresh.
+  const lift = sleep(faultEnds - Date.now()).then(() => Promise.all(sims.map(async (s) => (await s.setFault(null), await s.resetStats()))));
   const naive: ModeResult = { calls: [], outcomes: new Map() };
   const naiveClient = createAnthropicClient({ apiKey: undefined, baseUrl: naiveSim.url });
   const naiveReq = llmRequest(config, 'tenant-a', 10_000);
@@ -327,10 +381,15 @@ async function benchAmplification(opts: BreakerBenchOptions, redisUrl: string): 
     for await (const _ of arrivals()) runs.push(naiveRun(naiveClient, naiveReq, opts.scale, naive.calls, naive.outcomes));
     await Promise.all(runs);
   })();
-  const sluice = await sluiceMode(config, redisUrl, sluiceSim.url, arrivals, []);
+  const caps: DependencyCap[] = ['none', 'cap', 'ramp'];
+  // Each mode its own namespace, so their breakers and permits are apart.
+  const [uncapped, capped, ramped] = (await Promise.all(caps.map((cap, i) => sluiceMode(benchConfig(`${config.namespace}${cap}-`, opts.scale), cap, redisUrl, sluiceSims[i]!.url, arrivals, [])))) as [ModeResult, ModeResult, ModeResult];
   await naiveDone;
   await lift;
-  await Promise.all([naiveSim.close(), sluiceSim.close()]);
+  const [naivePeak, ...sluicePeaks] = await Promise.all(sims.map((s) => s.maxConcurrent()));
+  naive.maxConcurrentAfter = naivePeak;
+  [uncapped, capped, ramped].forEach((r, i) => (r.maxConcurrentAfter = sluicePeaks[i]));
+  await Promise.all(sims.map((s) => s.close()));
 
   const faultMs = opts.faultSec * 1_000 * opts.scale;
   const describe = (label: string, r: ModeResult, base?: ModeResult) => {
@@ -342,15 +401,21 @@ async function benchAmplification(opts: BreakerBenchOptions, redisUrl: string): 
     for (const t of r.calls) if (t >= faultEnds) peak = Math.max(peak, r.calls.filter((u) => u >= t && u < t + windowMs).length);
     const amp = r.calls.length / total;
     const ratio = base ? `${(amp / (base.calls.length / total)).toFixed(2)}x` : '    -';
+    // From the end of the fault to the last call: how long the backlog took to reach the provider.
+    const drainSec = after === 0 ? 0 : (Math.max(...r.calls) - faultEnds) / 1_000;
     const outcomes = [...r.outcomes].map(([k, n]) => `${k}: ${n}`).join(', ');
-    return `  ${label.padEnd(36)} ${String(r.calls.length).padStart(6)} ${amp.toFixed(2).padStart(7)} ${String(during).padStart(8)} ${String(after).padStart(7)} ${(peak / opts.rate).toFixed(2).padStart(9)}x  ${ratio.padStart(7)}   ${outcomes}`;
+    return `  ${label.padEnd(40)} ${String(r.calls.length).padStart(6)} ${amp.toFixed(2).padStart(7)} ${String(during).padStart(8)} ${String(after).padStart(7)} ${(peak / opts.rate).toFixed(2).padStart(9)}x ${drainSec.toFixed(1).padStart(7)} ${String(r.maxConcurrentAfter ?? '-').padStart(8)}  ${ratio.padStart(7)}   ${outcomes}`;
   };
+  const ramp = config.dependencies[DEP]!.breaker.rampUp;
   process.stdout.write(
     `\ncall amplification: ${total} runs offered at ${opts.rate}/s (time x${opts.scale}), every LLM call answered 429 for the first ${(faultMs / 1000).toFixed(1)} s, one LLM call per run when healthy\n` +
-      `  ${'policy'.padEnd(36)}  calls per-run in-fault   after  peak-after  vs base   outcomes\n` +
+      `  ${'policy'.padEnd(40)}  calls per-run in-fault   after  peak-after drain-s in-flight  vs base   outcomes\n` +
       `${describe('naive 1/2/4/8 s retries (baseline)', naive)}\n` +
-      `${describe('Sluice (breaker + budget + jitter)', sluice, naive)}\n` +
-      `  (peak-after: the most calls in one ${opts.scale} s window after the fault, as a multiple of the runs offered per window)\n`,
+      `${describe('Sluice (breaker + budget + jitter)', uncapped, naive)}\n` +
+      `${describe(`  + dependency cap ${config.dependencies[DEP]!.maxConcurrency}`, capped, naive)}\n` +
+      `${describe(`  + cap ${config.dependencies[DEP]!.maxConcurrency}, slow start`, ramped, naive)}\n` +
+      `  (peak-after: the most calls in one ${opts.scale} s window after the fault, as a multiple of the runs offered per window;\n` +
+      `   drain-s: seconds from the end of the fault to the last call; in-flight: the most calls at once at the provider after the fault; slow start: ${ramp ? `${ramp.initialFraction} of the cap, +${ramp.stepFraction} every ${ramp.intervalMs} ms` : 'none configured'})\n`,
   );
 }
 

@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseBreakerHash } from '../../../src/breakers/breaker-board.js';
+import { rampUpMs } from '../../../src/config/ramp-up.js';
 import { BreakerStore, parseBreakerTransition, type BreakerPolicy, type BreakerTransition } from '../../../src/breakers/breaker-store.js';
 import { redisKeys, type RedisKeys } from '../../../src/redis/keys.js';
 import { LuaScripts } from '../../../src/redis/scripts.js';
@@ -37,7 +38,7 @@ const POLICY: BreakerPolicy = {
 };
 
 /** What the store passes as ARGV keep ms. */
-const keepOf = (p: BreakerPolicy) => 2 * Math.max(p.openMs, p.probeLeaseMs, p.windowMs);
+const keepOf = (p: BreakerPolicy) => 2 * Math.max(p.openMs, p.probeLeaseMs, p.windowMs, p.rampUp ? rampUpMs(p.rampUp) : 0);
 
 /** A fresh namespace: its keys, a store on each connection and readers of the dependency's keys. */
 function fresh(patch: Partial<BreakerPolicy> = {}) {
@@ -332,15 +333,19 @@ describe('half-open', () => {
       expect(await f.A.admit(DEP, 'p3')).toEqual({ allowed: true, probe: true });
       expect(await f.A.record(DEP, 'p1', 'success', 1)).toEqual({ state: 'half_open', changed: false });
       expect(await f.hash()).toEqual({ state: 'half_open', probeSuccesses: '1' });
+      const before = await redisNowMs(a);
       expect(await f.B.record(DEP, 'p2', 'success', 1)).toEqual({ state: 'closed', changed: true });
-      expect(await f.hash()).toEqual({ state: 'closed' });
+      const { closedAt, ...rest } = await f.hash();
+      expect(rest).toEqual({ state: 'closed' });
+      expect(Number(closedAt)).toBeGreaterThanOrEqual(before);
+      expect(Number(closedAt)).toBeLessThanOrEqual(await redisNowMs(a));
       expect(await a.exists(f.keys.breakerWindow(DEP), f.keys.breakerProbes(DEP))).toBe(0);
       expect(await f.A.admit(DEP, 'after')).toEqual({ allowed: true, probe: false });
       // the third probe, answering after the close, is an ordinary call of the closed breaker
       expect(await f.A.record(DEP, 'p3', 'success', 1)).toEqual({ state: 'closed', changed: false });
       await events.settled(3);
       const closed = events.seen[2]!;
-      expect(closed).toMatchObject({ dependency: DEP, from: 'half_open', to: 'closed', retryAt: null });
+      expect(closed).toMatchObject({ dependency: DEP, from: 'half_open', to: 'closed', retryAt: null, at: Number(closedAt) });
       expect(events.seen).toHaveLength(3);
     } finally {
       await events.close();
@@ -424,6 +429,22 @@ describe('expiry', () => {
     expect(await pttl(f.keys.breaker(DEP))).toBeLessThanOrEqual(keep);
   });
 
+  it('stamps closedAt on the close, removes it on the next trip, and keeps a closed hash past a ramp-up longer than the rest', async () => {
+    const f = fresh({ halfOpenProbes: 1, halfOpenSuccesses: 1, windowMs: 5_000, probeLeaseMs: 1_000, rampUp: { initialFraction: 0.1, stepFraction: 0.1, intervalMs: 10_000 } });
+    expect(f.keep).toBe(180_000);
+    await halfOpen(f, 'p1');
+    await f.A.record(DEP, 'p1', 'success', 1);
+    expect(Number((await f.hash()).closedAt)).toBeGreaterThan(0);
+    expect(await a.pttl(f.keys.breaker(DEP))).toBeGreaterThan(f.keep - 1_000);
+    // Calls of the closed breaker leave the close time alone: the ramp runs from the close.
+    const closedAt = (await f.hash()).closedAt;
+    await f.B.record(DEP, undefined, 'success', 1);
+    expect((await f.hash()).closedAt).toBe(closedAt);
+    await f.B.record(DEP, undefined, 'failure', 1);
+    expect(await f.hash()).not.toHaveProperty('closedAt');
+    expect((await f.hash()).state).toBe('open');
+  });
+
   it('treats a vanished state hash as closed', async () => {
     const f = fresh();
     await f.A.record(DEP, undefined, 'failure', 1);
@@ -445,7 +466,7 @@ describe('what the API reads (parseBreakerHash)', () => {
     await f.A.admit(DEP, 'p');
     expect(await read()).toEqual({ name: DEP, state: 'half_open' });
     await f.A.record(DEP, 'p', 'success', 1);
-    expect(await read()).toEqual({ name: DEP, state: 'closed' });
+    expect(await read()).toEqual({ name: DEP, state: 'closed', closedAt: Number((await f.hash()).closedAt) });
   });
 
   it('keeps dependencies apart', async () => {

@@ -202,6 +202,28 @@ describe('permits-acquire.lua', () => {
   });
 });
 
+describe('a dependency ramping up after its breaker closed (share below 1)', () => {
+  it('holds the ramped cap exactly under 100 concurrent acquisitions from two connections', async () => {
+    const { keys, config, A, B } = fresh({ dependency: 20 });
+    const dep = dependencyScope(config, keys, 'anthropic', 0.25);
+    const results = await Promise.all(Array.from({ length: 100 }, (_, i) => (i % 2 ? A : B).tryAcquire([dep], TTL, `r${i}:llm`)));
+    expect(results.filter((r) => r.granted)).toHaveLength(5);
+    expect(results.find((r) => !r.granted)).toEqual({ granted: false, blockedBy: 'dependency:anthropic', count: 5, limit: 5 });
+    // one step later the same holders leave room for the next ones
+    await granted(A, [dependencyScope(config, keys, 'anthropic', 0.5)], TTL, 'next:llm');
+  });
+
+  it('ramps the limit in force: an operator override is the ceiling, and a closed scope stays closed', async () => {
+    const { keys, config, A, limits } = fresh({ dependency: 20 });
+    await limits.set('dependency:anthropic', 8);
+    const dep = dependencyScope(config, keys, 'anthropic', 0.1);
+    await granted(A, [dep], TTL, 'r1:llm');
+    expect(await A.tryAcquire([dep], TTL, 'r2:llm')).toEqual({ granted: false, blockedBy: 'dependency:anthropic', count: 1, limit: 1 });
+    await limits.set('dependency:anthropic', 0);
+    expect(await A.tryAcquire([dep], TTL, 'r3:llm')).toEqual({ granted: false, blockedBy: 'dependency:anthropic', count: 1, limit: 0 });
+  });
+});
+
 describe('limits changed at run time', () => {
   it('applies a lowered and a raised limit at the next acquisition, on any connection', async () => {
     const { scopes, A, B, limits } = fresh({ tenant: 5 });

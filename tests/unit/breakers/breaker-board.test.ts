@@ -17,6 +17,13 @@ describe('parseBreakerHash', () => {
     expect(parseBreakerHash('order_lookup', { state: 'closed', retryAt: '5' })).toEqual({ name: 'order_lookup', state: 'closed' });
   });
 
+  it('reads closedAt only while closed: the start of the ramp-up', () => {
+    expect(parseBreakerHash('anthropic', { state: 'closed', closedAt: '1767225605000' })).toEqual({ name: 'anthropic', state: 'closed', closedAt: 1_767_225_605_000 });
+    expect(parseBreakerHash('anthropic', { state: 'open', retryAt: '7', closedAt: '5' })).toEqual({ name: 'anthropic', state: 'open', retryAt: 7 });
+    expect(parseBreakerHash('anthropic', { state: 'half_open', closedAt: '5' })).toEqual({ name: 'anthropic', state: 'half_open' });
+    for (const closedAt of ['', 'soon', 'NaN']) expect(parseBreakerHash('anthropic', { state: 'closed', closedAt })).toEqual({ name: 'anthropic', state: 'closed' });
+  });
+
   it('reads an open breaker without retryAt as open, probing at an unknown time', () => {
     expect(parseBreakerHash('anthropic', { state: 'open' })).toEqual({ name: 'anthropic', state: 'open' });
   });

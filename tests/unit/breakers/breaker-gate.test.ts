@@ -84,6 +84,22 @@ describe('gateRun: open, next probe in the future', () => {
   });
 });
 
+describe('gateRun: a closed dependency ramping up after its close', () => {
+  it('lets runs go while its ramped cap has room, and holds them until now once it has none', () => {
+    expect(gate({ views: views(closed('llm')), rampingUp: () => true, probeRoom: () => true })).toEqual(GO);
+    expect(gate({ views: views(closed('llm')), rampingUp: () => true, probeRoom: () => false })).toEqual(wait('llm', NOW));
+    expect(gate({ runClass: 'batch', deadline: NOW + 1, views: views(closed('llm')), rampingUp: () => true, probeRoom: () => false })).toEqual(wait('llm', NOW));
+    expect(gate({ deadline: NOW + MIN - 1, views: views(closed('llm')), rampingUp: () => true, probeRoom: () => false })).toEqual(unavailable('llm', NOW));
+  });
+
+  it('does not consult the room of a closed dependency that is not ramping up, nor of one never seen', () => {
+    const asked: string[] = [];
+    expect(gate({ views: views(closed('llm')), rampingUp: () => false, probeRoom: (d) => (asked.push(d), false) })).toEqual(GO);
+    expect(gate({ views: views(), rampingUp: () => true, probeRoom: (d) => (asked.push(d), false) })).toEqual(GO);
+    expect(asked).toEqual([]);
+  });
+});
+
 describe('gateRun: due for probing (half-open, open past retryAt, or open at an unknown time)', () => {
   const due: [string, BreakerView][] = [
     ['half_open', halfOpen('llm')],

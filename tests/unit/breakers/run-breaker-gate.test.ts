@@ -196,3 +196,33 @@ describe('RunBreakerGate.onChange', () => {
     expect(f.listeners.size).toBe(0);
   });
 });
+
+describe('RunBreakerGate: ramp-up after a close', () => {
+  const config = withBreaker(CONFIG, 'anthropic', { rampUp: { initialFraction: 0.1, stepFraction: 0.1, intervalMs: 1_000 } });
+
+  it('starts only as many runs needing the dependency as its ramped cap allows, counting them as probes', () => {
+    const f = fakeBoard();
+    f.views.set('anthropic', { name: 'anthropic', state: 'closed', closedAt: NOW });
+    let now = NOW;
+    const g = new RunBreakerGate(config, f.board, () => now);
+    expect(g.probedBy(run('support-reply'))).toEqual(['anthropic']);
+    // 0.1 of 16 is 1 run at first
+    expect(g.gate(run('support-reply'), new Map([['anthropic', 0]]))).toEqual({ kind: 'go' });
+    expect(g.gate(run('support-reply'), new Map([['anthropic', 1]]))).toEqual({ kind: 'wait', dependency: 'anthropic', until: NOW });
+    now = NOW + 2_000;
+    // 0.3 of 16 is 4
+    expect(g.gate(run('support-reply'), new Map([['anthropic', 3]]))).toEqual({ kind: 'go' });
+    expect(g.gate(run('support-reply'), new Map([['anthropic', 4]]))).toEqual({ kind: 'wait', dependency: 'anthropic', until: now });
+    now = NOW + 9_000;
+    expect(g.probedBy(run('support-reply'))).toEqual([]);
+    expect(g.gate(run('support-reply'), new Map([['anthropic', 100]]))).toEqual({ kind: 'go' });
+  });
+
+  it('leaves a dependency without rampUp, or never tripped, alone', () => {
+    const f = fakeBoard();
+    f.views.set('order-lookup', { name: 'order-lookup', state: 'closed', closedAt: NOW });
+    const g = new RunBreakerGate(config, f.board, () => NOW);
+    expect(g.probedBy(run('support-reply'))).toEqual([]);
+    expect(g.gate(run('support-reply'), new Map([['anthropic', 100], ['order-lookup', 100]]))).toEqual({ kind: 'go' });
+  });
+});

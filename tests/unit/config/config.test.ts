@@ -217,6 +217,29 @@ describe('parseConfig defaults', () => {
   });
 });
 
+describe('breaker.rampUp', () => {
+  it('is absent unless configured, and takes its defaults when given empty', () => {
+    expect(parseConfig(baseDoc()).dependencies.anthropic!.breaker.rampUp).toBeUndefined();
+    const doc = baseDoc();
+    doc.dependencies.anthropic.breaker = { rampUp: {} };
+    expect(parseConfig(doc).dependencies.anthropic!.breaker.rampUp).toEqual({ initialFraction: 0.1, stepFraction: 0.1, intervalMs: 1_000 });
+  });
+
+  it('names the field of a bad ramp', () => {
+    for (const [rampUp, field] of [
+      [{ initialFraction: 0 }, 'dependencies.anthropic.breaker.rampUp.initialFraction'],
+      [{ initialFraction: 1.5 }, 'dependencies.anthropic.breaker.rampUp.initialFraction'],
+      [{ stepFraction: -0.1 }, 'dependencies.anthropic.breaker.rampUp.stepFraction'],
+      [{ intervalMs: 10 }, 'dependencies.anthropic.breaker.rampUp.intervalMs'],
+      [{ initialFraction: 0.01, stepFraction: 0.001, intervalMs: 600_000 }, 'dependencies.anthropic.breaker.rampUp.stepFraction'],
+    ] as const) {
+      const doc = baseDoc();
+      doc.dependencies.anthropic.breaker = { rampUp };
+      expect(configError(() => parseConfig(doc)).fields, JSON.stringify(rampUp)).toContain(field);
+    }
+  });
+});
+
 describe('parseConfig environment overrides', () => {
   it('splits KAFKA_BROKERS on commas, trimming blanks and empty items', () => {
     const cfg = parseConfig(baseDoc(), { KAFKA_BROKERS: ' a.example:9092, b.example:9093 ,,c:1 ' });

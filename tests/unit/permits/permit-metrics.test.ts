@@ -18,14 +18,18 @@ describe('configuredScopes', () => {
   });
 });
 
-/** A Redis pipeline stand-in: HGETALL answers the overrides, every ZCOUNT `held`; `fail` rejects exec as a lost connection does. */
-function fakeRedis(state: { overrides: Record<string, string>; held: number; fail: boolean }): Pick<Redis, 'pipeline'> {
+/**
+ * A Redis pipeline stand-in: HGETALL answers the overrides, every ZCOUNT `held`, HMGET of a breaker
+ * hash its `breakers` entry (state, closedAt) or nothing; `fail` rejects exec as a lost connection does.
+ */
+function fakeRedis(state: { overrides: Record<string, string>; held: number; fail: boolean; breakers?: Record<string, [string, string]> }): Pick<Redis, 'pipeline'> {
   return {
     pipeline: () => {
       const replies: [Error | null, unknown][] = [];
       const p = {
         hgetall: () => (replies.push([null, state.overrides]), p),
         zcount: () => (replies.push([null, String(state.held)]), p),
+        hmget: (key: string) => (replies.push([null, state.breakers?.[key] ?? [null, null]]), p),
         exec: async () => {
           if (state.fail) throw new Error('Connection is closed.');
           return replies;
@@ -50,6 +54,21 @@ describe('registerPermitGauges', () => {
     expect(text).toContain(`sluice_permit_limit{scope="tenant:tenant-b"} ${config.tenants['tenant-b']!.maxConcurrency}`);
   });
 
+  it('shows the cap in force of each dependency: the permit limit, at its ramp-up share while its breaker has just closed', async () => {
+    const config = loadConfig({ env: {} });
+    config.dependencies.anthropic!.breaker.rampUp = { initialFraction: 0.25, stepFraction: 0.25, intervalMs: 60_000 };
+    config.dependencies['order-lookup']!.breaker.rampUp = { initialFraction: 0.25, stepFraction: 0.25, intervalMs: 60_000 };
+    const keys = redisKeys('');
+    const metrics = createMetrics();
+    const breakers = { [keys.breaker('anthropic')]: ['closed', String(Date.now() - 1_000)], [keys.breaker('order-lookup')]: ['open', String(Date.now())] } as Record<string, [string, string]>;
+    registerPermitGauges(metrics, fakeRedis({ overrides: { 'dependency:anthropic': '12' }, held: 0, fail: false, breakers }), keys, config);
+    await metrics.scrapeCollectors.collect();
+    const text = await metrics.registry.metrics();
+    expect(text).toContain('sluice_dependency_limit{dependency="anthropic"} 3');
+    expect(text).toContain(`sluice_dependency_limit{dependency="order-lookup"} ${config.dependencies['order-lookup']!.maxConcurrency}`);
+    expect(text).toContain(`sluice_dependency_limit{dependency="report"} ${config.dependencies.report!.maxConcurrency}`);
+  });
+
   it('leaves both gauges out of a scrape Redis cannot answer, counts it, and shows them again once it can', async () => {
     const metrics = createMetrics();
     const state = { overrides: {}, held: 1, fail: false };
@@ -62,6 +81,7 @@ describe('registerPermitGauges', () => {
     const text = await metrics.registry.metrics();
     expect(text).not.toContain('sluice_permits_in_use{');
     expect(text).not.toContain('sluice_permit_limit{');
+    expect(text).not.toContain('sluice_dependency_limit{');
     expect(text).toContain('sluice_scrape_errors_total{collector="permits"} 1');
 
     state.fail = false;

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../src/config/load.js';
-import { batchLimit, configuredLimit, dependencyScope, limitField, runScopes, slotsFor } from '../../../src/permits/permit-scopes.js';
+import { configuredLimit, dependencyScope, limitField, runScopes, slotsFor } from '../../../src/permits/permit-scopes.js';
+import { limitAtShare } from '../../../src/util/limit-share.js';
 import { redisKeys } from '../../../src/redis/keys.js';
 
 const config = loadConfig({ env: {} });
@@ -75,22 +76,22 @@ describe('limitField and configuredLimit', () => {
   });
 });
 
-describe('batchLimit', () => {
+describe('limitAtShare', () => {
   it('is floor(global × share), never losing a permit to binary rounding', () => {
-    expect(batchLimit(64, 0.8)).toBe(51);
-    expect(batchLimit(100, 0.57)).toBe(57);
-    expect(batchLimit(10, 0.5)).toBe(5);
-    expect(batchLimit(10, 1)).toBe(10);
+    expect(limitAtShare(64, 0.8)).toBe(51);
+    expect(limitAtShare(100, 0.57)).toBe(57);
+    expect(limitAtShare(10, 0.5)).toBe(5);
+    expect(limitAtShare(10, 1)).toBe(10);
   });
 
   it('leaves batch at least one permit while global is open, and none while it is closed', () => {
-    expect(batchLimit(10, 0)).toBe(1);
-    expect(batchLimit(1, 0.5)).toBe(1);
-    expect(batchLimit(0, 0.8)).toBe(0);
+    expect(limitAtShare(10, 0)).toBe(1);
+    expect(limitAtShare(1, 0.5)).toBe(1);
+    expect(limitAtShare(0, 0.8)).toBe(0);
   });
 
   it('counts as admission counts batch slots, so wait estimates match the caps', () => {
-    for (const global of [1, 2, 7, 64, 100, 999]) for (const share of [0, 0.1, 0.33, 0.57, 0.8, 1]) expect(batchLimit(global, share)).toBe(slotsFor('batch', global, share));
+    for (const global of [1, 2, 7, 64, 100, 999]) for (const share of [0, 0.1, 0.33, 0.57, 0.8, 1]) expect(limitAtShare(global, share)).toBe(slotsFor('batch', global, share));
   });
 });
 
