@@ -4,7 +4,7 @@ import { dependencyOf } from '../config/workflows.js';
 import type { Metrics } from '../obs/metrics.js';
 import type { LlmResult, LlmUsage } from '../steps/llm-call.js';
 import { callCostUsd, priceOf } from '../steps/llm-pricing.js';
-import { TOKEN_FIELDS, type PricedUsage, type RunUsage, type TokenUsage } from '../status/run-usage.js';
+import { TOKEN_FIELDS, roundUsd, type PricedUsage, type RunUsage, type TokenUsage } from '../status/run-usage.js';
 import { tokenCounts, tokenModelLabel } from './run-signals.js';
 
 /**
@@ -58,9 +58,6 @@ function addCall(to: PricedUsage, usage: TokenUsage, costUsd: number | undefined
   to.costUsd = to.costUsd === null || costUsd === undefined ? null : to.costUsd + costUsd;
 }
 
-/** Dollars rounded to a millionth of a cent: sums of fractions print without float noise. */
-const roundUsd = (usd: number | null) => (usd === null ? null : Math.round(usd * 1e8) / 1e8);
-
 /**
  * The usage of a run's LLM steps from their outputs: one answered call per step that has an
  * output (called in this attempt or kept by the journal). Calls that failed, and answers a crash
@@ -80,6 +77,6 @@ export function runUsage(steps: readonly StepConfig[], outputs: Readonly<Record<
     addCall(total, usage, costUsd);
     addCall((byModel[model] ??= emptyUsage()), usage, costUsd);
   }
-  for (const u of [total, ...Object.values(byModel)]) u.costUsd = roundUsd(u.costUsd);
+  for (const u of [total, ...Object.values(byModel)]) u.costUsd = u.costUsd === null ? null : roundUsd(u.costUsd);
   return { ...total, byModel };
 }

@@ -91,7 +91,7 @@ async function startStatusSink({ config, logger, metrics, clients, onStop }: Rol
     kafka: clients.kafka,
     config,
     codec: clients.codec,
-    store: new RunStore(await clients.pool()),
+    store: new RunStore(await clients.pool(), { namespace: config.namespace }),
     waiting: new WaitingRuns(clients.redis, clients.keys, config.admission.leaseGraceMs),
     deadLetters: await clients.producer(),
     deadLetterTimeoutMs: config.processor.produceTimeoutMs,
@@ -211,7 +211,7 @@ async function startApi(ctx: RoleContext): Promise<string> {
   await feed.start();
   onStop(() => feed.close());
 
-  const runs = new RunStore(await clients.pool());
+  const runs = new RunStore(await clients.pool(), { namespace: config.namespace });
   const cancellations = new RedisCancellations(clients.redis, clients.keys, log);
   const api = buildApiServer({
     config,

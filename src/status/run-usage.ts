@@ -22,6 +22,11 @@ export interface RunUsage extends PricedUsage {
   byModel: Record<string, PricedUsage>;
 }
 
+/** Dollars rounded to a millionth of a cent: sums of fractions print without float noise. */
+export function roundUsd(usd: number): number {
+  return Math.round(usd * 1e8) / 1e8;
+}
+
 export const TOKEN_FIELDS = ['inputTokens', 'outputTokens', 'cacheCreationInputTokens', 'cacheReadInputTokens'] as const satisfies readonly (keyof TokenUsage)[];
 
 const isCount = (v: unknown): v is number => Number.isSafeInteger(v) && (v as number) >= 0;
