@@ -4,7 +4,7 @@ import { dependencyOf } from '../config/workflows.js';
 import type { Metrics } from '../obs/metrics.js';
 import type { LlmResult, LlmUsage } from '../steps/llm-call.js';
 import { callCostUsd, priceOf } from '../steps/llm-pricing.js';
-import { TOKEN_FIELDS, roundUsd, type PricedUsage, type RunUsage, type TokenUsage } from '../status/run-usage.js';
+import { TOKEN_FIELDS, isCount, roundUsd, type PricedUsage, type RunUsage, type TokenUsage } from '../status/run-usage.js';
 import { tokenCounts, tokenModelLabel } from './run-signals.js';
 
 /**
@@ -35,8 +35,6 @@ export function countLlmResponse(metrics: Metrics, config: UsageConfig, labels: 
   if (costUsd !== undefined) metrics.llmCost.inc({ ...labels, model }, costUsd);
   else metrics.llmUnpricedTokens.inc({ ...labels, model }, counts.reduce((sum, [, tokens]) => sum + tokens, 0));
 }
-
-const isCount = (v: unknown): v is number => Number.isSafeInteger(v) && (v as number) >= 0;
 
 /** The model and usage an LLM step's output records; undefined for a stand-in or an output without them. */
 function recordedCall(output: unknown): { model: string; usage: LlmUsage } | undefined {

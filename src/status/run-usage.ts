@@ -29,7 +29,8 @@ export function roundUsd(usd: number): number {
 
 export const TOKEN_FIELDS = ['inputTokens', 'outputTokens', 'cacheCreationInputTokens', 'cacheReadInputTokens'] as const satisfies readonly (keyof TokenUsage)[];
 
-const isCount = (v: unknown): v is number => Number.isSafeInteger(v) && (v as number) >= 0;
+/** A token or call count: a non-negative safe integer. */
+export const isCount = (v: unknown): v is number => Number.isSafeInteger(v) && (v as number) >= 0;
 const isCost = (v: unknown): v is number | null => v === null || (typeof v === 'number' && Number.isFinite(v) && v >= 0);
 
 function isPricedUsage(v: unknown): v is PricedUsage {
