@@ -303,6 +303,8 @@ describe('RunExecutor and the shared breakers', () => {
     expect(prompts[0]).toContain('"unavailable":true');
     const result = JSON.parse(published.at(-1)!.result!);
     expect(result).toMatchObject({ degraded: true, text: 'ok', unavailable: [{ dependency: 'order-lookup' }] });
+    // A degraded answer carries its usage too: the one call made ('sim' is filed under the configured model).
+    expect(result.usage).toMatchObject({ inputTokens: 1, outputTokens: 1, llmCalls: 1, byModel: { 'claude-sonnet-4-6': { llmCalls: 1 } } });
     expect(result.steps[1]).toMatchObject({ id: 'lookup-order', output: { unavailable: true } });
   });
 
