@@ -7,12 +7,20 @@ import type { ReplayPlan } from '../dlq/replay-plan.js';
 const ERROR_WIDTH = 60;
 const PAYLOAD_PREVIEW_BYTES = 64;
 
-/** Columns padded to their widest cell, two spaces apart; the last column is not padded. */
-export function formatTable(header: readonly string[], rows: readonly (readonly string[])[]): string {
+/**
+ * Columns padded to their widest cell, two spaces apart; the last column is not padded unless it
+ * is one of the `rightAligned` ones (numbers), which are padded on the left.
+ */
+export function formatTable(header: readonly string[], rows: readonly (readonly string[])[], rightAligned: ReadonlySet<number> = new Set()): string {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const cell = (cells: readonly string[], i: number) => {
+    const text = cells[i] ?? '';
+    if (rightAligned.has(i)) return text.padStart(widths[i]!);
+    return i === header.length - 1 ? text : text.padEnd(widths[i]!);
+  };
   const line = (cells: readonly string[]) =>
     header
-      .map((_, i) => (i === header.length - 1 ? (cells[i] ?? '') : (cells[i] ?? '').padEnd(widths[i]!)))
+      .map((_, i) => cell(cells, i))
       .join('  ')
       .trimEnd();
   return `${[header, ...rows].map(line).join('\n')}\n`;

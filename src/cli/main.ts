@@ -10,6 +10,7 @@ import { startRoles } from '../roles/start-roles.js';
 import { startBanner } from './banner.js';
 import { dlqCommand } from './dlq-command.js';
 import { lagCommand } from './lag-command.js';
+import { usageCommand } from './usage-command.js';
 
 /**
  * Exit codes scripts can rely on: 0 done; 1 a runtime failure (a service unreachable, some
@@ -90,6 +91,7 @@ program
 program.addCommand(infraCommand({ loadConfig: configOrExit }));
 program.addCommand(dlqCommand({ loadConfig: configOrExit, exit: EXIT }));
 program.addCommand(lagCommand({ loadConfig: configOrExit }));
+program.addCommand(usageCommand({ loadConfig: configOrExit, exit: EXIT }));
 
 program.parseAsync(process.argv).catch((err: unknown) => {
   process.stderr.write(`sluice: ${(err as Error).stack ?? String(err)}\n`);

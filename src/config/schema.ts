@@ -107,6 +107,31 @@ const toolDependency = z.object({
 
 const dependency = z.discriminatedUnion('kind', [llmDependency, toolDependency]);
 
+/** US dollars per million tokens; zod's number is finite, so only a non-negative check is left. */
+const usdPerMillion = z.number().min(0, 'must be a non-negative number of US dollars per million tokens');
+
+/**
+ * What one model's tokens cost. Cache writes and reads default to Anthropic's multipliers of the
+ * input price (1.25× for a 5-minute cache write, 0.1× for a read) when not given.
+ */
+const modelPrice = z.object({
+  inputPerMillionTokens: usdPerMillion,
+  outputPerMillionTokens: usdPerMillion,
+  cacheWritePerMillionTokens: usdPerMillion.optional(),
+  cacheReadPerMillionTokens: usdPerMillion.optional(),
+});
+
+/**
+ * Prices of LLM tokens by model. A key is a model name or a prefix of one (`claude-sonnet-4`
+ * prices `claude-sonnet-4-6`); the longest matching key wins. A model no key matches has no known
+ * cost: its tokens count in `sluice_llm_unpriced_tokens_total`, not as free.
+ */
+const pricing = z
+  .object({
+    models: z.record(z.string().min(1).max(200), modelPrice).default({}),
+  })
+  .prefault({});
+
 const llmStep = z.object({
   id: name,
   kind: z.literal('llm'),
@@ -433,6 +458,7 @@ export const configSchema = z
     tenants: z.record(name, tenant).refine((t) => Object.keys(t).length > 0, 'at least one tenant is required'),
     dependencies: z.record(name, dependency),
     workflows: z.record(name, workflow).refine((w) => Object.keys(w).length > 0, 'at least one workflow is required'),
+    pricing,
   })
   .superRefine((cfg, ctx) => {
     for (const [wfName, wf] of Object.entries(cfg.workflows)) {
@@ -468,6 +494,8 @@ export type WorkflowConfig = SluiceConfig['workflows'][string];
 export type StepConfig = WorkflowConfig['steps'][number];
 export type DependencyConfig = SluiceConfig['dependencies'][string];
 export type LlmDependencyConfig = Extract<DependencyConfig, { kind: 'llm' }>;
+export type PricingConfig = SluiceConfig['pricing'];
+export type ModelPrice = PricingConfig['models'][string];
 export type ToolDependencyConfig = Extract<DependencyConfig, { kind: 'tool' }>;
 export type CallTimeouts = z.infer<typeof callTimeouts>;
 export type RedisOutageConfig = SluiceConfig['admission']['redisOutage'];

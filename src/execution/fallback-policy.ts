@@ -1,4 +1,5 @@
 import type { StepConfig, TenantConfig, WorkflowConfig } from '../config/schema.js';
+import type { RunUsage } from '../status/run-usage.js';
 
 /** Why a step could not be served, as told to the LLM, the caller and the DLQ. */
 export interface Unavailability {
@@ -31,9 +32,10 @@ export function degradedCompletion(opts: {
   outputs: Readonly<Record<string, unknown>>;
   unavailable: readonly Unavailability[];
   text: string | null;
+  usage: RunUsage;
 }): { message: string; result: string } {
-  const { steps, outputs, unavailable, text } = opts;
+  const { steps, outputs, unavailable, text, usage } = opts;
   const names = [...new Set(unavailable.map((u) => u.dependency))].join(', ');
-  const result = JSON.stringify({ text, degraded: true, unavailable, steps: steps.filter((s) => s.id in outputs).map((s) => ({ id: s.id, output: outputs[s.id] })) });
+  const result = JSON.stringify({ text, degraded: true, unavailable, steps: steps.filter((s) => s.id in outputs).map((s) => ({ id: s.id, output: outputs[s.id] })), usage });
   return { message: `completed degraded: ${names} unavailable; the answer says so (attempt ${opts.attempt})`, result };
 }

@@ -13,7 +13,7 @@ import { composeUserTurn } from '../steps/prompt.js';
 import { StepError } from '../steps/step-error.js';
 import { callTool } from '../steps/tool-call.js';
 import type { CallGuard } from './call-guard.js';
-import { tokenCounts, tokenModelLabel } from './run-signals.js';
+import { countLlmResponse, stepUsage } from './llm-usage.js';
 
 /** Outputs of a run's earlier steps by step id, in step order: what a later step is given. */
 export type StepOutputs = Record<string, unknown>;
@@ -34,7 +34,7 @@ export class StepRetryLater extends Error {
 }
 
 export interface StepCallerDeps {
-  config: Pick<SluiceConfig, 'dependencies' | 'processor'>;
+  config: Pick<SluiceConfig, 'dependencies' | 'processor' | 'pricing'>;
   /** One LLM call (`callLlm` with the SDK client in production); it never retries by itself. */
   llm: (req: LlmRequest) => Promise<LlmResult>;
   /** Base URL that tool paths starting with "/" are resolved against (the provider simulator). */
@@ -113,10 +113,9 @@ export class StepCaller {
           timeoutMs,
           headers,
         });
-        const model = tokenModelLabel(this.deps.config.dependencies, dep, res.model);
-        for (const [kind, tokens] of tokenCounts(res.usage)) metrics.llmTokens.inc({ tenant: run.tenantId, workflow: run.workflow, model, kind }, tokens);
-        // The output keeps the shape callers read in the result; the cache counts go to the counters only.
-        return { text: res.text, model: res.model, usage: { inputTokens: res.usage.inputTokens, outputTokens: res.usage.outputTokens } };
+        countLlmResponse(metrics, this.deps.config, { tenant: run.tenantId, workflow: run.workflow }, dep, res);
+        // The usage stays in the output: the journal keeps it for the run's usage summary (runUsage).
+        return { text: res.text, model: res.model, usage: stepUsage(res.usage) };
       }
       if (step.kind === 'tool' && dep.kind === 'tool') {
         const url = new URL(dep.url.startsWith('/') ? `${this.deps.simulatorUrl}${dep.url}` : dep.url);

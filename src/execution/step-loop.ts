@@ -13,13 +13,14 @@ import { DependencyUnavailable } from './call-guard.js';
 import { degradedCompletion, fallbackFor, type Unavailability } from './fallback-policy.js';
 import type { OutcomePublisher } from './outcome-publisher.js';
 import { checkStepOutput, jsonBytes } from './output-bounds.js';
+import { runUsage } from './llm-usage.js';
 import { resolveRunConfig } from './run-faults.js';
 import { secondsSinceAdmission } from './run-signals.js';
 import { StepRetryLater, type StepCaller, type StepOutputs } from './step-caller.js';
 import type { StepJournal } from './step-journal.js';
 
 export interface StepLoopDeps {
-  config: Pick<SluiceConfig, 'tenants' | 'workflows' | 'dependencies' | 'processor'>;
+  config: Pick<SluiceConfig, 'tenants' | 'workflows' | 'dependencies' | 'processor' | 'pricing'>;
   cancellation: CancellationCheck;
   /** Outputs of completed steps: a redelivered run skips them instead of repeating their side effects. */
   journal: StepJournal;
@@ -100,7 +101,7 @@ export class StepLoop {
           });
         }
         unavailable.push(gone);
-        if (fallback.kind === 'answer') return outcomes.completed(run, context, degradedCompletion({ attempt: run.attempt, steps, outputs, unavailable, text: fallback.text }));
+        if (fallback.kind === 'answer') return outcomes.completed(run, context, degradedCompletion({ attempt: run.attempt, steps, outputs, unavailable, text: fallback.text, usage: runUsage(steps, outputs, this.deps.config) }));
         outputs[step.id] = { unavailable: true, reason: gone.reason };
         continue;
       }
@@ -117,9 +118,10 @@ export class StepLoop {
       outputs[step.id] = output;
       if (step.kind === 'llm') lastText = (output as { text: string }).text;
     }
-    if (unavailable.length > 0) return outcomes.completed(run, context, degradedCompletion({ attempt: run.attempt, steps, outputs, unavailable, text: lastText ?? null }));
+    const usage = runUsage(steps, outputs, this.deps.config);
+    if (unavailable.length > 0) return outcomes.completed(run, context, degradedCompletion({ attempt: run.attempt, steps, outputs, unavailable, text: lastText ?? null, usage }));
     // A list, not a map: Postgres jsonb does not keep key order, and step order is meaningful.
-    const result = JSON.stringify({ text: lastText ?? null, degraded: false, steps: steps.map((s) => ({ id: s.id, output: outputs[s.id] })) });
+    const result = JSON.stringify({ text: lastText ?? null, degraded: false, steps: steps.map((s) => ({ id: s.id, output: outputs[s.id] })), usage });
     const seconds = ((now() - run.admittedAt) / 1000).toFixed(1);
     return outcomes.completed(run, context, { message: `completed: ${steps.length} steps, ${seconds} s after admission, attempt ${run.attempt}`, result });
   }

@@ -171,6 +171,18 @@ export function createMetrics() {
       labelNames: ['tenant', 'workflow', 'model', 'kind'],
       registers: r,
     }),
+    llmCost: new Counter({
+      name: 'sluice_llm_cost_usd_total',
+      help: 'US dollars of LLM responses, from their usage and the pricing config; model as in sluice_llm_tokens_total (responses of an unpriced model count in sluice_llm_unpriced_tokens_total instead)',
+      labelNames: ['tenant', 'workflow', 'model'],
+      registers: r,
+    }),
+    llmUnpricedTokens: new Counter({
+      name: 'sluice_llm_unpriced_tokens_total',
+      help: 'Tokens (all four kinds) of LLM responses whose model no pricing entry matches: their cost is unknown, not zero',
+      labelNames: ['tenant', 'workflow', 'model'],
+      registers: r,
+    }),
   };
 }
 

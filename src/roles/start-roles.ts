@@ -9,6 +9,7 @@ import { createProviderSim } from '../dev/index.js';
 import { RunStore } from '../status/run-store.js';
 import { StatusSink } from '../status/status-sink.js';
 import { RunConsumer } from '../processors/run-consumer.js';
+import { unpricedModels } from '../steps/llm-pricing.js';
 import { RunExecutor } from '../execution/run-executor.js';
 import { RedisCancellations } from '../runs/cancellation.js';
 import { RedisStepJournal } from '../execution/step-journal.js';
@@ -97,7 +98,7 @@ async function startStatusSink({ config, logger, metrics, clients, onStop }: Rol
     kafka: clients.kafka,
     config,
     codec: clients.codec,
-    store: new RunStore(await clients.pool()),
+    store: new RunStore(await clients.pool(), { namespace: config.namespace }),
     waiting: new WaitingRuns(clients.redis, clients.keys, config.admission.leaseGraceMs),
     deadLetters: await clients.producer(),
     deadLetterTimeoutMs: config.processor.produceTimeoutMs,
@@ -146,6 +147,8 @@ async function startProcessor(ctx: RoleContext, simulatorUrl: string): Promise<v
   const { config, logger, metrics, clients, onStop } = ctx;
   const producer = await clients.producer();
   const log = logger.child({ role: 'processor' });
+  const unpriced = unpricedModels(config);
+  if (unpriced.length > 0) log.warn({ models: unpriced }, 'no pricing entry matches these models: their calls count in sluice_llm_unpriced_tokens_total and runs using them have costUsd null');
   const wakeups = new PermitWakeups(clients.redis, { channel: clients.keys.permitReleased(), logger: log });
   await wakeups.start();
   onStop(() => wakeups.close());
@@ -215,7 +218,7 @@ async function startApi(ctx: RoleContext): Promise<string> {
   await feed.start();
   onStop(() => feed.close());
 
-  const runs = new RunStore(await clients.pool());
+  const runs = new RunStore(await clients.pool(), { namespace: config.namespace });
   const cancellations = new RedisCancellations(clients.redis, clients.keys, log);
   const api = buildApiServer({
     config,

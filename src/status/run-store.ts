@@ -4,6 +4,7 @@ import type { RunClass, RunError, RunEventBase, RunStatus, RunStatusChanged } fr
 import { foldStatusEvents } from './run-history.js';
 import { ADMITTED_SEQUENCE } from '../runs/status-sequence.js';
 import { storableJsonText, storableNullableText, storableText } from '../db/storable-text.js';
+import { runUsageOf, type PricedUsage, type RunUsage } from './run-usage.js';
 
 /** A run as `GET /v1/runs/:id` shows it (field names from docs/contract.md). */
 export interface RunView {
@@ -19,6 +20,8 @@ export interface RunView {
   attempts: number;
   result?: unknown;
   error?: RunError;
+  /** A completed run's LLM tokens and cost, once the status sink has stored them (run_usage). */
+  usage?: RunUsage;
 }
 
 /** A run as the submit path records it, before any status event arrives. */
@@ -39,7 +42,32 @@ interface RunRow {
   error: RunError | null;
 }
 
-function toView(r: RunRow): RunView {
+/** Columns of `run_usage` as pg returns them: bigint and numeric as text. */
+interface RunUsageColumns {
+  llm_calls: number | null;
+  input_tokens: string | null;
+  output_tokens: string | null;
+  cache_creation_input_tokens: string | null;
+  cache_read_input_tokens: string | null;
+  cost_usd: string | null;
+  by_model: Record<string, PricedUsage> | null;
+}
+
+function toUsage(u: RunUsageColumns): RunUsage | undefined {
+  if (u.llm_calls === null || u.by_model === null) return undefined;
+  return {
+    inputTokens: Number(u.input_tokens),
+    outputTokens: Number(u.output_tokens),
+    cacheCreationInputTokens: Number(u.cache_creation_input_tokens),
+    cacheReadInputTokens: Number(u.cache_read_input_tokens),
+    llmCalls: u.llm_calls,
+    costUsd: u.cost_usd === null ? null : Number(u.cost_usd),
+    byModel: u.by_model,
+  };
+}
+
+function toView(r: RunRow & RunUsageColumns): RunView {
+  const usage = toUsage(r);
   return {
     runId: r.run_id,
     workflow: r.workflow,
@@ -53,6 +81,7 @@ function toView(r: RunRow): RunView {
     attempts: r.attempts,
     ...(r.result !== null && r.result !== undefined ? { result: r.result } : {}),
     ...(r.error ? { error: r.error } : {}),
+    ...(usage ? { usage } : {}),
   };
 }
 
@@ -119,9 +148,13 @@ export function storableStatusEvent(e: RunStatusChanged): RunStatusChanged {
   };
 }
 
-/** Postgres `runs` / `run_events`: the read model behind GET /v1/runs/:id and SSE. */
+/** Postgres `runs` / `run_events` / `run_usage`: the read model behind GET /v1/runs/:id and SSE. */
 export class RunStore {
-  constructor(private readonly pool: Pool) {}
+  /** `namespace` marks the usage rows this store writes, so environments sharing a database sum only their own. */
+  constructor(
+    private readonly pool: Pool,
+    private readonly opts: { namespace?: string } = {},
+  ) {}
 
   /**
    * Written by the submit adapter right after Kafka acknowledged the event, so a GET that follows
@@ -151,15 +184,18 @@ export class RunStore {
     await inTransaction(this.pool, async (client) => {
       await insertEvents(client, events);
       await upsertRuns(client, events);
+      await insertUsage(client, events, this.opts.namespace ?? '');
       // Delivered only when the transaction commits, so a listener that wakes finds the rows.
       await client.query('SELECT pg_notify($1, id) FROM unnest($2::text[]) AS id', [RUN_EVENTS_CHANNEL, [...new Set(events.map((e) => e.runId))]]);
     });
   }
 
   async getRun(runId: string, tenantId: string): Promise<RunView | undefined> {
-    const { rows } = await this.pool.query<RunRow>(
-      `SELECT run_id, workflow, class, status, status_message, admitted_at, deadline, started_at, finished_at, attempts, result, error
-         FROM runs WHERE run_id = $1 AND tenant_id = $2`,
+    const { rows } = await this.pool.query<RunRow & RunUsageColumns>(
+      `SELECT r.run_id, r.workflow, r.class, r.status, r.status_message, r.admitted_at, r.deadline, r.started_at, r.finished_at, r.attempts, r.result, r.error,
+              u.llm_calls, u.input_tokens, u.output_tokens, u.cache_creation_input_tokens, u.cache_read_input_tokens, u.cost_usd, u.by_model
+         FROM runs r LEFT JOIN run_usage u ON u.run_id = r.run_id
+        WHERE r.run_id = $1 AND r.tenant_id = $2`,
       [runId, tenantId],
     );
     return rows[0] ? toView(rows[0]) : undefined;
@@ -232,6 +268,42 @@ async function upsertRuns(client: PoolClient, events: readonly RunStatusChanged[
       patches.map((p) => p.result),
       patches.map((p) => (p.error ? JSON.stringify(p.error) : null)),
       patches.map((p) => p.lastSequence),
+    ],
+  );
+}
+
+/**
+ * The usage of each completed event whose result carries one. A run completes once, so the first
+ * row written stands: a redelivered or repeated completion changes nothing.
+ */
+async function insertUsage(client: PoolClient, events: readonly RunStatusChanged[], namespace: string): Promise<void> {
+  const rows = events.flatMap((event) => {
+    const usage = event.status === 'completed' ? runUsageOf(event.result) : undefined;
+    return usage ? [{ event, usage }] : [];
+  });
+  if (rows.length === 0) return;
+  await client.query(
+    `INSERT INTO run_usage (run_id, namespace, tenant_id, workflow, class, finished_at, llm_calls, input_tokens, output_tokens,
+                            cache_creation_input_tokens, cache_read_input_tokens, cost_usd, by_model)
+     SELECT u.run_id, $2, u.tenant_id, u.workflow, u.class, u.finished_at, u.llm_calls, u.input_tokens, u.output_tokens,
+            u.cache_creation_input_tokens, u.cache_read_input_tokens, u.cost_usd, u.by_model
+       FROM unnest($1::uuid[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::int[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], $12::numeric[], $13::jsonb[])
+         AS u(run_id, tenant_id, workflow, class, finished_at, llm_calls, input_tokens, output_tokens, cache_creation_input_tokens, cache_read_input_tokens, cost_usd, by_model)
+     ON CONFLICT (run_id) DO NOTHING`,
+    [
+      rows.map((r) => r.event.runId),
+      namespace,
+      rows.map((r) => r.event.tenantId),
+      rows.map((r) => r.event.workflow),
+      rows.map((r) => r.event.class),
+      rows.map((r) => new Date(r.event.occurredAt)),
+      rows.map((r) => r.usage.llmCalls),
+      rows.map((r) => r.usage.inputTokens),
+      rows.map((r) => r.usage.outputTokens),
+      rows.map((r) => r.usage.cacheCreationInputTokens),
+      rows.map((r) => r.usage.cacheReadInputTokens),
+      rows.map((r) => r.usage.costUsd),
+      rows.map((r) => JSON.stringify(r.usage.byModel)),
     ],
   );
 }

@@ -3,13 +3,15 @@ import { sample } from '../support/metric-value.js';
 import { TENANT_A_KEY, freePort, http, startSluice, testNamespace, waitForStatus, writeTestConfig, type SluiceProcess } from './harness.js';
 
 /**
- * The signals measured against a run's admission, the HTTP outcome classes and the token counters
- * on a real scrape: one process with every role, one completed run, one refused submission.
+ * The signals measured against a run's admission, the HTTP outcome classes, the token and cost
+ * counters on a real scrape, and the run's usage as GET shows it: one process with every role,
+ * one completed run, one refused submission.
  */
 describe('run signals on /metrics after a completed run', () => {
   let sluice: SluiceProcess;
   let api: string;
   let text: string;
+  let done: Record<string, any>;
 
   beforeAll(async () => {
     const [apiPort, simPort] = [await freePort(), await freePort()];
@@ -21,7 +23,7 @@ describe('run signals on /metrics after a completed run', () => {
     api = `http://127.0.0.1:${apiPort}`;
     const submitted = await http(`${api}/v1/runs`, { method: 'POST', key: TENANT_A_KEY, json: { workflow: 'support-reply', input: { message: 'Where is order 42?', orderId: '42' } } });
     expect(submitted.status).toBe(202);
-    const done = await waitForStatus(api, submitted.body.runId, TENANT_A_KEY, ['completed', 'failed', 'expired', 'cancelled'], 30_000);
+    done = await waitForStatus(api, submitted.body.runId, TENANT_A_KEY, ['completed', 'failed', 'expired', 'cancelled'], 30_000);
     expect(done.status).toBe('completed');
     const refused = await http(`${api}/v1/runs`, { method: 'POST', key: TENANT_A_KEY, json: { workflow: 'no-such-flow', input: {} } });
     expect(refused.status).toBe(400);
@@ -60,5 +62,18 @@ describe('run signals on /metrics after a completed run', () => {
     // The simulator caches nothing, as the API reports a request without cache breakpoints.
     expect(tokens('cache_read')).toBe(0);
     expect(tokens('cache_creation')).toBe(0);
+  });
+
+  it('prices the answers by the built-in pricing, and the run\'s usage on GET agrees with the counters', () => {
+    const labels = 'tenant="tenant-a",workflow="support-reply",model="claude-sonnet-4-6"';
+    const tokens = (kind: string) => sample(text, `sluice_llm_tokens_total{${labels},kind="${kind}"}`)!;
+    const cost = sample(text, `sluice_llm_cost_usd_total{${labels}}`)!;
+    // claude-sonnet-4 in config/local.yaml: $3 input, $15 output per million tokens.
+    expect(cost).toBeCloseTo((tokens('input') * 3 + tokens('output') * 15) / 1e6, 12);
+    expect(text).not.toMatch(/^sluice_llm_unpriced_tokens_total\{/m);
+    expect(done.usage).toMatchObject({ inputTokens: tokens('input'), outputTokens: tokens('output'), cacheCreationInputTokens: 0, cacheReadInputTokens: 0, llmCalls: 2 });
+    expect(done.usage.costUsd).toBeCloseTo(cost, 8);
+    expect(Object.keys(done.usage.byModel)).toEqual(['claude-sonnet-4-6']);
+    expect(done.result.usage).toEqual(done.usage);
   });
 });

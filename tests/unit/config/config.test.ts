@@ -278,6 +278,22 @@ describe('parseConfig environment overrides', () => {
     expect(configError(() => parseConfig(doc, {})).fields).toEqual(['simulator.anthropicRateLimit']);
   });
 
+  it('takes LLM prices by model, with no models by default', () => {
+    expect(parseConfig(baseDoc()).pricing).toEqual({ models: {} });
+    const models = { claude: { inputPerMillionTokens: 3, outputPerMillionTokens: 15, cacheReadPerMillionTokens: 0 } };
+    expect(parseConfig({ ...baseDoc(), pricing: { models } }).pricing.models).toEqual(models);
+  });
+
+  it.each([
+    ['a negative price', { inputPerMillionTokens: -1, outputPerMillionTokens: 15 }, 'pricing.models.claude.inputPerMillionTokens'],
+    ['an infinite price (YAML .inf)', { inputPerMillionTokens: 3, outputPerMillionTokens: Infinity }, 'pricing.models.claude.outputPerMillionTokens'],
+    ['a price that is not a number', { inputPerMillionTokens: 3, outputPerMillionTokens: 15, cacheWritePerMillionTokens: 'cheap' }, 'pricing.models.claude.cacheWritePerMillionTokens'],
+    ['a missing output price', { inputPerMillionTokens: 3 }, 'pricing.models.claude.outputPerMillionTokens'],
+  ])('rejects %s, naming the field', (_, price, field) => {
+    const err = configError(() => parseConfig({ ...baseDoc(), pricing: { models: { claude: price } } }));
+    expect(err.fields).toEqual([field]);
+  });
+
   it('rejects SLUICE_API_PORT=abc and names the field and the variable', () => {
     const err = configError(() => parseConfig(baseDoc(), { SLUICE_API_PORT: 'abc' }));
     expect(err.message).toContain('api.port (from SLUICE_API_PORT)');

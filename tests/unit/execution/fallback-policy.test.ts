@@ -25,6 +25,7 @@ describe('fallbackFor', () => {
 
 describe('degradedCompletion', () => {
   const steps = [{ id: 'understand' }, { id: 'lookup-order' }, { id: 'reply' }];
+  const usage = { inputTokens: 12, outputTokens: 3, cacheCreationInputTokens: 0, cacheReadInputTokens: 0, llmCalls: 1, costUsd: null, byModel: {} };
 
   it('names each unavailable dependency once and lists, in step order, only the steps with an output', () => {
     const unavailable = [
@@ -32,7 +33,7 @@ describe('degradedCompletion', () => {
       { dependency: 'order_lookup', reason: 'timed out again' },
       { dependency: 'anthropic', reason: 'breaker open' },
     ];
-    const done = degradedCompletion({ attempt: 2, steps, outputs: { 'lookup-order': { unavailable: true, reason: 'timed out' }, understand: { text: 'order 42' } }, unavailable, text: 'stand-in' });
+    const done = degradedCompletion({ attempt: 2, steps, outputs: { 'lookup-order': { unavailable: true, reason: 'timed out' }, understand: { text: 'order 42' } }, unavailable, text: 'stand-in', usage });
     expect(done.message).toBe('completed degraded: order_lookup, anthropic unavailable; the answer says so (attempt 2)');
     expect(JSON.parse(done.result)).toEqual({
       text: 'stand-in',
@@ -42,11 +43,12 @@ describe('degradedCompletion', () => {
         { id: 'understand', output: { text: 'order 42' } },
         { id: 'lookup-order', output: { unavailable: true, reason: 'timed out' } },
       ],
+      usage,
     });
   });
 
   it('keeps a null text: no step answered with text', () => {
-    const done = degradedCompletion({ attempt: 1, steps, outputs: {}, unavailable: [{ dependency: 'anthropic', reason: 'r' }], text: null });
+    const done = degradedCompletion({ attempt: 1, steps, outputs: {}, unavailable: [{ dependency: 'anthropic', reason: 'r' }], text: null, usage });
     expect(JSON.parse(done.result)).toMatchObject({ text: null, steps: [] });
   });
 });

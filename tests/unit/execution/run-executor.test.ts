@@ -303,6 +303,8 @@ describe('RunExecutor and the shared breakers', () => {
     expect(prompts[0]).toContain('"unavailable":true');
     const result = JSON.parse(published.at(-1)!.result!);
     expect(result).toMatchObject({ degraded: true, text: 'ok', unavailable: [{ dependency: 'order-lookup' }] });
+    // A degraded answer carries its usage too: the one call made ('sim' is filed under the configured model).
+    expect(result.usage).toMatchObject({ inputTokens: 1, outputTokens: 1, llmCalls: 1, byModel: { 'claude-sonnet-4-6': { llmCalls: 1 } } });
     expect(result.steps[1]).toMatchObject({ id: 'lookup-order', output: { unavailable: true } });
   });
 
@@ -473,14 +475,14 @@ describe('RunExecutor bounds what it keeps of step outputs', () => {
     const { exec, published, deadLetters } = executor([], journal, [], bounded(2_048, 100_000), { llmText: 'x'.repeat(2_100) });
     expect(await exec.execute(run, ATTEMPT)).toBe('failed');
     expect(journal.size).toBe(0);
-    const message = 'step 1/3 (understand): its output is 2168 bytes, over the bound of 2048 (processor.maxStepOutputBytes)';
+    const message = 'step 1/3 (understand): its output is 2222 bytes, over the bound of 2048 (processor.maxStepOutputBytes)';
     expect(published.at(-1)).toMatchObject({ status: 'failed', step: 'understand', result: null, error: { code: 'output_too_large', message, retryable: false } });
     expect(deadLetters[0]!.headers['sluice-dlt-reason']).toBe('non_retryable');
   });
 
   it('keeps an output exactly at the bound', async () => {
     const journal = new Map<string, unknown>([['lookup-order', { orderId: '42' }]]);
-    const { exec } = executor([], journal, [], bounded(2_168, 100_000), { llmText: 'x'.repeat(2_100) });
+    const { exec } = executor([], journal, [], bounded(2_222, 100_000), { llmText: 'x'.repeat(2_100) });
     expect(await exec.execute(run, ATTEMPT)).toBe('completed');
     expect(journal.size).toBe(3);
   });
@@ -639,6 +641,29 @@ describe('RunExecutor counts the tokens of LLM responses', () => {
     const { values } = await metrics.llmTokens.get();
     expect([...new Set(values.map((v) => v.labels.model))]).toEqual(['claude-sonnet-4-6']);
     expect(await tokens(metrics, { model: 'claude-sonnet-4-6', kind: 'input' })).toBe(10);
+  });
+
+  it('counts the cost of a priced model, and the completed result carries the run\'s usage', async () => {
+    const { exec, metrics, published } = executor([], new Map([['lookup-order', {}]]), [], undefined, {
+      deps: { llm: answer('claude-sonnet-4-6', { inputTokens: 1_000, outputTokens: 100, cacheReadTokens: 10_000, cacheCreationTokens: 0 }) },
+    });
+    expect(await exec.execute(run, ATTEMPT)).toBe('completed');
+    // Per call: 1,000 × $3 + 100 × $15 + 10,000 × $0.30 per million tokens = $0.0075.
+    expect(await metricValue(metrics.llmCost, { tenant: 'tenant-a', workflow: 'support-reply', model: 'claude-sonnet-4-6' })).toBeCloseTo(0.015, 12);
+    const result = JSON.parse(published.at(-1)!.result!);
+    const tokens = { inputTokens: 2_000, outputTokens: 200, cacheCreationInputTokens: 0, cacheReadInputTokens: 20_000, llmCalls: 2, costUsd: 0.015 };
+    expect(result.usage).toEqual({ ...tokens, byModel: { 'claude-sonnet-4-6': tokens } });
+    expect(result.steps[0].output.usage).toEqual({ inputTokens: 1_000, outputTokens: 100, cacheCreationInputTokens: 0, cacheReadInputTokens: 10_000 });
+  });
+
+  it('sums a step the journal kept from an earlier attempt into the result\'s usage, without counting it again', async () => {
+    const kept = { text: 'order 42', model: 'claude-sonnet-4-6', usage: { inputTokens: 1_000_000, outputTokens: 0, cacheCreationInputTokens: 0, cacheReadInputTokens: 0 } };
+    const { exec, metrics, published } = executor([], new Map<string, unknown>([['understand', kept], ['lookup-order', {}]]), [], undefined, {
+      deps: { llm: answer('claude-sonnet-4-6', { inputTokens: 1_000_000, outputTokens: 0, cacheReadTokens: 0, cacheCreationTokens: 0 }) },
+    });
+    expect(await exec.execute(run, ATTEMPT)).toBe('completed');
+    expect(await metricValue(metrics.llmCost, { model: 'claude-sonnet-4-6' })).toBe(3);
+    expect(JSON.parse(published.at(-1)!.result!).usage).toMatchObject({ inputTokens: 2_000_000, llmCalls: 2, costUsd: 6 });
   });
 
   it('counts nothing for a step taken from the journal: no call, no tokens', async () => {

@@ -1,0 +1,93 @@
+import { describe, expect, it } from 'vitest';
+import type { SluiceConfig, StepConfig } from '../../../src/config/schema.js';
+import { countLlmResponse, runUsage, stepUsage } from '../../../src/execution/llm-usage.js';
+import { createMetrics } from '../../../src/obs/metrics.js';
+import { metricValue } from '../../support/metric-value.js';
+
+const llmDep = (model: string) => ({ kind: 'llm', model }) as SluiceConfig['dependencies'][string];
+const config = {
+  dependencies: { anthropic: llmDep('claude-sonnet-4-6'), cheap: llmDep('claude-haiku-4-5'), other: llmDep('gpt-x'), lookup: { kind: 'tool' } as SluiceConfig['dependencies'][string] },
+  pricing: {
+    models: {
+      'claude-sonnet-4': { inputPerMillionTokens: 3, outputPerMillionTokens: 15, cacheWritePerMillionTokens: 3.75, cacheReadPerMillionTokens: 0.3 },
+      'claude-haiku-4-5': { inputPerMillionTokens: 1, outputPerMillionTokens: 5 },
+    },
+  },
+};
+const step = (id: string, dependency: string): StepConfig => ({ id, kind: 'llm', dependency, system: 's' });
+const tool: StepConfig = { id: 'look', kind: 'tool', tool: 'lookup' };
+const usage = (inputTokens: number, outputTokens: number, cacheCreationInputTokens = 0, cacheReadInputTokens = 0) => ({ inputTokens, outputTokens, cacheCreationInputTokens, cacheReadInputTokens });
+
+describe('stepUsage', () => {
+  it('names the response\'s four counts as the Messages API does', () => {
+    expect(stepUsage({ inputTokens: 1, outputTokens: 2, cacheCreationTokens: 3, cacheReadTokens: 4 })).toEqual(usage(1, 2, 3, 4));
+  });
+});
+
+describe('runUsage', () => {
+  it('sums the LLM steps\' outputs, priced by model, in total and by model', () => {
+    const steps = [step('a', 'anthropic'), tool, step('b', 'anthropic'), step('c', 'cheap')];
+    const outputs = {
+      a: { text: 'x', model: 'claude-sonnet-4-6', usage: usage(1_000, 200, 2_000, 10_000) },
+      look: { usage: usage(999, 999) },
+      b: { text: 'y', model: 'claude-sonnet-4-6', usage: usage(500, 100) },
+      c: { text: 'z', model: 'claude-haiku-4-5', usage: usage(100, 10) },
+    };
+    const sonnetUsd = (1_500 * 3 + 300 * 15 + 2_000 * 3.75 + 10_000 * 0.3) / 1e6;
+    const haikuUsd = (100 * 1 + 10 * 5) / 1e6;
+    expect(runUsage(steps, outputs, config)).toEqual({
+      ...usage(1_600, 310, 2_000, 10_000),
+      llmCalls: 3,
+      costUsd: Math.round((sonnetUsd + haikuUsd) * 1e8) / 1e8,
+      byModel: {
+        'claude-sonnet-4-6': { ...usage(1_500, 300, 2_000, 10_000), llmCalls: 2, costUsd: Math.round(sonnetUsd * 1e8) / 1e8 },
+        'claude-haiku-4-5': { ...usage(100, 10), llmCalls: 1, costUsd: 0.00015 },
+      },
+    });
+  });
+
+  it('leaves the cost unknown (null), not 0, once a call\'s model has no price; its tokens still count', () => {
+    const steps = [step('a', 'anthropic'), step('b', 'other')];
+    const outputs = { a: { model: 'claude-sonnet-4-6', usage: usage(1_000_000, 0) }, b: { model: 'gpt-x', usage: usage(10, 1) } };
+    const u = runUsage(steps, outputs, config);
+    expect(u).toMatchObject({ inputTokens: 1_000_010, outputTokens: 1, llmCalls: 2, costUsd: null });
+    expect(u.byModel['claude-sonnet-4-6']!.costUsd).toBe(3);
+    expect(u.byModel['gpt-x']!.costUsd).toBeNull();
+  });
+
+  it('prices and files a model the config does not name under the dependency\'s model', () => {
+    const u = runUsage([step('a', 'anthropic')], { a: { model: 'claude-sonnet-4-6-20260101', usage: usage(1_000_000, 0) } }, config);
+    expect(Object.keys(u.byModel)).toEqual(['claude-sonnet-4-6']);
+    expect(u.costUsd).toBe(3);
+  });
+
+  it('skips stand-ins and outputs without usage (journaled by an older version); absent cache counts are 0', () => {
+    const steps = [step('a', 'anthropic'), step('b', 'anthropic'), step('c', 'anthropic'), step('d', 'anthropic')];
+    const outputs = { a: { unavailable: true, reason: 'breaker open' }, b: { text: 'old' }, d: { model: 'claude-sonnet-4-6', usage: { inputTokens: 10, outputTokens: -5 } } };
+    expect(runUsage(steps, outputs, config)).toEqual({ ...usage(10, 0), llmCalls: 1, costUsd: 0.00003, byModel: { 'claude-sonnet-4-6': { ...usage(10, 0), llmCalls: 1, costUsd: 0.00003 } } });
+  });
+
+  it('is zero, at a known cost of 0, for a run without LLM answers', () => {
+    expect(runUsage([tool], { look: {} }, config)).toEqual({ ...usage(0, 0), llmCalls: 0, costUsd: 0, byModel: {} });
+  });
+});
+
+describe('countLlmResponse', () => {
+  const labels = { tenant: 'tenant-a', workflow: 'wf' };
+
+  it('counts tokens by kind and the cost of a priced model', async () => {
+    const metrics = createMetrics();
+    countLlmResponse(metrics, config, labels, { model: 'claude-sonnet-4-6' }, { model: 'claude-sonnet-4-6', usage: { inputTokens: 1_000_000, outputTokens: 100_000, cacheCreationTokens: 0, cacheReadTokens: 0 } });
+    const model = { ...labels, model: 'claude-sonnet-4-6' };
+    expect(await metricValue(metrics.llmTokens, { ...model, kind: 'input' })).toBe(1_000_000);
+    expect(await metricValue(metrics.llmCost, model)).toBeCloseTo(4.5, 9);
+    expect((await metrics.llmUnpricedTokens.get()).values).toEqual([]);
+  });
+
+  it('counts an unpriced model\'s tokens as unpriced, and no cost', async () => {
+    const metrics = createMetrics();
+    countLlmResponse(metrics, config, labels, { model: 'gpt-x' }, { model: 'gpt-x', usage: { inputTokens: 10, outputTokens: 5, cacheCreationTokens: 2, cacheReadTokens: 3 } });
+    expect(await metricValue(metrics.llmUnpricedTokens, { ...labels, model: 'gpt-x' })).toBe(20);
+    expect((await metrics.llmCost.get()).values).toEqual([]);
+  });
+});
