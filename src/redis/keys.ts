@@ -22,6 +22,10 @@ export function redisKeys(namespace: string) {
     backlogAll: () => `${admission}:backlog:all`,
     /** Finished runs per time bucket and a moving service time, per class (hash). */
     serviceStats: (runClass: string) => `${admission}:service:${runClass}`,
+    /** Token budget of one tenant (hash: tokens, ts), in the tenant's slot with its request bucket. */
+    tokenBudget: (tenant: string) => `${ns}:tokens:{${tenant}}`,
+    /** Moving input+output tokens per completed run of one workflow (hash: per_run, samples). */
+    tokenEstimate: (workflow: string) => `${admission}:tokens:workflow:${workflow}`,
     /** Idempotency record of one tenant's key (hash: state, requestHash, token, status, body). */
     idempotency: (tenant: string, keyDigest: string) => `${ns}:idem:{${tenant}}:${keyDigest}`,
     /** A completed step's output, so a redelivered run does not repeat the step (expires after the deadline). */

@@ -22,6 +22,7 @@ import { releaseFinishedRun } from '../admission/backlog-release.js';
 import { ReadLimits } from '../admission/read-limits.js';
 import { IdempotencyStore } from '../admission/idempotency.js';
 import { ServiceState } from '../admission/service-state.js';
+import { TokenBudgetStore } from '../admission/token-budget-store.js';
 import { RedisOutageFallback } from '../admission/redis-outage.js';
 import { LeaseKeeper } from '../permits/lease-keeper.js';
 import { LimitsStore } from '../permits/limits-store.js';
@@ -196,6 +197,7 @@ async function startApi(ctx: RoleContext): Promise<string> {
     refreshMs: config.admission.stateRefreshMs,
     rateWindowSec: config.admission.rateWindowSec,
     logger: log,
+    workflows: Object.keys(config.workflows),
   });
   await serviceState.start();
   onStop(async () => serviceState.stop());
@@ -211,7 +213,7 @@ async function startApi(ctx: RoleContext): Promise<string> {
     metrics,
     producer: await clients.producer(),
     runs,
-    admission: new AdmissionController(config, new AdmissionStore(clients.scripts, clients.keys), serviceState, board, metrics, new RedisOutageFallback(config.admission.redisOutage), log),
+    admission: new AdmissionController(config, new AdmissionStore(clients.scripts, clients.keys), serviceState, board, metrics, new RedisOutageFallback(config.admission.redisOutage), log, new TokenBudgetStore(clients.scripts, clients.keys)),
     idempotency: new IdempotencyStore(clients.scripts, clients.keys, {
       ttlSec: config.admission.idempotencyTtlSec,
       pendingMs: config.admission.idempotencyPendingMs,

@@ -228,6 +228,7 @@ describe('POST /v1/runs accepted', () => {
       input: JSON.stringify(VALID.input),
       idempotencyKey: null,
       dueAt: null,
+      tokenReservation: null,
     });
   });
 
@@ -559,6 +560,7 @@ describe('POST /v1/runs admission outcomes', () => {
 
   const refusals: Array<[AdmissionDecision, number]> = [
     [{ outcome: 'deferred', reason: 'rate_limited', retryAfterSec: 3 }, 429],
+    [{ outcome: 'deferred', reason: 'token_budget_exhausted', retryAfterSec: 12 }, 429],
     [{ outcome: 'deferred', reason: 'tenant_backlog_full', retryAfterSec: 2 }, 429],
     [{ outcome: 'rejected', reason: 'overloaded', retryAfterSec: 1 }, 503],
     [{ outcome: 'rejected', reason: 'deadline_unreachable', retryAfterSec: 40 }, 503],
