@@ -1,4 +1,5 @@
 import type { SluiceConfig, TenantConfig, WorkflowConfig } from '../config/schema.js';
+import { ownEntry } from '../config/lookup.js';
 import { dependenciesOf } from '../config/workflows.js';
 import type { RunClass } from '../events/schemas.js';
 import type { Metrics } from '../obs/metrics.js';
@@ -132,7 +133,7 @@ export class AdmissionController {
    * stands, and the budget refills by itself.
    */
   private async giveBack(tenantId: string, tokens: number): Promise<void> {
-    const budget = this.config.tenants[tenantId]?.admission.tokenBudget;
+    const budget = ownEntry(this.config.tenants, tenantId)?.admission.tokenBudget;
     if (!budget || tokens <= 0) return;
     try {
       await this.tokens.settle(tenantId, budget, tokens);

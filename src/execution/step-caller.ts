@@ -14,6 +14,7 @@ import { StepError } from '../steps/step-error.js';
 import { callTool } from '../steps/tool-call.js';
 import type { CallGuard } from './call-guard.js';
 import { tokenCounts, tokenModelLabel } from './run-signals.js';
+import type { TokenSettlement } from './token-settlement.js';
 
 /** Outputs of a run's earlier steps by step id, in step order: what a later step is given. */
 export type StepOutputs = Record<string, unknown>;
@@ -30,6 +31,8 @@ export interface StepCallerDeps {
   now: () => number;
   /** Source for retry jitter; injectable so tests are deterministic. */
   random: () => number;
+  /** Settles each LLM call's tokens with the tenant's token budget. */
+  tokenSettlement?: Pick<TokenSettlement, 'charge'>;
 }
 
 /**
@@ -101,6 +104,7 @@ export class StepCaller {
         });
         const model = tokenModelLabel(this.deps.config.dependencies, dep, res.model);
         for (const [kind, tokens] of tokenCounts(res.usage)) metrics.llmTokens.inc({ tenant: run.tenantId, workflow: run.workflow, model, kind }, tokens);
+        await this.deps.tokenSettlement?.charge(run, res.usage.inputTokens + res.usage.outputTokens);
         // The output keeps the shape callers read in the result; the cache counts go to the counters only.
         return { text: res.text, model: res.model, usage: { inputTokens: res.usage.inputTokens, outputTokens: res.usage.outputTokens } };
       }

@@ -12,6 +12,7 @@ import { RunConsumer } from '../processors/run-consumer.js';
 import { RunExecutor } from '../execution/run-executor.js';
 import { RedisCancellations } from '../runs/cancellation.js';
 import { RedisStepJournal } from '../execution/step-journal.js';
+import { TokenSettlement } from '../execution/token-settlement.js';
 import { RunEventFeed } from '../status/run-event-feed.js';
 import { createListenClient } from '../db/pool.js';
 import { callLlm, createAnthropicClient } from '../steps/llm-call.js';
@@ -167,6 +168,7 @@ async function startProcessor(ctx: RoleContext, simulatorUrl: string): Promise<v
     deadLetters: producer,
     metrics,
     logger: log,
+    tokenSettlement: new TokenSettlement(config, new TokenBudgetStore(clients.scripts, clients.keys), log),
   });
   const consumer = new RunConsumer({
     kafka: clients.kafka,
