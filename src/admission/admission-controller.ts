@@ -15,7 +15,7 @@ import {
   type DependencyState,
 } from './admission-policy.js';
 import type { AdmissionStore, BacklogRun } from './admission-store.js';
-import { budgetCost, tokenBudgetRefusal, tokenEstimate, tokenPrior } from './token-budget.js';
+import { budgetCost, RESERVATION_MARKER_GRACE_MS, tokenBudgetRefusal, tokenEstimate, tokenPrior } from './token-budget.js';
 import type { TokenBudgetStore } from './token-budget-store.js';
 import type { ServiceState } from './service-state.js';
 import type { RedisOutageFallback } from './redis-outage.js';
@@ -33,6 +33,12 @@ export interface AdmissionRequest {
   now: number;
   /** The request carries an Idempotency-Key (decides what a Redis outage allows). */
   idempotencyKey: boolean;
+}
+
+/** Tokens a run reserved from its tenant's budget, and its deadline (how long a give-back is remembered). */
+export interface TokenReservation {
+  tokens: number;
+  deadline: number;
 }
 
 /** Who is asking, when Redis could not be asked. */
@@ -115,7 +121,7 @@ export class AdmissionController {
     const reservation = reserved > 0 ? { tokenReservation: reserved } : {};
     if (decision.outcome === 'admitted' || decision.outcome === 'queued') return this.count(req, { ...decision, ...reservation });
     if (!observe) {
-      await this.giveBack(req.tenantId, reserved);
+      await this.giveBack(req.tenantId, req.runId, { tokens: reserved, deadline: req.deadline });
       return this.count(req, decision);
     }
 
@@ -124,21 +130,21 @@ export class AdmissionController {
   }
 
   /** Takes back the backlog entry and the reserved tokens of a run that was admitted but never reached Kafka. */
-  async withdraw(run: BacklogRun, tokenReservation?: number): Promise<void> {
-    await Promise.all([this.store.withdraw(run), this.giveBack(run.tenantId, tokenReservation ?? 0)]);
+  async withdraw(run: BacklogRun, reservation?: TokenReservation): Promise<void> {
+    await Promise.all([this.store.withdraw(run), reservation ? this.giveBack(run.tenantId, run.runId, reservation) : undefined]);
   }
 
   /**
    * Returns reserved tokens to the tenant's budget. Failing is logged, not thrown: the decision
    * stands, and the budget refills by itself.
    */
-  private async giveBack(tenantId: string, tokens: number): Promise<void> {
+  private async giveBack(tenantId: string, runId: string, reservation: TokenReservation): Promise<void> {
     const budget = ownEntry(this.config.tenants, tenantId)?.admission.tokenBudget;
-    if (!budget || tokens <= 0) return;
+    if (!budget || reservation.tokens <= 0) return;
     try {
-      await this.tokens.settle(tenantId, budget, tokens);
+      await this.tokens.settle(tenantId, budget, { runId, until: reservation.deadline + RESERVATION_MARKER_GRACE_MS }, { charge: 0, giveBack: reservation.tokens });
     } catch (err) {
-      this.logger.warn({ err, tenantId, tokens }, 'could not give reserved tokens back to the token budget');
+      this.logger.warn({ err, tenantId, runId, tokens: reservation.tokens }, 'could not give reserved tokens back to the token budget');
     }
   }
 

@@ -1,7 +1,7 @@
 import type { RedisKeys } from '../redis/keys.js';
 import type { LuaScripts } from '../redis/scripts.js';
 import { takeFromBucket, type BucketTake } from './admission-store.js';
-import { budgetRefillPerSec, TOKEN_ESTIMATE_WEIGHT, type MeasuredTokens, type TokenBudget } from './token-budget.js';
+import { budgetRefillPerSec, TOKEN_ESTIMATE_WEIGHT, type MeasuredTokens, type TokenBudget, type TokenChange } from './token-budget.js';
 
 /** A workflow's estimate is forgotten when no run of it completed for this long. */
 const ESTIMATE_KEPT_MS = 7 * 86_400_000;
@@ -18,9 +18,17 @@ export class TokenBudgetStore {
     return takeFromBucket(this.scripts, this.keys.tokenBudget(tenant), budget.burstTokens, budgetRefillPerSec(budget), tokens);
   }
 
-  /** Gives tokens back (positive) or charges them (negative); answers the tokens left. */
-  async settle(tenant: string, budget: TokenBudget, delta: number): Promise<number> {
-    return Number(await this.scripts.run('tokenBucketSettle', [this.keys.tokenBudget(tenant)], [budget.burstTokens, budgetRefillPerSec(budget), delta]));
+  /**
+   * Charges the tokens a run used and gives its reservation back, the latter at most once per run
+   * (remembered until `run.until`); answers the tokens left and whether the reservation went back now.
+   */
+  async settle(tenant: string, budget: TokenBudget, run: { runId: string; until: number }, change: TokenChange): Promise<{ tokensLeft: number; gaveBack: boolean }> {
+    const [left, returned] = (await this.scripts.run(
+      'tokenBucketSettle',
+      [this.keys.tokenBudget(tenant), this.keys.tokenReservationReturned(tenant, run.runId)],
+      [budget.burstTokens, budgetRefillPerSec(budget), change.charge, change.giveBack, run.until],
+    )) as [string, number];
+    return { tokensLeft: Number(left), gaveBack: returned === 1 };
   }
 
   /** Folds a completed run's tokens into its workflow's moving tokens per run. */

@@ -15,6 +15,15 @@ export interface MeasuredTokens {
   samples: number;
 }
 
+/** A correction of a tenant's budget for one run: tokens used, and the reservation to give back (once per run). */
+export interface TokenChange {
+  charge: number;
+  giveBack: number;
+}
+
+/** How long after a run's deadline the record that its reservation went back is kept. */
+export const RESERVATION_MARKER_GRACE_MS = 3_600_000;
+
 /** Runs measured before the moving average replaces the workflow's prior. */
 export const MIN_TOKEN_SAMPLES = 5;
 

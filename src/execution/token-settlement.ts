@@ -1,3 +1,4 @@
+import { RESERVATION_MARKER_GRACE_MS, type TokenChange } from '../admission/token-budget.js';
 import type { TokenBudgetStore } from '../admission/token-budget-store.js';
 import { ownEntry } from '../config/lookup.js';
 import type { SluiceConfig } from '../config/schema.js';
@@ -16,20 +17,21 @@ export interface AttemptTokens {
  * The correction one LLM call makes to the tenant's budget: the first call of an attempt gives the
  * reservation back and charges what it used; every later call charges what it used.
  */
-export function callSettlement(state: AttemptTokens, tokens: number): { delta: number; next: AttemptTokens } {
+export function callSettlement(state: AttemptTokens, tokens: number): { change: TokenChange; next: AttemptTokens } {
   const giveBack = state.settled ? 0 : state.reservation;
-  return { delta: giveBack - tokens, next: { reservation: state.reservation, settled: true, used: state.used + tokens } };
+  return { change: { charge: tokens, giveBack }, next: { reservation: state.reservation, settled: true, used: state.used + tokens } };
 }
 
 /** What an ending attempt gives back: its reservation if no LLM call settled it. */
-export function unsettledReservation(state: AttemptTokens): number {
-  return state.settled ? 0 : state.reservation;
+export function endSettlement(state: AttemptTokens): TokenChange {
+  return { charge: 0, giveBack: state.settled ? 0 : state.reservation };
 }
 
 /**
  * The processor's side of token budgets: corrects the reservation admission took
  * (`RunRequested.tokenReservation`) by the tokens the run's LLM calls report, and folds a completed
- * attempt's tokens into its workflow's estimate. Failures are logged, never thrown: a run is not
+ * attempt's tokens into its workflow's estimate. Redis gives a run's reservation back at most once,
+ * so a redelivered attempt (or one the API already withdrew) cannot return it twice. Failures are logged, never thrown: a run is not
  * failed over its accounting, and the budget refills by itself.
  */
 export class TokenSettlement {
@@ -49,9 +51,9 @@ export class TokenSettlement {
   async charge(run: RunRequested, tokens: number): Promise<void> {
     if (!this.anyBudget) return;
     const key = attemptKey(run);
-    const { delta, next } = callSettlement(this.attempts.get(key) ?? initial(run), tokens);
+    const { change, next } = callSettlement(this.attempts.get(key) ?? initial(run), tokens);
     this.attempts.set(key, next);
-    await this.settle(run, delta);
+    await this.settle(run, change);
   }
 
   /** Called once the attempt ended (or the run was dead-lettered without one). */
@@ -60,7 +62,7 @@ export class TokenSettlement {
     const key = attemptKey(run);
     const state = this.attempts.get(key) ?? initial(run);
     this.attempts.delete(key);
-    await this.settle(run, unsettledReservation(state));
+    await this.settle(run, endSettlement(state));
     if (outcome !== 'completed' || state.used <= 0) return;
     try {
       await this.store.fold(run.workflow, state.used);
@@ -69,13 +71,13 @@ export class TokenSettlement {
     }
   }
 
-  private async settle(run: RunRequested, delta: number): Promise<void> {
+  private async settle(run: RunRequested, change: TokenChange): Promise<void> {
     const budget = ownEntry(this.config.tenants, run.tenantId)?.admission.tokenBudget;
-    if (!budget || delta === 0) return;
+    if (!budget || (change.charge <= 0 && change.giveBack <= 0)) return;
     try {
-      await this.store.settle(run.tenantId, budget, delta);
+      await this.store.settle(run.tenantId, budget, { runId: run.runId, until: run.deadline + RESERVATION_MARKER_GRACE_MS }, change);
     } catch (err) {
-      this.logger.warn({ err, runId: run.runId, tenantId: run.tenantId, delta }, 'could not settle a run’s tokens with its token budget');
+      this.logger.warn({ err, runId: run.runId, tenantId: run.tenantId, ...change }, 'could not settle a run’s tokens with its token budget');
     }
   }
 }

@@ -1,7 +1,7 @@
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { redisKeys } from '../../src/redis/keys.js';
-import { TENANT_A_KEY, TENANT_B_KEY, freePort, http, startSluice, testNamespace, writeTestConfig, type HttpResult, type SluiceProcess } from './harness.js';
+import { TENANT_A_KEY, TENANT_B_KEY, eventually, freePort, http, startSluice, testNamespace, waitForStatus, writeTestConfig, type HttpResult, type SluiceProcess } from './harness.js';
 
 /**
  * Token budgets at the door, through the API: a run takes its workflow's estimated tokens from its
@@ -69,5 +69,54 @@ describe('token budgets at admission', () => {
     const text = String(metrics.body);
     expect(text).toMatch(/sluice_admission_total\{[^}]*tenant="tenant-a"[^}]*reason="token_budget_exhausted"[^}]*\} 1/);
     expect(text).toMatch(/sluice_admission_total\{[^}]*tenant="tenant-b"[^}]*reason="token_budget_exhausted"[^}]*\} 1/);
+  });
+});
+
+describe('token budgets settled by the processor', () => {
+  const namespace = testNamespace('tokset');
+  const keys = redisKeys(namespace);
+  let sluice: SluiceProcess;
+  let url: string;
+  let redis: Redis;
+
+  beforeAll(async () => {
+    const [apiPort, simPort] = [await freePort(), await freePort()];
+    // Refill of 1 token/s: the budget barely moves by itself during the test.
+    const config = writeTestConfig({
+      api: { port: apiPort },
+      simulator: { port: simPort, anthropicLatencyMs: 0, anthropicJitterMs: 0 },
+      tenants: { 'tenant-a': { admission: { tokenBudget: { tokensPerMinute: 60, burstTokens: 100_000 } } } },
+      workflows: { 'support-reply': { tokenPrior: 50_000 } },
+      processor: { shutdownGraceMs: 1_000 },
+    });
+    sluice = await startSluice({ configPath: config, roles: 'provider-sim,status-sink,api,processor', namespace });
+    await sluice.waitForLog((l) => l.msg === 'partitions assigned', 60_000);
+    url = `http://127.0.0.1:${apiPort}`;
+    redis = new Redis(inject('infra').redisUrl);
+  });
+
+  afterAll(async () => {
+    if (sluice) expect(await sluice.stop()).toBe(0);
+    redis?.disconnect();
+  });
+
+  it('a completed run gives its reservation back, pays what it used, and measures its workflow', async () => {
+    const r = await http(`${url}/v1/runs`, { method: 'POST', key: TENANT_A_KEY, json: { workflow: 'support-reply', input: { orderId: '42' }, deadlineMs: 60_000 } });
+    expect(r.status).toBe(202);
+    // The reservation (the prior) is out while the run waits or runs.
+    expect(Number(await redis.hget(keys.tokenBudget('tenant-a'), 'tokens'))).toBeLessThanOrEqual(50_100);
+    const done = await waitForStatus(url, r.body.runId, TENANT_A_KEY, ['completed', 'failed', 'expired', 'cancelled'], 60_000);
+    expect(done.status).toBe('completed');
+    const estimate = await eventually(async () => {
+      const h = await redis.hgetall(keys.tokenEstimate('support-reply'));
+      return h.samples ? h : undefined;
+    }, 10_000, 'the workflow estimate');
+    expect(estimate.samples).toBe('1');
+    const used = Number(estimate.per_run);
+    expect(used).toBeGreaterThan(0);
+    const left = Number(await redis.hget(keys.tokenBudget('tenant-a'), 'tokens'));
+    // Full budget minus what the run used, plus at most a minute of refill at 1/s.
+    expect(left).toBeGreaterThanOrEqual(100_000 - used);
+    expect(left).toBeLessThanOrEqual(Math.min(100_000, 100_000 - used + 60));
   });
 });

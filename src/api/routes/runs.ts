@@ -217,7 +217,7 @@ async function settleSubmission(deps: RunRouteDeps, s: Submission, outcome: Subm
   // cannot be written, and such a run would execute (counted here, logged).
   const mayHaveLanded = outcome?.kind === 'not_acknowledged' && outcome.mayHaveLanded;
   await Promise.all([
-    holdsEntry ? attempt('withdraw', () => deps.admission.withdraw({ runId: s.runId, tenantId: s.tenantId, runClass: s.runClass }, decision?.tokenReservation)) : undefined,
+    holdsEntry ? attempt('withdraw', () => deps.admission.withdraw({ runId: s.runId, tenantId: s.tenantId, runClass: s.runClass }, decision?.tokenReservation ? { tokens: decision.tokenReservation, deadline: s.deadline } : undefined)) : undefined,
     mayHaveLanded ? attempt('mark_not_acknowledged', () => deps.withdrawals.withdraw(s.runId, s.deadline)) : undefined,
     claim && accepted ? attempt('store', () => deps.idempotency.store(s.tenantId, claim.key, claim.token, accepted)) : undefined,
     claim && !accepted ? attempt('forget', () => deps.idempotency.forget(s.tenantId, claim.key, claim.token)) : undefined,

@@ -6,7 +6,7 @@ import { RedisOutageFallback } from '../../../src/admission/redis-outage.js';
 import type { ServiceState } from '../../../src/admission/service-state.js';
 import { loadConfig } from '../../../src/config/load.js';
 import type { RedisOutageConfig, SluiceConfig, TenantConfig } from '../../../src/config/schema.js';
-import { tokenPrior, type MeasuredTokens, type TokenBudget } from '../../../src/admission/token-budget.js';
+import { RESERVATION_MARKER_GRACE_MS, tokenPrior, type MeasuredTokens, type TokenBudget, type TokenChange } from '../../../src/admission/token-budget.js';
 import type { TokenBudgetStore } from '../../../src/admission/token-budget-store.js';
 import { createLogger } from '../../../src/obs/logger.js';
 import { createMetrics } from '../../../src/obs/metrics.js';
@@ -36,16 +36,16 @@ function controller(outage: RedisOutageConfig, script: StoreScript, cfg: SluiceC
   const state = { service: () => ({ ratePerSec: undefined, serviceTimeMs: undefined }), tokensPerRun: () => script.measured } as unknown as ServiceState;
   const metrics = createMetrics();
   const taken: number[] = [];
-  const settled: Array<{ tenant: string; delta: number }> = [];
+  const settled: Array<{ tenant: string; runId: string; until: number; giveBack: number; charge: number }> = [];
   const tokens = {
     take: async (tenant: string, budget: TokenBudget, n: number) => {
       const take = await (script.takeBudget?.(tenant, budget, n) ?? { allowed: true, tokensLeft: 0, waitMs: 0 });
       if (take.allowed) taken.push(n);
       return take;
     },
-    settle: async (tenant: string, _budget: TokenBudget, delta: number) => {
-      settled.push({ tenant, delta });
-      return 0;
+    settle: async (tenant: string, _budget: TokenBudget, run: { runId: string; until: number }, change: TokenChange) => {
+      settled.push({ tenant, ...run, ...change });
+      return { tokensLeft: 0, gaveBack: true };
     },
   } as unknown as TokenBudgetStore;
   const c = new AdmissionController(cfg, store, state, { all: () => new Map() }, metrics, new RedisOutageFallback(outage), createLogger('silent'), tokens);
@@ -179,15 +179,15 @@ describe('AdmissionController token budgets', () => {
     const d = await c.decide(budgeted(cfg));
     expect(d).toMatchObject({ outcome: 'deferred', reason: 'tenant_backlog_full' });
     expect(d.tokenReservation).toBeUndefined();
-    expect(settled).toEqual([{ tenant: 'tenant-a', delta: 200 }]);
+    expect(settled).toEqual([{ tenant: 'tenant-a', runId: `r-${T0}`, until: T0 + 30_000 + RESERVATION_MARKER_GRACE_MS, charge: 0, giveBack: 200 }]);
   });
 
   it('withdraw gives the reservation back with the backlog entry', async () => {
     const cfg = withBudget();
     const { c, settled } = controller(closed, {}, cfg);
-    await c.withdraw({ runId: 'r', tenantId: 'tenant-a', runClass: 'interactive' }, 321);
+    await c.withdraw({ runId: 'r', tenantId: 'tenant-a', runClass: 'interactive' }, { tokens: 321, deadline: T0 });
     await c.withdraw({ runId: 'r', tenantId: 'tenant-a', runClass: 'interactive' });
-    expect(settled).toEqual([{ tenant: 'tenant-a', delta: 321 }]);
+    expect(settled).toEqual([{ tenant: 'tenant-a', runId: 'r', until: T0 + RESERVATION_MARKER_GRACE_MS, charge: 0, giveBack: 321 }]);
   });
 
   it('observe mode counts the refusal and admits without a reservation', async () => {

@@ -1,30 +1,26 @@
 import { describe, expect, it } from 'vitest';
-import type { TokenBudget } from '../../../src/admission/token-budget.js';
+import { RESERVATION_MARKER_GRACE_MS, type TokenBudget, type TokenChange } from '../../../src/admission/token-budget.js';
 import { loadConfig } from '../../../src/config/load.js';
 import type { SluiceConfig, TenantConfig } from '../../../src/config/schema.js';
-import { callSettlement, TokenSettlement, unsettledReservation } from '../../../src/execution/token-settlement.js';
+import { callSettlement, endSettlement, TokenSettlement } from '../../../src/execution/token-settlement.js';
 import { createLogger } from '../../../src/obs/logger.js';
 import { RUN } from './fixtures.js';
 
 describe('settlement amounts', () => {
   it('the first call gives the reservation back and charges what it used; later calls charge what they used', () => {
     const first = callSettlement({ reservation: 1_000, settled: false, used: 0 }, 300);
-    expect(first).toEqual({ delta: 700, next: { reservation: 1_000, settled: true, used: 300 } });
+    expect(first).toEqual({ change: { charge: 300, giveBack: 1_000 }, next: { reservation: 1_000, settled: true, used: 300 } });
     const second = callSettlement(first.next, 900);
-    expect(second).toEqual({ delta: -900, next: { reservation: 1_000, settled: true, used: 1_200 } });
-  });
-
-  it('a run that used more than it reserved pays the difference at its first call', () => {
-    expect(callSettlement({ reservation: 200, settled: false, used: 0 }, 1_500).delta).toBe(-1_300);
+    expect(second).toEqual({ change: { charge: 900, giveBack: 0 }, next: { reservation: 1_000, settled: true, used: 1_200 } });
   });
 
   it('without a reservation (no budget at admission, a retry) every call is charged in full', () => {
-    expect(callSettlement({ reservation: 0, settled: false, used: 0 }, 40).delta).toBe(-40);
+    expect(callSettlement({ reservation: 0, settled: false, used: 0 }, 40).change).toEqual({ charge: 40, giveBack: 0 });
   });
 
   it('an attempt ending unsettled gives its reservation back; a settled one gives nothing', () => {
-    expect(unsettledReservation({ reservation: 800, settled: false, used: 0 })).toBe(800);
-    expect(unsettledReservation({ reservation: 800, settled: true, used: 10 })).toBe(0);
+    expect(endSettlement({ reservation: 800, settled: false, used: 0 })).toEqual({ charge: 0, giveBack: 800 });
+    expect(endSettlement({ reservation: 800, settled: true, used: 10 })).toEqual({ charge: 0, giveBack: 0 });
   });
 });
 
@@ -38,13 +34,14 @@ describe('TokenSettlement', () => {
   };
 
   function settlement(config: SluiceConfig, failing = false) {
-    const settled: Array<[string, number]> = [];
+    const settled: Array<[string, number, number]> = [];
     const folded: Array<[string, number]> = [];
     const store = {
-      settle: async (tenant: string, _b: TokenBudget, delta: number) => {
+      settle: async (tenant: string, _b: TokenBudget, run: { runId: string; until: number }, change: TokenChange) => {
         if (failing) throw new Error('Command timed out');
-        settled.push([tenant, delta]);
-        return 0;
+        expect(run).toEqual({ runId: RUN.runId, until: RUN.deadline + RESERVATION_MARKER_GRACE_MS });
+        settled.push([tenant, change.giveBack, change.charge]);
+        return { tokensLeft: 0, gaveBack: change.giveBack > 0 };
       },
       fold: async (workflow: string, tokens: number) => {
         if (failing) throw new Error('Command timed out');
@@ -62,14 +59,14 @@ describe('TokenSettlement', () => {
     await s.charge(reserved, 300);
     await s.charge(reserved, 250);
     await s.endAttempt(reserved, 'completed');
-    expect(settled).toEqual([['tenant-a', 700], ['tenant-a', -250]]);
+    expect(settled).toEqual([['tenant-a', 1_000, 300], ['tenant-a', 0, 250]]);
     expect(folded).toEqual([[RUN.workflow, 550]]);
   });
 
   it('an attempt that ends before any LLM call gives the reservation back and folds nothing', async () => {
     const { s, settled, folded } = settlement(withBudget());
     await s.endAttempt(reserved, 'retried');
-    expect(settled).toEqual([['tenant-a', 1_000]]);
+    expect(settled).toEqual([['tenant-a', 1_000, 0]]);
     expect(folded).toEqual([]);
   });
 
@@ -77,7 +74,7 @@ describe('TokenSettlement', () => {
     const { s, settled, folded } = settlement(withBudget());
     await s.charge(reserved, 100);
     await s.endAttempt(reserved, 'failed');
-    expect(settled).toEqual([['tenant-a', 900]]);
+    expect(settled).toEqual([['tenant-a', 1_000, 100]]);
     expect(folded).toEqual([]);
   });
 
@@ -85,7 +82,7 @@ describe('TokenSettlement', () => {
     const { s, settled } = settlement(withBudget());
     await s.charge(reserved, 100);
     await s.charge({ ...reserved, attempt: 2, tokenReservation: null }, 40);
-    expect(settled).toEqual([['tenant-a', 900], ['tenant-a', -40]]);
+    expect(settled).toEqual([['tenant-a', 1_000, 100], ['tenant-a', 0, 40]]);
   });
 
   it('a tenant without a budget is not settled, but its completed runs still measure the workflow', async () => {
