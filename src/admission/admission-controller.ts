@@ -47,9 +47,10 @@ export type OutageRequest = Pick<AdmissionRequest, 'tenantId' | 'runClass' | 'id
 /**
  * Where a request is admitted or turned away: the breaker check (no I/O), the tenant's token
  * bucket (one EVALSHA), the tenant's token budget if it has one (one EVALSHA, taking the
- * workflow's estimated tokens per run; given back if the backlog then refuses), then the bounded backlog with the deadline estimate (one EVALSHA). In
- * observe mode every decision is computed and counted, and the run is admitted regardless. When
- * Redis does not answer, the outage policy decides instead (`admission.redisOutage`).
+ * workflow's estimated tokens per run; given back if the backlog then refuses), then the bounded
+ * backlog with the deadline estimate (one EVALSHA). In observe mode every decision is computed and
+ * counted, and the run is admitted regardless. When Redis does not answer, the outage policy
+ * decides instead (`admission.redisOutage`).
  */
 export class AdmissionController {
   constructor(
