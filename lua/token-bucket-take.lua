@@ -36,8 +36,9 @@ else
 end
 
 redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'ts', tostring(ts))
--- An idle bucket is full again after capacity/rate seconds; keep it no longer than that.
+-- An idle bucket is full again after capacity/rate seconds; keep it no longer than that. A bucket
+-- that settlement took below zero (token-bucket-settle.lua) needs longer to be full again.
 local ttl = 86400000
-if rate > 0 then ttl = math.ceil(capacity * 1000 / rate) + 1000 end
+if rate > 0 then ttl = math.ceil(math.max(capacity, capacity - tokens) * 1000 / rate) + 1000 end
 redis.call('PEXPIRE', KEYS[1], ttl)
 return {allowed, tostring(tokens), wait_ms}

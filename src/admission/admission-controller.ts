@@ -1,4 +1,5 @@
 import type { SluiceConfig, TenantConfig, WorkflowConfig } from '../config/schema.js';
+import { ownEntry } from '../config/lookup.js';
 import { dependenciesOf } from '../config/workflows.js';
 import type { RunClass } from '../events/schemas.js';
 import type { Metrics } from '../obs/metrics.js';
@@ -14,6 +15,8 @@ import {
   type DependencyState,
 } from './admission-policy.js';
 import type { AdmissionStore, BacklogRun } from './admission-store.js';
+import { budgetCost, RESERVATION_MARKER_GRACE_MS, tokenBudgetRefusal, tokenEstimate, tokenPrior } from './token-budget.js';
+import type { TokenBudgetStore } from './token-budget-store.js';
 import type { ServiceState } from './service-state.js';
 import type { RedisOutageFallback } from './redis-outage.js';
 import type { Logger } from '../obs/logger.js';
@@ -23,6 +26,7 @@ export interface AdmissionRequest {
   runId: string;
   tenantId: string;
   tenant: TenantConfig;
+  workflowName: string;
   workflow: WorkflowConfig;
   runClass: RunClass;
   deadline: number;
@@ -31,14 +35,22 @@ export interface AdmissionRequest {
   idempotencyKey: boolean;
 }
 
+/** Tokens a run reserved from its tenant's budget, and its deadline (how long a give-back is remembered). */
+export interface TokenReservation {
+  tokens: number;
+  deadline: number;
+}
+
 /** Who is asking, when Redis could not be asked. */
 export type OutageRequest = Pick<AdmissionRequest, 'tenantId' | 'runClass' | 'idempotencyKey' | 'now'>;
 
 /**
  * Where a request is admitted or turned away: the breaker check (no I/O), the tenant's token
- * bucket (one EVALSHA), then the bounded backlog with the deadline estimate (one EVALSHA). In
- * observe mode every decision is computed and counted, and the run is admitted regardless. When
- * Redis does not answer, the outage policy decides instead (`admission.redisOutage`).
+ * bucket (one EVALSHA), the tenant's token budget if it has one (one EVALSHA, taking the
+ * workflow's estimated tokens per run; given back if the backlog then refuses), then the bounded
+ * backlog with the deadline estimate (one EVALSHA). In observe mode every decision is computed and
+ * counted, and the run is admitted regardless. When Redis does not answer, the outage policy
+ * decides instead (`admission.redisOutage`).
  */
 export class AdmissionController {
   constructor(
@@ -49,6 +61,7 @@ export class AdmissionController {
     private readonly metrics: Metrics,
     private readonly outage: RedisOutageFallback,
     private readonly logger: Logger,
+    private readonly tokens: TokenBudgetStore,
   ) {
     // The bounds this instance admits against, so alerts and dashboards can compare the backlog with them.
     for (const [tenant, t] of Object.entries(config.tenants)) metrics.backlogLimit.set({ tenant }, t.admission.maxBacklog);
@@ -86,9 +99,17 @@ export class AdmissionController {
     const service = this.state.service(req.runClass);
     const open = unavailable(dependenciesOf(req.workflow.steps), this.breakers.all());
 
-    const early = dependencyRefusal(req.runClass, open, req.deadline, req.now, service.serviceTimeMs) ?? bucketRefusal(
+    let early = dependencyRefusal(req.runClass, open, req.deadline, req.now, service.serviceTimeMs) ?? bucketRefusal(
       await this.store.takeToken(req.tenantId, req.tenant.admission.bucket.capacity, effectiveRefill(req.tenant.admission.bucket.refillPerSec, open.length > 0, admission.emergencyRefillFactor)),
     );
+    let reserved = 0;
+    const budget = req.tenant.admission.tokenBudget;
+    if (!early && budget) {
+      const cost = budgetCost(tokenEstimate(this.state.tokensPerRun(req.workflowName), tokenPrior(req.workflow, this.config.dependencies)), budget);
+      const take = await this.tokens.take(req.tenantId, budget, cost);
+      if (take.allowed) reserved = cost;
+      early = tokenBudgetRefusal(take);
+    }
     if (early && !observe) return this.count(req, early);
 
     const slots = slotsFor(req.runClass, limits.global, limits.batchShare);
@@ -98,15 +119,34 @@ export class AdmissionController {
       { tenantMax: req.tenant.admission.maxBacklog, globalMax: admission.maxBacklog, maxAhead, recordAnyway: observe },
     );
     const decision = early ?? decideFromBacklog(backlog, { slots, maxAhead, service });
-    if (!observe || decision.outcome === 'admitted' || decision.outcome === 'queued') return this.count(req, decision);
+    const reservation = reserved > 0 ? { tokenReservation: reserved } : {};
+    if (decision.outcome === 'admitted' || decision.outcome === 'queued') return this.count(req, { ...decision, ...reservation });
+    if (!observe) {
+      await this.giveBack(req.tenantId, req.runId, { tokens: reserved, deadline: req.deadline });
+      return this.count(req, decision);
+    }
 
     this.metrics.admissionObserved.inc({ tenant: req.tenantId, class: req.runClass, outcome: decision.outcome, reason: decision.reason });
-    return this.count(req, decideFromBacklog({ ...backlog, outcome: 'admitted' }, { slots, maxAhead, service }));
+    return this.count(req, { ...decideFromBacklog({ ...backlog, outcome: 'admitted' }, { slots, maxAhead, service }), ...reservation });
   }
 
-  /** Takes back the backlog entry of a run that was admitted but never reached Kafka. */
-  async withdraw(run: BacklogRun): Promise<void> {
-    await this.store.withdraw(run);
+  /** Takes back the backlog entry and the reserved tokens of a run that was admitted but never reached Kafka. */
+  async withdraw(run: BacklogRun, reservation?: TokenReservation): Promise<void> {
+    await Promise.all([this.store.withdraw(run), reservation ? this.giveBack(run.tenantId, run.runId, reservation) : undefined]);
+  }
+
+  /**
+   * Returns reserved tokens to the tenant's budget. Failing is logged, not thrown: the decision
+   * stands, and the budget refills by itself.
+   */
+  private async giveBack(tenantId: string, runId: string, reservation: TokenReservation): Promise<void> {
+    const budget = ownEntry(this.config.tenants, tenantId)?.admission.tokenBudget;
+    if (!budget || reservation.tokens <= 0) return;
+    try {
+      await this.tokens.settle(tenantId, budget, { runId, until: reservation.deadline + RESERVATION_MARKER_GRACE_MS }, { charge: 0, giveBack: reservation.tokens });
+    } catch (err) {
+      this.logger.warn({ err, tenantId, runId, tokens: reservation.tokens }, 'could not give reserved tokens back to the token budget');
+    }
   }
 
   private count(req: Pick<AdmissionRequest, 'tenantId' | 'runClass'>, d: AdmissionDecision): AdmissionDecision {

@@ -12,6 +12,7 @@ export type AdmissionReason =
   | 'capacity_available'
   | 'waiting_for_capacity'
   | 'rate_limited'
+  | 'token_budget_exhausted'
   | 'tenant_backlog_full'
   | 'overloaded'
   | 'deadline_unreachable'
@@ -29,6 +30,8 @@ export interface AdmissionDecision {
    * a timed-out script may still have written is left to its lease).
    */
   redisOutage?: true;
+  /** Tokens taken from the tenant's token budget for this run, to be settled against its actual use. */
+  tokenReservation?: number;
 }
 
 /** The API reads breakers as processors do. */

@@ -21,6 +21,12 @@ export interface BucketTake {
   waitMs: number;
 }
 
+/** One run of `token-bucket-take.lua` on a bucket key, its answer parsed. */
+export async function takeFromBucket(scripts: LuaScripts, key: string, capacity: number, refillPerSec: number, cost: number): Promise<BucketTake> {
+  const [allowed, tokens, waitMs] = (await scripts.run('tokenBucketTake', [key], [capacity, refillPerSec, cost])) as [number, string, number];
+  return { allowed: allowed === 1, tokensLeft: Number(tokens), waitMs: Number(waitMs) };
+}
+
 /** The thin Redis side of admission: each call is one EVALSHA of one script in `lua/`. */
 export class AdmissionStore {
   constructor(
@@ -56,9 +62,8 @@ export class AdmissionStore {
     return this.remove(run, undefined, false);
   }
 
-  private async take(key: string, capacity: number, refillPerSec: number, cost: number): Promise<BucketTake> {
-    const [allowed, tokens, waitMs] = (await this.scripts.run('tokenBucketTake', [key], [capacity, refillPerSec, cost])) as [number, string, number];
-    return { allowed: allowed === 1, tokensLeft: Number(tokens), waitMs: Number(waitMs) };
+  private take(key: string, capacity: number, refillPerSec: number, cost: number): Promise<BucketTake> {
+    return takeFromBucket(this.scripts, key, capacity, refillPerSec, cost);
   }
 
   private async remove(run: BacklogRun, executionMs: number | undefined, finished: boolean): Promise<boolean> {

@@ -17,6 +17,7 @@ export const PROBLEMS = {
   unsupported_media_type: { status: 415, title: 'Send application/json', retryable: false },
   headers_too_large: { status: 431, title: 'The request headers are too large', retryable: false },
   rate_limited: { status: 429, title: 'Rate limit exceeded', retryable: true },
+  token_budget_exhausted: { status: 429, title: 'Token budget exhausted', retryable: true },
   tenant_backlog_full: { status: 429, title: 'Too much unfinished work for this tenant', retryable: true },
   overloaded: { status: 503, title: 'Sluice cannot take this work now', retryable: true },
   dependency_unavailable: { status: 503, title: 'A dependency this workflow needs is unavailable', retryable: true },

@@ -156,6 +156,11 @@ const workflow = z.object({
    * `result.text` with `result.degraded: true`. Without it, unavailability fails the run.
    */
   fallback: z.object({ text: z.string().min(1).max(10_000) }).optional(),
+  /**
+   * Input+output tokens one run is assumed to use until enough runs were measured (token budgets).
+   * Default: twice the `maxTokens` of each LLM step's dependency, summed (src/admission/token-budget.ts).
+   */
+  tokenPrior: z.number().int().min(1).max(100_000_000).optional(),
 });
 
 /** A token bucket's size and refill (0: it never refills); Redis keeps its state. */
@@ -175,6 +180,18 @@ const tenantAdmission = z
     bucket: tokenBucket({ capacity: 60, refillPerSec: 10 }),
     /** Admitted-but-unfinished runs of this tenant; more is deferred with 429 tenant_backlog_full. */
     maxBacklog: z.number().int().min(1).max(10_000_000).default(500),
+    /**
+     * Input+output LLM tokens the tenant's runs may use, shared by every instance. Admission takes a
+     * run's estimated tokens; the processor settles them against what the run used. Absent: no budget.
+     */
+    tokenBudget: z
+      .object({
+        tokensPerMinute: z.number().positive().max(1_000_000_000),
+        /** The most tokens the budget holds (default: one minute's worth). */
+        burstTokens: z.number().positive().max(1_000_000_000).optional(),
+      })
+      .transform((b) => ({ tokensPerMinute: b.tokensPerMinute, burstTokens: b.burstTokens ?? b.tokensPerMinute }))
+      .optional(),
   })
   .prefault({});
 

@@ -56,6 +56,8 @@ export interface RunRequested extends RunEventBase {
   idempotencyKey: string | null;
   /** Epoch milliseconds; null means the attempt may start immediately. */
   dueAt: number | null;
+  /** Tokens taken from the tenant's token budget at admission; absent or null when none were. */
+  tokenReservation?: number | null;
 }
 
 export interface RunStatusChanged extends RunEventBase {

@@ -6,17 +6,20 @@ import { OutcomePublisher, type OutcomePublisherDeps } from './outcome-publisher
 import type { RunFailure } from './run-faults.js';
 import { StepCaller, type StepCallerDeps } from './step-caller.js';
 import { StepLoop, type StepLoopDeps } from './step-loop.js';
+import type { TokenSettlement } from './token-settlement.js';
 
 /** What running an attempt needs from outside: what each part needs, with the clocks they share. */
 export interface RunExecutorDeps
   extends Omit<OutcomePublisherDeps, 'config' | 'now'>,
     Omit<CallGuardDeps, 'config' | 'now'>,
-    Omit<StepCallerDeps, 'config' | 'guard' | 'now' | 'random'>,
+    Omit<StepCallerDeps, 'config' | 'guard' | 'now' | 'random' | 'tokenSettlement'>,
     Omit<StepLoopDeps, 'config' | 'caller' | 'outcomes' | 'now' | 'random'> {
   config: SluiceConfig;
   now?: () => number;
   /** Source for retry jitter; injectable so tests are deterministic. */
   random?: () => number;
+  /** Settles runs' tokens with their tenants' token budgets (absent: nothing is settled). */
+  tokenSettlement?: Pick<TokenSettlement, 'charge' | 'endAttempt'>;
 }
 
 /**
@@ -45,13 +48,15 @@ export class RunExecutor {
     const labels = { tenant: run.tenantId, workflow: run.workflow, class: run.class };
     metrics.runsStarted.inc(labels);
     metrics.runsInFlight.inc();
+    let outcome: RunOutcome | undefined;
     try {
-      const outcome = await this.steps.run(run, context);
+      outcome = await this.steps.run(run, context);
       metrics.runsFinished.inc({ ...labels, status: outcome });
       metrics.runDuration.observe({ workflow: run.workflow, status: outcome }, (this.now() - started) / 1000);
       return outcome;
     } finally {
       metrics.runsInFlight.dec();
+      await this.deps.tokenSettlement?.endAttempt(run, outcome);
     }
   }
 
@@ -61,7 +66,9 @@ export class RunExecutor {
   }
 
   /** Ends a run without further attempts: archived in the DLQ topic with its context, then reported failed. */
-  deadLetter(run: RunRequested, context: AttemptContext, failure: RunFailure): Promise<RunOutcome> {
-    return this.outcomes.deadLettered(run, context, failure);
+  async deadLetter(run: RunRequested, context: AttemptContext, failure: RunFailure): Promise<RunOutcome> {
+    const outcome = await this.outcomes.deadLettered(run, context, failure);
+    await this.deps.tokenSettlement?.endAttempt(run, outcome);
+    return outcome;
   }
 }

@@ -14,6 +14,7 @@ import { StepError } from '../steps/step-error.js';
 import { callTool } from '../steps/tool-call.js';
 import type { CallGuard } from './call-guard.js';
 import { countLlmResponse, stepUsage } from './llm-usage.js';
+import type { TokenSettlement } from './token-settlement.js';
 
 /** Outputs of a run's earlier steps by step id, in step order: what a later step is given. */
 export type StepOutputs = Record<string, unknown>;
@@ -47,6 +48,8 @@ export interface StepCallerDeps {
   now: () => number;
   /** Source for retry jitter; injectable so tests are deterministic. */
   random: () => number;
+  /** Settles each LLM call's tokens with the tenant's token budget. */
+  tokenSettlement?: Pick<TokenSettlement, 'charge'>;
 }
 
 /**
@@ -114,6 +117,7 @@ export class StepCaller {
           headers,
         });
         countLlmResponse(metrics, this.deps.config, { tenant: run.tenantId, workflow: run.workflow }, dep, res);
+        await this.deps.tokenSettlement?.charge(run, res.usage.inputTokens + res.usage.outputTokens);
         // The usage stays in the output: the journal keeps it for the run's usage summary (runUsage).
         return { text: res.text, model: res.model, usage: stepUsage(res.usage) };
       }

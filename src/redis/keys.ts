@@ -22,6 +22,12 @@ export function redisKeys(namespace: string) {
     backlogAll: () => `${admission}:backlog:all`,
     /** Finished runs per time bucket and a moving service time, per class (hash). */
     serviceStats: (runClass: string) => `${admission}:service:${runClass}`,
+    /** Token budget of one tenant (hash: tokens, ts), in the tenant's slot with its request bucket. */
+    tokenBudget: (tenant: string) => `${ns}:tokens:{${tenant}}`,
+    /** Set once a run's token reservation was given back, so it is never given back twice (expires after the run's deadline). */
+    tokenReservationReturned: (tenant: string, runId: string) => `${ns}:tokens:{${tenant}}:returned:${runId}`,
+    /** Moving input+output tokens per completed run of one workflow (hash: per_run, samples). */
+    tokenEstimate: (workflow: string) => `${admission}:tokens:workflow:${workflow}`,
     /** Idempotency record of one tenant's key (hash: state, requestHash, token, status, body). */
     idempotency: (tenant: string, keyDigest: string) => `${ns}:idem:{${tenant}}:${keyDigest}`,
     /** A completed step's output, so a redelivered run does not repeat the step (expires after the deadline). */

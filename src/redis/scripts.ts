@@ -9,6 +9,8 @@ import { packageRoot } from '../util/package-root.js';
  */
 export const SCRIPTS = {
   tokenBucketTake: { file: 'token-bucket-take.lua', keys: 1 },
+  tokenBucketSettle: { file: 'token-bucket-settle.lua', keys: 2 },
+  tokenEstimateFold: { file: 'token-estimate-fold.lua', keys: 1 },
   backlogAdmit: { file: 'backlog-admit.lua', keys: 3 },
   backlogRelease: { file: 'backlog-release.lua', keys: 4 },
   idempotencyClaim: { file: 'idempotency-claim.lua', keys: 1 },

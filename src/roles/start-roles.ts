@@ -13,6 +13,7 @@ import { unpricedModels } from '../steps/llm-pricing.js';
 import { RunExecutor } from '../execution/run-executor.js';
 import { RedisCancellations } from '../runs/cancellation.js';
 import { RedisStepJournal } from '../execution/step-journal.js';
+import { TokenSettlement } from '../execution/token-settlement.js';
 import { RunEventFeed } from '../status/run-event-feed.js';
 import { createListenClient } from '../db/pool.js';
 import { callLlm, createAnthropicClient } from '../steps/llm-call.js';
@@ -23,6 +24,7 @@ import { releaseFinishedRun } from '../admission/backlog-release.js';
 import { ReadLimits } from '../admission/read-limits.js';
 import { IdempotencyStore } from '../admission/idempotency.js';
 import { ServiceState } from '../admission/service-state.js';
+import { TokenBudgetStore } from '../admission/token-budget-store.js';
 import { RedisOutageFallback } from '../admission/redis-outage.js';
 import { LeaseKeeper } from '../permits/lease-keeper.js';
 import { LimitsStore } from '../permits/limits-store.js';
@@ -181,6 +183,7 @@ async function startProcessor(ctx: RoleContext, simulatorUrl: string): Promise<v
     deadLetters: producer,
     metrics,
     logger: log,
+    tokenSettlement: new TokenSettlement(config, new TokenBudgetStore(clients.scripts, clients.keys), log),
   });
   const consumer = new RunConsumer({
     kafka: clients.kafka,
@@ -211,6 +214,7 @@ async function startApi(ctx: RoleContext): Promise<string> {
     refreshMs: config.admission.stateRefreshMs,
     rateWindowSec: config.admission.rateWindowSec,
     logger: log,
+    workflows: Object.keys(config.workflows),
   });
   await serviceState.start();
   onStop(async () => serviceState.stop());
@@ -226,7 +230,7 @@ async function startApi(ctx: RoleContext): Promise<string> {
     metrics,
     producer: await clients.producer(),
     runs,
-    admission: new AdmissionController(config, new AdmissionStore(clients.scripts, clients.keys), serviceState, board, metrics, new RedisOutageFallback(config.admission.redisOutage), log),
+    admission: new AdmissionController(config, new AdmissionStore(clients.scripts, clients.keys), serviceState, board, metrics, new RedisOutageFallback(config.admission.redisOutage), log, new TokenBudgetStore(clients.scripts, clients.keys)),
     idempotency: new IdempotencyStore(clients.scripts, clients.keys, {
       ttlSec: config.admission.idempotencyTtlSec,
       pendingMs: config.admission.idempotencyPendingMs,

@@ -60,6 +60,7 @@ const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
 
 const REFUSAL_DETAIL: Record<string, string> = {
   rate_limited: 'this tenant is sending faster than its rate; retry after the indicated time',
+  token_budget_exhausted: 'this tenant\'s token budget cannot cover this run now; retry after the indicated time',
   tenant_backlog_full: 'this tenant has as many unfinished runs as it may have; retry when some finish',
   overloaded: 'Sluice has as many unfinished runs as it can hold; retry after the indicated time',
   deadline_unreachable: 'at the measured service rate this run could not finish before its deadline',
@@ -121,6 +122,7 @@ async function admitAndPublish(deps: RunRouteDeps, s: Submission, log: FastifyBa
       runId: s.runId,
       tenantId: s.tenantId,
       tenant: s.tenant,
+      workflowName: s.workflowName,
       workflow: s.workflow,
       runClass: s.runClass,
       deadline: s.deadline,
@@ -141,6 +143,7 @@ async function admitAndPublish(deps: RunRouteDeps, s: Submission, log: FastifyBa
       input: s.inputJson,
       idempotencyKey: s.claim?.key ?? null,
       dueAt: null,
+      tokenReservation: decision.tokenReservation ?? null,
     };
     try {
       await deps.producer.publishRunRequested(run, config.kafka.produceTimeoutMs);
@@ -214,7 +217,7 @@ async function settleSubmission(deps: RunRouteDeps, s: Submission, outcome: Subm
   // cannot be written, and such a run would execute (counted here, logged).
   const mayHaveLanded = outcome?.kind === 'not_acknowledged' && outcome.mayHaveLanded;
   await Promise.all([
-    holdsEntry ? attempt('withdraw', () => deps.admission.withdraw({ runId: s.runId, tenantId: s.tenantId, runClass: s.runClass })) : undefined,
+    holdsEntry ? attempt('withdraw', () => deps.admission.withdraw({ runId: s.runId, tenantId: s.tenantId, runClass: s.runClass }, decision?.tokenReservation ? { tokens: decision.tokenReservation, deadline: s.deadline } : undefined)) : undefined,
     mayHaveLanded ? attempt('mark_not_acknowledged', () => deps.withdrawals.withdraw(s.runId, s.deadline)) : undefined,
     claim && accepted ? attempt('store', () => deps.idempotency.store(s.tenantId, claim.key, claim.token, accepted)) : undefined,
     claim && !accepted ? attempt('forget', () => deps.idempotency.forget(s.tenantId, claim.key, claim.token)) : undefined,

@@ -14,6 +14,7 @@ import { LuaScripts } from '../../../src/redis/scripts.js';
 import { eventually, testNamespace } from '../harness.js';
 import { crc16, keySlot } from './cluster-slot.js';
 import { closeScriptPair, openScriptPair, redisNowMs } from './redis-clients.js';
+import type { TokenBudgetStore } from '../../../src/admission/token-budget-store.js';
 
 /**
  * backlog-admit.lua and backlog-release.lua against a real Redis, through AdmissionStore and raw.
@@ -144,9 +145,9 @@ describe('backlog-admit.lua', () => {
     const metrics = { admissions: { inc: () => {} }, admissionObserved: { inc: () => {} }, backlogLimit: { set: () => {} }, globalBacklogLimit: { set: () => {} } } as unknown as Metrics;
     const tenant = { admission: { mode: 'enforce', bucket: { capacity: 100, refillPerSec: 100 }, maxBacklog: 100 } } as unknown as TenantConfig;
     const workflow = { steps: [{ kind: 'llm', dependency: 'anthropic' }] } as unknown as WorkflowConfig;
-    const controller = new AdmissionController(config, A, state, { all: () => new Map() }, metrics, new RedisOutageFallback({ policy: 'fail-closed', localBucket: { capacity: 1, refillPerSec: 1 }, maxAdmittedPerOutage: 1 }), createLogger('silent'));
+    const controller = new AdmissionController(config, A, state, { all: () => new Map() }, metrics, new RedisOutageFallback({ policy: 'fail-closed', localBucket: { capacity: 1, refillPerSec: 1 }, maxAdmittedPerOutage: 1 }), createLogger('silent'), {} as TokenBudgetStore);
     const now = Date.now();
-    const decision = await controller.decide({ runId: 'hopeless', tenantId: 'acme', tenant, workflow, runClass: 'interactive', deadline: now + 1_000, now, idempotencyKey: false });
+    const decision = await controller.decide({ runId: 'hopeless', tenantId: 'acme', tenant, workflowName: 'wf', workflow, runClass: 'interactive', deadline: now + 1_000, now, idempotencyKey: false });
     expect(decision).toMatchObject({ outcome: 'rejected', reason: 'deadline_unreachable' });
   });
 

@@ -87,6 +87,8 @@ describe('LuaScripts', () => {
 
   it('leaves every script in the server cache under the SHA-1 of its file after first use', async () => {
     await scripts.run('tokenBucketTake', [keys.tenantBucket('all')], [10, 1, 1]);
+    await scripts.run('tokenBucketSettle', [keys.tokenBudget('all'), keys.tokenReservationReturned('all', 'r1')], [10, 1, 1, 2, Date.now() + 60_000]);
+    await scripts.run('tokenEstimateFold', [keys.tokenEstimate('wf')], [10, 0.2, 60_000]);
     await scripts.run('backlogAdmit', [keys.backlogTenant('t'), keys.backlogClass('batch'), keys.backlogAll()], ['r1', Date.now() + 60_000, 10, 10, -1, 0]);
     await scripts.run('backlogRelease', [keys.backlogTenant('t'), keys.backlogClass('batch'), keys.backlogAll(), keys.serviceStats('batch')], ['r1', 5, 10, 361, 0.1, 1]);
     await scripts.run('idempotencyClaim', [keys.idempotency('t', 'k')], ['h', 'tok', 10_000]);

@@ -5,7 +5,9 @@ import type { BacklogResult } from '../../../src/admission/admission-policy.js';
 import { RedisOutageFallback } from '../../../src/admission/redis-outage.js';
 import type { ServiceState } from '../../../src/admission/service-state.js';
 import { loadConfig } from '../../../src/config/load.js';
-import type { RedisOutageConfig } from '../../../src/config/schema.js';
+import type { RedisOutageConfig, SluiceConfig, TenantConfig } from '../../../src/config/schema.js';
+import { RESERVATION_MARKER_GRACE_MS, tokenPrior, type MeasuredTokens, type TokenBudget, type TokenChange } from '../../../src/admission/token-budget.js';
+import type { TokenBudgetStore } from '../../../src/admission/token-budget-store.js';
 import { createLogger } from '../../../src/obs/logger.js';
 import { createMetrics } from '../../../src/obs/metrics.js';
 
@@ -21,24 +23,40 @@ const redisDown = () => Object.assign(new Error('Reached the max retries per req
 interface StoreScript {
   takeToken?: () => Promise<BucketTake>;
   admit?: () => Promise<BacklogResult>;
+  takeBudget?: (tenant: string, budget: TokenBudget, tokens: number) => Promise<BucketTake>;
+  measured?: MeasuredTokens;
 }
 
-function controller(outage: RedisOutageConfig, script: StoreScript) {
+function controller(outage: RedisOutageConfig, script: StoreScript, cfg: SluiceConfig = config) {
   const store = {
     takeToken: script.takeToken ?? (async () => ({ allowed: true, tokensLeft: 10, waitMs: 0 })),
     admit: script.admit ?? (async () => ({ outcome: 'admitted', tenantCount: 0, classAhead: 0, allCount: 0 })),
     withdraw: async () => true,
   } as unknown as AdmissionStore;
-  const state = { service: () => ({ ratePerSec: undefined, serviceTimeMs: undefined }) } as unknown as ServiceState;
+  const state = { service: () => ({ ratePerSec: undefined, serviceTimeMs: undefined }), tokensPerRun: () => script.measured } as unknown as ServiceState;
   const metrics = createMetrics();
-  const c = new AdmissionController(config, store, state, { all: () => new Map() }, metrics, new RedisOutageFallback(outage), createLogger('silent'));
-  return { c, metrics };
+  const taken: number[] = [];
+  const settled: Array<{ tenant: string; runId: string; until: number; giveBack: number; charge: number }> = [];
+  const tokens = {
+    take: async (tenant: string, budget: TokenBudget, n: number) => {
+      const take = await (script.takeBudget?.(tenant, budget, n) ?? { allowed: true, tokensLeft: 0, waitMs: 0 });
+      if (take.allowed) taken.push(n);
+      return take;
+    },
+    settle: async (tenant: string, _budget: TokenBudget, run: { runId: string; until: number }, change: TokenChange) => {
+      settled.push({ tenant, ...run, ...change });
+      return { tokensLeft: 0, gaveBack: true };
+    },
+  } as unknown as TokenBudgetStore;
+  const c = new AdmissionController(cfg, store, state, { all: () => new Map() }, metrics, new RedisOutageFallback(outage), createLogger('silent'), tokens);
+  return { c, metrics, taken, settled };
 }
 
 const request = (now: number, over: Partial<AdmissionRequest> = {}): AdmissionRequest => ({
   runId: `r-${now}`,
   tenantId: 'tenant-a',
   tenant: config.tenants['tenant-a']!,
+  workflowName: 'support-reply',
   workflow: config.workflows['support-reply']!,
   runClass: 'interactive',
   deadline: now + 30_000,
@@ -104,5 +122,84 @@ describe('AdmissionController backlog bounds', () => {
     const tenants = Object.fromEntries((await metrics.backlogLimit.get()).values.map((v) => [v.labels.tenant, v.value]));
     expect(tenants).toEqual(Object.fromEntries(Object.entries(config.tenants).map(([id, t]) => [id, t.admission.maxBacklog])));
     expect((await metrics.globalBacklogLimit.get()).values).toEqual([expect.objectContaining({ value: config.admission.maxBacklog })]);
+  });
+});
+
+describe('AdmissionController token budgets', () => {
+  const budget: TokenBudget = { tokensPerMinute: 600, burstTokens: 1_000 };
+  const withBudget = (mode: 'enforce' | 'observe' = 'enforce'): SluiceConfig => {
+    const tenant: TenantConfig = { ...config.tenants['tenant-a']!, admission: { ...config.tenants['tenant-a']!.admission, mode, tokenBudget: budget } };
+    return { ...config, tenants: { ...config.tenants, 'tenant-a': tenant } };
+  };
+  const budgeted = (cfg: SluiceConfig, over: Partial<AdmissionRequest> = {}) => request(T0, { tenant: cfg.tenants['tenant-a']!, ...over });
+  const prior = tokenPrior(config.workflows['support-reply']!, config.dependencies);
+  const refuse = async () => ({ allowed: false, tokensLeft: 10, waitMs: 4_500 });
+  const labels = async (metrics: ReturnType<typeof createMetrics>) => (await metrics.admissions.get()).values.map((v) => v.labels);
+
+  it('a tenant without a budget takes nothing', async () => {
+    const { c, taken } = controller(closed, {});
+    expect(await c.decide(request(T0))).toEqual({ outcome: 'admitted', reason: 'capacity_available' });
+    expect(taken).toEqual([]);
+  });
+
+  it('takes the prior until enough runs were measured, then the measured figure, and carries it on the decision', async () => {
+    const cfg = withBudget();
+    const cold = controller(closed, { measured: { perRun: 300.2, samples: 4 } }, cfg);
+    expect(await cold.c.decide(budgeted(cfg))).toEqual({ outcome: 'admitted', reason: 'capacity_available', tokenReservation: Math.min(prior, 1_000) });
+    const warm = controller(closed, { measured: { perRun: 300.2, samples: 5 } }, cfg);
+    expect(await warm.c.decide(budgeted(cfg))).toEqual({ outcome: 'admitted', reason: 'capacity_available', tokenReservation: 301 });
+  });
+
+  it('a run bigger than the burst takes the burst', async () => {
+    const cfg = withBudget();
+    const { c, taken } = controller(closed, { measured: { perRun: 50_000, samples: 10 } }, cfg);
+    expect((await c.decide(budgeted(cfg))).tokenReservation).toBe(1_000);
+    expect(taken).toEqual([1_000]);
+  });
+
+  it('refused → 429 token_budget_exhausted with the bucket’s wait, counted, and the backlog is not asked', async () => {
+    const cfg = withBudget();
+    let asked = false;
+    const { c, metrics } = controller(closed, { takeBudget: refuse, admit: async () => ((asked = true), { outcome: 'admitted', tenantCount: 0, classAhead: 0, allCount: 0 }) }, cfg);
+    expect(await c.decide(budgeted(cfg))).toEqual({ outcome: 'deferred', reason: 'token_budget_exhausted', retryAfterSec: 5 });
+    expect(asked).toBe(false);
+    expect(await labels(metrics)).toEqual([{ tenant: 'tenant-a', class: 'interactive', outcome: 'deferred', reason: 'token_budget_exhausted' }]);
+  });
+
+  it('the request bucket refusing first: no tokens are taken', async () => {
+    const cfg = withBudget();
+    const { c, taken } = controller(closed, { takeToken: async () => ({ allowed: false, tokensLeft: 0, waitMs: 100 }) }, cfg);
+    expect((await c.decide(budgeted(cfg))).reason).toBe('rate_limited');
+    expect(taken).toEqual([]);
+  });
+
+  it('the backlog refusing after the take: the tokens are given back', async () => {
+    const cfg = withBudget();
+    const { c, settled } = controller(closed, { measured: { perRun: 200, samples: 9 }, admit: async () => ({ outcome: 'tenant_full', tenantCount: 500, classAhead: 0, allCount: 500 }) }, cfg);
+    const d = await c.decide(budgeted(cfg));
+    expect(d).toMatchObject({ outcome: 'deferred', reason: 'tenant_backlog_full' });
+    expect(d.tokenReservation).toBeUndefined();
+    expect(settled).toEqual([{ tenant: 'tenant-a', runId: `r-${T0}`, until: T0 + 30_000 + RESERVATION_MARKER_GRACE_MS, charge: 0, giveBack: 200 }]);
+  });
+
+  it('withdraw gives the reservation back with the backlog entry', async () => {
+    const cfg = withBudget();
+    const { c, settled } = controller(closed, {}, cfg);
+    await c.withdraw({ runId: 'r', tenantId: 'tenant-a', runClass: 'interactive' }, { tokens: 321, deadline: T0 });
+    await c.withdraw({ runId: 'r', tenantId: 'tenant-a', runClass: 'interactive' });
+    expect(settled).toEqual([{ tenant: 'tenant-a', runId: 'r', until: T0 + RESERVATION_MARKER_GRACE_MS, charge: 0, giveBack: 321 }]);
+  });
+
+  it('observe mode counts the refusal and admits without a reservation', async () => {
+    const cfg = withBudget('observe');
+    const { c, metrics } = controller(closed, { takeBudget: refuse }, cfg);
+    expect(await c.decide(budgeted(cfg))).toEqual({ outcome: 'admitted', reason: 'capacity_available' });
+    expect((await metrics.admissionObserved.get()).values.map((v) => v.labels)).toEqual([{ tenant: 'tenant-a', class: 'interactive', outcome: 'deferred', reason: 'token_budget_exhausted' }]);
+  });
+
+  it('the budget failing with Redis down follows the outage policy', async () => {
+    const cfg = withBudget();
+    const { c } = controller(closed, { takeBudget: () => Promise.reject(redisDown()) }, cfg);
+    expect(await c.decide(budgeted(cfg))).toEqual({ outcome: 'rejected', reason: 'overloaded', retryAfterSec: 2, redisOutage: true });
   });
 });

@@ -70,6 +70,7 @@ describe('problemBody', () => {
       headers_too_large: [431, false],
       unsupported_media_type: [415, false],
       rate_limited: [429, true],
+      token_budget_exhausted: [429, true],
       tenant_backlog_full: [429, true],
       overloaded: [503, true],
       dependency_unavailable: [503, true],

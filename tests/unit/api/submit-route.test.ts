@@ -60,6 +60,7 @@ interface HarnessOptions {
  */
 function admissionFakes(opts: HarnessOptions) {
   const withdrawn: string[] = [];
+  const tokensReturned: Array<{ runId: string; tokens: number; deadline: number }> = [];
   const settled: Array<{ kind: 'store' | 'forget'; key: string; answer?: StoredAnswer }> = [];
   const held = new Set<string>();
   const openClaims = new Set<string>();
@@ -76,9 +77,10 @@ function admissionFakes(opts: HarnessOptions) {
       if (decision.outcome === 'admitted' || decision.outcome === 'queued') take();
       return decision;
     },
-    withdraw: async (run: { runId: string }) => {
+    withdraw: async (run: { runId: string }, reservation?: { tokens: number; deadline: number }) => {
       await opts.withdraw?.();
       withdrawn.push(run.runId);
+      if (reservation) tokensReturned.push({ runId: run.runId, ...reservation });
       held.delete(run.runId);
     },
     redisUnreachable: (req: OutageRequest): AdmissionDecision => {
@@ -110,7 +112,7 @@ function admissionFakes(opts: HarnessOptions) {
       marked.push({ runId, deadline });
     },
   };
-  return { admission, idempotency, withdrawals, withdrawn, settled, held, openClaims, outages, marked, decided, fingerprints };
+  return { admission, idempotency, withdrawals, withdrawn, tokensReturned, settled, held, openClaims, outages, marked, decided, fingerprints };
 }
 
 let fakes: ReturnType<typeof admissionFakes>;
@@ -228,6 +230,7 @@ describe('POST /v1/runs accepted', () => {
       input: JSON.stringify(VALID.input),
       idempotencyKey: null,
       dueAt: null,
+      tokenReservation: null,
     });
   });
 
@@ -542,6 +545,23 @@ describe('POST /v1/runs when Kafka does not acknowledge', () => {
   });
 });
 
+describe('POST /v1/runs token reservations', () => {
+  const reserving: AdmissionDecision = { outcome: 'admitted', reason: 'capacity_available', tokenReservation: 1_200 };
+
+  it('an admitted run carries the tokens it reserved on its event', async () => {
+    const h = harness({ decision: reserving });
+    expect((await submit(h, VALID)).statusCode).toBe(202);
+    expect(h.published[0]!.run.tokenReservation).toBe(1_200);
+    expect(fakes.tokensReturned).toEqual([]);
+  });
+
+  it('a run Kafka did not take gives its reservation back with its backlog entry', async () => {
+    const h = harness({ decision: reserving, publish: () => Promise.reject(new Error('broker gone')) });
+    expectProblem(await submit(h, VALID), 503, 'overloaded', true);
+    expect(fakes.tokensReturned).toEqual([{ runId: fakes.decided[0]!.runId, tokens: 1_200, deadline: fakes.decided[0]!.deadline }]);
+  });
+});
+
 describe('POST /v1/runs admission outcomes', () => {
   it('queued: 202 with admission "queued" and the queue position', async () => {
     const h = harness({ decision: { outcome: 'queued', reason: 'waiting_for_capacity', queuePosition: 7 } });
@@ -559,6 +579,7 @@ describe('POST /v1/runs admission outcomes', () => {
 
   const refusals: Array<[AdmissionDecision, number]> = [
     [{ outcome: 'deferred', reason: 'rate_limited', retryAfterSec: 3 }, 429],
+    [{ outcome: 'deferred', reason: 'token_budget_exhausted', retryAfterSec: 12 }, 429],
     [{ outcome: 'deferred', reason: 'tenant_backlog_full', retryAfterSec: 2 }, 429],
     [{ outcome: 'rejected', reason: 'overloaded', retryAfterSec: 1 }, 503],
     [{ outcome: 'rejected', reason: 'deadline_unreachable', retryAfterSec: 40 }, 503],

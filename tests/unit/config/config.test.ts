@@ -610,3 +610,35 @@ describe('loadConfig file errors', () => {
     expect(err.fields).toEqual(expect.arrayContaining(['api', 'tenants', 'workflows']));
   });
 });
+
+describe('token budgets in config', () => {
+  it('a tenant budget: burstTokens defaults to tokensPerMinute; no budget when absent', () => {
+    const doc = baseDoc();
+    doc.tenants.t1.admission = { tokenBudget: { tokensPerMinute: 6_000 } };
+    doc.tenants.t2.admission = { tokenBudget: { tokensPerMinute: 6_000, burstTokens: 500 } };
+    const cfg = parseConfig(doc);
+    expect(cfg.tenants.t1!.admission.tokenBudget).toEqual({ tokensPerMinute: 6_000, burstTokens: 6_000 });
+    expect(cfg.tenants.t2!.admission.tokenBudget).toEqual({ tokensPerMinute: 6_000, burstTokens: 500 });
+    expect(parseConfig(baseDoc()).tenants.t1!.admission.tokenBudget).toBeUndefined();
+  });
+
+  it('a budget that is not positive names its field', () => {
+    for (const [tokenBudget, field] of [
+      [{ tokensPerMinute: 0 }, 'tenants.t1.admission.tokenBudget.tokensPerMinute'],
+      [{}, 'tenants.t1.admission.tokenBudget.tokensPerMinute'],
+      [{ tokensPerMinute: 10, burstTokens: -1 }, 'tenants.t1.admission.tokenBudget.burstTokens'],
+    ] as const) {
+      const doc = baseDoc();
+      doc.tenants.t1.admission = { tokenBudget };
+      expect(configError(() => parseConfig(doc)).fields).toEqual([field]);
+    }
+  });
+
+  it('a workflow tokenPrior must be a positive whole number', () => {
+    const doc = baseDoc();
+    doc.workflows.wf.tokenPrior = 1_500;
+    expect(parseConfig(doc).workflows.wf!.tokenPrior).toBe(1_500);
+    doc.workflows.wf.tokenPrior = 0.5;
+    expect(configError(() => parseConfig(doc)).fields).toEqual(['workflows.wf.tokenPrior']);
+  });
+});

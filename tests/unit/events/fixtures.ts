@@ -36,6 +36,7 @@ export const runRequested: RunRequested = {
   input: JSON.stringify({ ticket: 'Order 123 never arrived', lang: 'en' }),
   idempotencyKey: 'req-42',
   dueAt: null,
+  tokenReservation: null,
 };
 
 export const runStatusChanged: RunStatusChanged = {

@@ -105,4 +105,16 @@ describe('event schemas', () => {
     expect(() => canonicalSchemaJson('{"type":"record","name":"X"}')).toThrow(/invalid Avro schema/);
     expect(() => eventSchema('"string"')).toThrow(/named record/);
   });
+
+  it('RunRequested.tokenReservation: events written before the field read as null; a reservation round-trips', () => {
+    const current = recordType(SUBJECTS.runRequested);
+    const schema = JSON.parse(readFileSync(join(packageRoot(), 'schemas', 'RunRequested.avsc'), 'utf8')) as { fields: Array<{ name: string }> };
+    const older = avro.Type.forSchema({ ...schema, fields: schema.fields.filter((f) => f.name !== 'tokenReservation') } as avro.Schema);
+    const { tokenReservation: _dropped, ...oldEvent } = runRequested;
+    const decoded = current.createResolver(older);
+    expect(current.fromBuffer(older.toBuffer(oldEvent), decoded as never)).toMatchObject({ tokenReservation: null });
+    expect(current.fromBuffer(current.toBuffer({ ...runRequested, tokenReservation: 1_234 }))).toMatchObject({ tokenReservation: 1_234 });
+    expect(current.fromBuffer(current.toBuffer({ ...runRequested, tokenReservation: undefined }))).toMatchObject({ tokenReservation: null });
+  });
 });
+

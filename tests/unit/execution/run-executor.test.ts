@@ -672,3 +672,29 @@ describe('RunExecutor counts the tokens of LLM responses', () => {
     expect((await metrics.llmTokens.get()).values).toEqual([]);
   });
 });
+
+describe('RunExecutor token settlement', () => {
+  function recording() {
+    const calls: Array<[string, number | string | undefined]> = [];
+    const tokenSettlement = {
+      charge: async (_run: RunRequested, tokens: number) => void calls.push(['charge', tokens]),
+      endAttempt: async (_run: RunRequested, outcome: string | undefined) => void calls.push(['end', outcome]),
+    };
+    return { calls, tokenSettlement };
+  }
+
+  it('charges each LLM call’s input+output tokens, then ends the attempt with its outcome', async () => {
+    const { calls, tokenSettlement } = recording();
+    const { exec } = executor([], new Map([['lookup-order', { orderId: '42' }]]), [], undefined, { deps: { tokenSettlement } });
+    expect(await exec.execute(run, ATTEMPT)).toBe('completed');
+    // support-reply: two LLM steps (1 input + 1 output token each in this fake) around a tool step from the journal.
+    expect(calls).toEqual([['charge', 2], ['charge', 2], ['end', 'completed']]);
+  });
+
+  it('ends the attempt of a run dead-lettered before it started, so its reservation is given back', async () => {
+    const { calls, tokenSettlement } = recording();
+    const { exec } = executor([], new Map(), [], undefined, { deps: { tokenSettlement } });
+    await exec.deadLetter(run, ATTEMPT, { reason: 'infrastructure_error', code: 'infrastructure_error', message: 'gave up', retryable: true });
+    expect(calls).toEqual([['end', 'failed']]);
+  });
+});

@@ -19,6 +19,7 @@ const run: RunRequested = {
   input: '{"orderId":"7"}',
   idempotencyKey: 'req-42',
   dueAt: ADMITTED + 1_000,
+  tokenReservation: 800,
 };
 
 const opts = (over: Partial<Parameters<typeof retryRecord>[1]> = {}): Parameters<typeof retryRecord>[1] => ({
@@ -32,9 +33,9 @@ const opts = (over: Partial<Parameters<typeof retryRecord>[1]> = {}): Parameters
 });
 
 describe('retryRecord', () => {
-  it('starts the next attempt at dueAt and keeps everything else of the run', () => {
+  it('starts the next attempt at dueAt without the settled token reservation and keeps everything else of the run', () => {
     const { event } = retryRecord(run, opts());
-    expect(event).toEqual({ ...run, attempt: 3, dueAt: NOW + 4_000 });
+    expect(event).toEqual({ ...run, attempt: 3, dueAt: NOW + 4_000, tokenReservation: null });
     expect(run.attempt).toBe(2);
     expect(run.dueAt).toBe(ADMITTED + 1_000);
   });
