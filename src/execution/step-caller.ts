@@ -5,6 +5,7 @@ import { dependencyOf } from '../config/workflows.js';
 import type { RunRequested } from '../events/schemas.js';
 import type { Logger } from '../obs/logger.js';
 import type { Metrics } from '../obs/metrics.js';
+import { NO_TOKENS, estimateInputTokens, usedTokens } from '../pacing/pacing-policy.js';
 import type { RetryBudgetSource } from '../retries/retry-budget.js';
 import { nextRetryDelay } from '../retries/retry-policy.js';
 import { MIN_USEFUL_CALL_MS, clampTimeout } from '../runs/deadline.js';
@@ -91,10 +92,17 @@ export class StepCaller {
     }
   }
 
-  /** One call under a dependency permit, counted in the step metrics and, for an LLM, its tokens. */
+  /**
+   * One call in its turn under the dependency's rate limits and under a dependency permit, counted
+   * in the step metrics and, for an LLM, its tokens.
+   */
   private async callOnce(run: RunRequested, step: StepConfig, dep: DependencyConfig, input: unknown, outputs: StepOutputs): Promise<unknown> {
     const { metrics, now } = this.deps;
     const depName = dependencyOf(step);
+    const userContent = step.kind === 'llm' ? composeUserTurn(input, outputs) : '';
+    // An LLM call books its prompt's estimated input and its whole output allowance; its usage settles the difference.
+    const booked = step.kind === 'llm' && dep.kind === 'llm' ? { inputTokens: estimateInputTokens(step.system, userContent), outputTokens: dep.maxTokens } : NO_TOKENS;
+    await this.deps.guard.pace(run, depName, booked);
     this.deps.retryBudgets.recordCall(depName, dep.retry);
     const releasePermit = await this.deps.guard.takePermit(run, depName);
     // Measured from after the permit: waiting for capacity is not the dependency's time.
@@ -108,11 +116,12 @@ export class StepCaller {
           dependency: depName,
           config: dep,
           system: step.system,
-          userContent: composeUserTurn(input, outputs),
+          userContent,
           tenantId: run.tenantId,
           timeoutMs,
           headers,
         });
+        await this.deps.guard.afterCall(depName, booked, usedTokens(res.usage), { headers: res.headers, status: 200 });
         const model = tokenModelLabel(this.deps.config.dependencies, dep, res.model);
         for (const [kind, tokens] of tokenCounts(res.usage)) metrics.llmTokens.inc({ tenant: run.tenantId, workflow: run.workflow, model, kind }, tokens);
         // The output keeps the shape callers read in the result; the cache counts go to the counters only.
@@ -126,6 +135,8 @@ export class StepCaller {
       throw new StepError('bad_response', depName, `step "${step.id}" is ${step.kind} but "${depName}" is ${dep.kind}`, false);
     } catch (err) {
       outcome = err instanceof StepError ? err.kind : 'error';
+      // A failed call keeps its booking: whether the provider counted its tokens is unknown.
+      if (err instanceof StepError) await this.deps.guard.afterCall(depName, booked, undefined, { headers: err.responseHeaders, status: err.status, retryAfterSec: err.retryAfterSec });
       throw err;
     } finally {
       metrics.stepCalls.inc({ dependency: depName, outcome });
