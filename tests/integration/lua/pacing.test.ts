@@ -1,6 +1,10 @@
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../../../src/config/load.js';
+import { createMetrics } from '../../../src/obs/metrics.js';
+import { DependencyPacer } from '../../../src/pacing/dependency-pacer.js';
 import { PacingStore, type BucketCharge } from '../../../src/pacing/pacing-store.js';
+import { headerReader } from '../../../src/steps/rate-limit-headers.js';
 import { redisKeys } from '../../../src/redis/keys.js';
 import { LuaScripts } from '../../../src/redis/scripts.js';
 import { testNamespace } from '../harness.js';
@@ -236,6 +240,35 @@ describe('pacing-observe.lua', () => {
     const now = await redisNowMs(a);
     expect(await storeA.observe(d, [], now - 1_000, KEEP)).toBe(0);
     expect(await a.exists(keys.paceNotBefore(d))).toBe(0);
+  });
+});
+
+describe('DependencyPacer on two processors', () => {
+  it('paces one processor by the limit a response told the other, and holds both after a 429', async () => {
+    const base = loadConfig({ env: {} });
+    const d = dep('pacer');
+    const config = { ...base, dependencies: { [d]: { ...base.dependencies.anthropic!, rateLimit: { requestsPerMinute: 6_000, burstSeconds: 0.001 } } } };
+    const [one, two] = [storeA, storeB].map((store) => new DependencyPacer({ store, config, metrics: createMetrics(), now: Date.now }));
+    const tokens = { inputTokens: 10, outputTokens: 10 };
+    const deadline = Date.now() + 30_000;
+    expect(await one!.book(d, tokens, deadline)).toEqual({ kind: 'go', waitMs: 0 });
+    // 6,000 a minute: the next turn is 10 ms away, well within the inline wait
+    expect((await two!.book(d, tokens, deadline)).kind).toBe('go');
+    await one!.learn(d, { headers: headerReader({ 'anthropic-ratelimit-requests-limit': '20' }), status: 200 });
+    // 20 a minute: a turn 3 s away is further than the processor waits
+    await sleep(20);
+    expect(await two!.book(d, tokens, deadline)).toMatchObject({ kind: 'go' });
+    const deferred = await two!.book(d, tokens, deadline);
+    expect(deferred.kind).toBe('defer');
+    expect(deferred.kind === 'defer' && deferred.until - Date.now()).toBeGreaterThan(2_000);
+
+    const e = dep('pacer-429');
+    const config429 = { ...base, dependencies: { [e]: base.dependencies.anthropic! } };
+    const [p1, p2] = [storeA, storeB].map((store) => new DependencyPacer({ store, config: config429, metrics: createMetrics(), now: Date.now }));
+    await p1!.learn(e, { headers: headerReader({ 'retry-after': '5' }), status: 429 });
+    const held = await p2!.book(e, tokens, Date.now() + 30_000);
+    expect(held.kind).toBe('defer');
+    expect(held.kind === 'defer' && held.until - Date.now()).toBeGreaterThan(4_000);
   });
 });
 
