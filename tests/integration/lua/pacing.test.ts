@@ -62,12 +62,13 @@ describe('pacing-reserve.lua', () => {
 
   it('lets a burst through at once, then refills after idling', async () => {
     const d = dep('burst');
-    // 600 a minute with a 300 ms burst: three calls at once, the fourth waits 100 ms.
+    // 600 a minute with a 300 ms burst: three calls at once, the fourth waits 100 ms from the first.
+    const started = Date.now();
     const first = await Promise.all([0, 1, 2].map(() => storeA.reserve(d, requests(600), opts(10_000, 300))));
     expect(first.map((r) => r.waitMs)).toEqual([0, 0, 0]);
     const fourth = await storeB.reserve(d, requests(600), opts(-1, 300));
     expect(fourth.reserved).toBe(false);
-    expect(fourth.waitMs).toBeGreaterThan(80);
+    expect(fourth.waitMs).toBeGreaterThanOrEqual(100 - (Date.now() - started) - 1);
     expect(fourth.waitMs).toBeLessThanOrEqual(100);
     await sleep(350);
     const again = await Promise.all([0, 1, 2].map(() => storeB.reserve(d, requests(600), opts(10_000, 300))));
@@ -81,7 +82,7 @@ describe('pacing-reserve.lua', () => {
     expect(await call(0)).toEqual({ reserved: true, waitMs: 0 });
     const next = await call(-1);
     expect(next.reserved).toBe(false);
-    expect(next.waitMs).toBeGreaterThan(4_950);
+    expect(next.waitMs).toBeGreaterThan(4_800);
     expect(next.waitMs).toBeLessThanOrEqual(5_000);
   });
 
@@ -90,7 +91,7 @@ describe('pacing-reserve.lua', () => {
     expect(await storeA.reserve(d, requests(60), opts(0))).toEqual({ reserved: true, waitMs: 0 });
     const refused = await storeA.reserve(d, requests(60), opts(100));
     expect(refused.reserved).toBe(false);
-    expect(refused.waitMs).toBeGreaterThan(950);
+    expect(refused.waitMs).toBeGreaterThan(900);
     // the refusal booked nothing: the same wait again, then a booking at it
     const again = await storeB.reserve(d, requests(60), opts(100));
     expect(again.reserved).toBe(false);
@@ -113,8 +114,10 @@ describe('pacing-reserve.lua', () => {
     const next = await storeA.reserve(d, charges(800), opts(100));
     expect(next.reserved).toBe(false);
     expect(next.waitMs).toBeGreaterThan(700);
-    // the refused call did not book its request either: a request-only call goes now
-    expect(await storeA.reserve(d, [{ bucket: 'requests', perMinute: 60_000, cost: 1 }], opts(0))).toEqual({ reserved: true, waitMs: 0 });
+    // the refused call did not book its request either: a request-only call goes within the first's 1 ms
+    const request = await storeA.reserve(d, [{ bucket: 'requests', perMinute: 60_000, cost: 1 }], opts(10));
+    expect(request.reserved).toBe(true);
+    expect(request.waitMs).toBeLessThanOrEqual(1);
   });
 
   it('ignores a bucket with neither a configured nor an observed limit', async () => {
@@ -140,7 +143,7 @@ describe('pacing-reserve.lua', () => {
     // the bucket is full 500 ms after its last booking.
     await a.hset(keys.paceState(d), 'at', now + 3_600_000, 'tat:requests', now + 3_600_500, 'rate:requests', 0.001);
     const res = await storeA.reserve(d, requests(60), opts(-1));
-    expect(res.waitMs).toBeGreaterThan(400);
+    expect(res.waitMs).toBeGreaterThan(300);
     expect(res.waitMs).toBeLessThanOrEqual(500);
     const booked = await storeA.reserve(d, requests(60), opts(1_000));
     expect(booked.reserved).toBe(true);
@@ -178,7 +181,7 @@ describe('pacing-settle.lua', () => {
     await sleep(150);
     await storeA.settle(d, [{ bucket: 'output_tokens', delta: 500 }], KEEP);
     const next = await storeA.reserve(d, output(1), opts(-1));
-    expect(next.waitMs).toBeGreaterThan(400);
+    expect(next.waitMs).toBeGreaterThan(300);
     expect(next.waitMs).toBeLessThanOrEqual(500);
   });
 
@@ -213,7 +216,7 @@ describe('pacing-observe.lua', () => {
     const charge: BucketCharge[] = [{ bucket: 'input_tokens', perMinute: 0, cost: 500 }];
     expect((await storeB.reserve(d, charge, opts(0))).waitMs).toBe(0);
     const next = await storeB.reserve(d, charge, opts(-1));
-    expect(next.waitMs).toBeGreaterThan(400);
+    expect(next.waitMs).toBeGreaterThan(300);
     expect(next.waitMs).toBeLessThanOrEqual(500);
   });
 
@@ -225,10 +228,10 @@ describe('pacing-observe.lua', () => {
     expect(await storeB.observe(d, [], now + 100, KEEP)).toBe(now + 400);
     const held = await storeB.reserve(d, requests(60_000), opts(-1));
     expect(held.reserved).toBe(false);
-    expect(held.waitMs).toBeGreaterThan(300);
+    expect(held.waitMs).toBeGreaterThan(200);
     expect(held.waitMs).toBeLessThanOrEqual(400);
     const pttl = await a.pttl(keys.paceNotBefore(d));
-    expect(pttl).toBeGreaterThan(300);
+    expect(pttl).toBeGreaterThan(200);
     expect(pttl).toBeLessThanOrEqual(400);
     await sleep(450);
     expect(await a.exists(keys.paceNotBefore(d))).toBe(0);
