@@ -41,8 +41,8 @@ export interface ProviderRateLimits {
   /** Per-minute limits reported (positive integers only). */
   limits: Partial<Record<ProviderLimitKind, number>>;
   /**
-   * When calls may go again (epoch ms): the latest reset of a limit reported used up (remaining 0),
-   * or the end of a 429's retry-after. Absent when neither is in the future.
+   * When calls may go again (epoch ms): the latest of when a limit reported used up (remaining 0)
+   * has one unit back, and the end of a 429's retry-after. Absent when neither is in the future.
    */
   notBefore?: number;
 }
@@ -78,7 +78,9 @@ export function anthropicRateLimits(header: HeaderReader, status: number | undef
     if (limit !== undefined) limits[kind] = limit;
     const remaining = header(`${prefix}-remaining`)?.trim();
     const reset = rfc3339(header(`${prefix}-reset`));
-    if (remaining === '0' && reset !== undefined) later(reset);
+    // The reset is when the limit is full again; it refills continuously, so one unit is back after
+    // a limit's share of that time. Without the limit the whole time is all that is known.
+    if (remaining === '0' && reset !== undefined && reset > now) later(limit === undefined ? reset : now + Math.ceil((reset - now) / limit));
   }
   if (status === 429) {
     const wait = retryAfterMs(header('retry-after'), now);

@@ -86,7 +86,8 @@ describe('DependencyPacer.settle and learn', () => {
     expect(await gauge(metrics)).toContainEqual({ dependency: 'anthropic', bucket: 'requests', source: 'config', value: 50 });
     const headers = headerReader({ 'anthropic-ratelimit-requests-limit': '40', 'anthropic-ratelimit-requests-remaining': '0', 'anthropic-ratelimit-requests-reset': new Date(NOW + 3_000).toISOString() });
     await p.learn('anthropic', { headers, status: 200 });
-    expect(observed).toEqual([['anthropic', [{ bucket: 'requests', perMinute: 40 }], NOW + 3_000, 600_000]]);
+    // one request of 40 is back after a 40th of the 3 s to the reset
+    expect(observed).toEqual([['anthropic', [{ bucket: 'requests', perMinute: 40 }], NOW + 75, 600_000]]);
     const shown = (await gauge(metrics)).filter((g) => g.dependency === 'anthropic');
     expect(shown).toEqual([{ dependency: 'anthropic', bucket: 'requests', source: 'observed', value: 40 }]);
     // once the observed limit is no longer trusted, the configured one is shown again

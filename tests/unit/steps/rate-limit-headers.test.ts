@@ -61,11 +61,18 @@ describe('anthropicRateLimits', () => {
     expect(read({ 'anthropic-ratelimit-requests-limit': value, 'anthropic-ratelimit-input-tokens-limit': '40000' })).toEqual({ limits: { input_tokens: 40_000 } });
   });
 
-  it('holds calls until the reset of a limit that is used up', () => {
-    expect(read({ 'anthropic-ratelimit-requests-limit': '50', 'anthropic-ratelimit-requests-remaining': '0', 'anthropic-ratelimit-requests-reset': at(1_200) })).toEqual({ limits: { requests: 50 }, notBefore: NOW + 1_200 });
+  it('holds calls until a used-up limit has one unit back: its share of the time to its reset', () => {
+    // 50 a minute, full again in 60 s: one request is back after 1.2 s
+    expect(read({ 'anthropic-ratelimit-requests-limit': '50', 'anthropic-ratelimit-requests-remaining': '0', 'anthropic-ratelimit-requests-reset': at(60_000) })).toEqual({ limits: { requests: 50 }, notBefore: NOW + 1_200 });
+    expect(read({ 'anthropic-ratelimit-requests-limit': '7', 'anthropic-ratelimit-requests-remaining': '0', 'anthropic-ratelimit-requests-reset': at(1_000) }).notBefore).toBe(NOW + 143);
   });
 
-  it('takes the latest reset of the limits used up', () => {
+  it('holds calls until the reset itself when the limit is not known', () => {
+    expect(read({ 'anthropic-ratelimit-requests-remaining': '0', 'anthropic-ratelimit-requests-reset': at(1_200) })).toEqual({ limits: {}, notBefore: NOW + 1_200 });
+    expect(read({ 'anthropic-ratelimit-requests-limit': 'x', 'anthropic-ratelimit-requests-remaining': '0', 'anthropic-ratelimit-requests-reset': at(1_200) }).notBefore).toBe(NOW + 1_200);
+  });
+
+  it('takes the latest of the limits used up', () => {
     const limits = read({
       'anthropic-ratelimit-requests-remaining': '0',
       'anthropic-ratelimit-requests-reset': at(1_000),
@@ -75,6 +82,7 @@ describe('anthropicRateLimits', () => {
       'anthropic-ratelimit-input-tokens-reset': at(9_000),
     });
     expect(limits.notBefore).toBe(NOW + 5_000);
+    expect(read({ 'anthropic-ratelimit-requests-limit': '10', 'anthropic-ratelimit-requests-remaining': '0', 'anthropic-ratelimit-requests-reset': at(60_000), 'anthropic-ratelimit-output-tokens-limit': '8000', 'anthropic-ratelimit-output-tokens-remaining': '0', 'anthropic-ratelimit-output-tokens-reset': at(60_000) }).notBefore).toBe(NOW + 6_000);
   });
 
   it('reads a reset with an offset or fractional seconds', () => {
