@@ -85,6 +85,27 @@ const callTimeouts = z
   })
   .refine((t) => t.totalMs >= t.connectMs, { message: 'totalMs must be at least connectMs', path: ['totalMs'] });
 
+/**
+ * What a dependency's provider allows, paced across every processor (lua/pacing-reserve.lua) so
+ * calls are spaced out instead of learning the limits from 429s. Token limits are an LLM's only
+ * (input and output counted apart, as Anthropic does); a lower limit the provider reports in its
+ * response headers wins over these while it keeps reporting it.
+ */
+const rate = z.number().positive().max(1e9);
+const rateLimit = z
+  .object({
+    requestsPerSecond: rate.optional(),
+    requestsPerMinute: rate.optional(),
+    inputTokensPerMinute: rate.optional(),
+    outputTokensPerMinute: rate.optional(),
+    /** How much may go at once after idling, as seconds of each limit's rate (a call never needs more than its cost). */
+    burstSeconds: z.number().positive().max(60).default(1),
+  })
+  .refine((r) => r.requestsPerSecond !== undefined || r.requestsPerMinute !== undefined || r.inputTokensPerMinute !== undefined || r.outputTokensPerMinute !== undefined, 'needs at least one limit');
+
+/** Token limits in a tool's `rateLimit`: tools are paced by requests only. */
+const TOKEN_LIMITS = ['inputTokensPerMinute', 'outputTokensPerMinute'] as const;
+
 const llmDependency = z.object({
   kind: z.literal('llm'),
   model: z.string().min(1),
@@ -93,6 +114,7 @@ const llmDependency = z.object({
   maxConcurrency: z.number().int().min(1).max(100_000),
   retry: retryPolicy,
   breaker: breakerPolicy,
+  rateLimit: rateLimit.optional(),
 });
 
 const toolDependency = z.object({
@@ -103,6 +125,7 @@ const toolDependency = z.object({
   maxConcurrency: z.number().int().min(1).max(100_000),
   retry: retryPolicy,
   breaker: breakerPolicy,
+  rateLimit: rateLimit.optional(),
 });
 
 const dependency = z.discriminatedUnion('kind', [llmDependency, toolDependency]);
@@ -409,6 +432,19 @@ export const configSchema = z
          * fit in one Kafka message (1 MB by default); a larger result fails the run (`result_too_large`).
          */
         maxResultBytes: z.number().int().min(1_024).max(900_000).default(524_288),
+        /**
+         * Pacing of dependency calls by their `rateLimit` and the limits providers report. A call
+         * whose turn is at most `maxInlineWaitMs` away waits for it in the processor; a later turn
+         * sends the run to the retry topic, due then. `enabled: false` paces nothing, with no Redis call.
+         */
+        pacing: z
+          .object({
+            enabled: z.boolean().default(true),
+            maxInlineWaitMs: ms(0, 60_000).default(1_000),
+            /** How long a limit a provider reported (or a not-before it asked for) is trusted without being reported again. */
+            observedLimitTtlMs: ms(1_000, 86_400_000).default(600_000),
+          })
+          .prefault({}),
       })
       .prefault({}),
     statusSink: z
@@ -491,6 +527,12 @@ export const configSchema = z
         else if (dep.kind !== step.kind) ctx.addIssue({ code: 'custom', path: [...at, field], message: `"${depName}" is a ${dep.kind} dependency, not ${step.kind}` });
       });
     }
+    for (const [depName, dep] of Object.entries(cfg.dependencies)) {
+      if (dep.kind !== 'tool' || !dep.rateLimit) continue;
+      for (const field of TOKEN_LIMITS) {
+        if (dep.rateLimit[field] !== undefined) ctx.addIssue({ code: 'custom', path: ['dependencies', depName, 'rateLimit', field], message: 'token limits apply to llm dependencies only' });
+      }
+    }
     const keyOwners = new Map<string, string>();
     for (const [tenantId, t] of Object.entries(cfg.tenants)) {
       const other = keyOwners.get(t.apiKeySha256);
@@ -514,5 +556,7 @@ export type LlmDependencyConfig = Extract<DependencyConfig, { kind: 'llm' }>;
 export type PricingConfig = SluiceConfig['pricing'];
 export type ModelPrice = PricingConfig['models'][string];
 export type ToolDependencyConfig = Extract<DependencyConfig, { kind: 'tool' }>;
+export type RateLimitConfig = z.infer<typeof rateLimit>;
+export type PacingConfig = SluiceConfig['processor']['pacing'];
 export type CallTimeouts = z.infer<typeof callTimeouts>;
 export type RedisOutageConfig = SluiceConfig['admission']['redisOutage'];

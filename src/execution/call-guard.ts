@@ -4,6 +4,8 @@ import { ownEntry } from '../config/lookup.js';
 import type { SluiceConfig } from '../config/schema.js';
 import type { RunRequested } from '../events/schemas.js';
 import type { Logger } from '../obs/logger.js';
+import type { PaceTurn } from '../pacing/dependency-pacer.js';
+import type { CallResponse, CallTokens } from '../pacing/pacing-policy.js';
 import { MIN_USEFUL_CALL_MS } from '../runs/deadline.js';
 import { infrastructureCall } from './run-faults.js';
 
@@ -18,17 +20,29 @@ export interface DependencyPermits {
   acquire(dependency: string, run: RunRequested): Promise<() => Promise<void>>;
 }
 
+/** The shared rate limits of the dependencies (`DependencyPacer`): a call's turn before it, its usage and response after it. */
+export interface CallPacer {
+  book(dependency: string, tokens: CallTokens, deadline: number): Promise<PaceTurn>;
+  settle(dependency: string, booked: CallTokens, used: CallTokens): Promise<void>;
+  learn(dependency: string, response: CallResponse): Promise<void>;
+}
+
 export interface CallGuardDeps {
   config: Pick<SluiceConfig, 'dependencies'>;
   breakers: SharedBreakers;
   /** This instance's view of the breakers, so an open one is not even asked. */
   board: { view(dependency: string): BreakerView };
   dependencyPermits: DependencyPermits;
+  /** Absent when `processor.pacing.enabled` is false: calls go out unpaced, with no Redis call. */
+  pacer?: CallPacer;
   logger: Logger;
   now: () => number;
 }
 
-/** A call that was not made because the dependency's breaker is open (or its probes are taken). */
+/**
+ * A call that was not made: the dependency's breaker is open (or its probes are taken), or its
+ * turn under the dependency's rate limits is further away than a processor waits.
+ */
 export class DependencyUnavailable extends Error {
   constructor(
     readonly dependency: string,
@@ -36,11 +50,20 @@ export class DependencyUnavailable extends Error {
     readonly until: number,
     /** Whether the run can wait for that within its deadline; if not, its tenant's fallback applies. */
     readonly canWait: boolean,
+    readonly reason: 'breaker_open' | 'rate_limited' = 'breaker_open',
   ) {
-    super(`${dependency} is unavailable (breaker open) until ${new Date(until).toISOString()}`);
+    const why = reason === 'breaker_open' ? 'is unavailable (breaker open)' : 'is rate limited: no turn';
+    super(`${dependency} ${why} until ${new Date(until).toISOString()}`);
     this.name = 'DependencyUnavailable';
   }
 }
+
+/** Whether a run can wait for a dependency until `until`: a batch run always, else if a useful call still fits before its deadline. */
+function canWaitUntil(run: RunRequested, until: number): boolean {
+  return run.class === 'batch' || until + MIN_USEFUL_CALL_MS <= run.deadline;
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /**
  * What stands around every call to a dependency: the breaker admits it (or refuses with
@@ -64,8 +87,35 @@ export class CallGuard {
     // reopens it for openMs, so look again by then rather than at the probes' lease expiry.
     const openMs = ownEntry(deps.config.dependencies, dependency)?.breaker.openMs ?? 0;
     const until = admission.state === 'half_open' ? Math.min(admission.retryAt, deps.now() + openMs) : admission.retryAt;
-    const canWait = run.class === 'batch' || until + MIN_USEFUL_CALL_MS <= run.deadline;
-    throw new DependencyUnavailable(dependency, until, canWait);
+    throw new DependencyUnavailable(dependency, until, canWaitUntil(run, until));
+  }
+
+  /**
+   * Waits for the call's turn under the dependency's rate limits, booked across all processors,
+   * when it comes within `processor.pacing.maxInlineWaitMs` and the run's deadline; otherwise
+   * nothing is booked and the call is refused with `DependencyUnavailable` (`rate_limited`).
+   */
+  async pace(run: RunRequested, dependency: string, tokens: CallTokens): Promise<void> {
+    const { pacer } = this.deps;
+    if (!pacer) return;
+    const turn = await infrastructureCall('pacing', dependency, () => pacer.book(dependency, tokens, run.deadline));
+    if (turn.kind === 'defer') throw new DependencyUnavailable(dependency, turn.until, canWaitUntil(run, turn.until), 'rate_limited');
+    // Booked: the turn is this call's alone, so one wait suffices and nothing is asked again.
+    if (turn.waitMs > 0) await sleep(turn.waitMs);
+  }
+
+  /**
+   * Tells the pacer what a finished call used and what its response said of the provider's
+   * limits. Like an outcome the breaker cannot be told, a failure here must not fail the run.
+   */
+  async afterCall(dependency: string, booked: CallTokens, used: CallTokens | undefined, response: CallResponse): Promise<void> {
+    const { pacer } = this.deps;
+    if (!pacer) return;
+    try {
+      await Promise.all([used ? pacer.settle(dependency, booked, used) : undefined, pacer.learn(dependency, response)]);
+    } catch (err) {
+      this.deps.logger.warn({ err, dependency }, 'could not tell the pacer how a call went');
+    }
   }
 
   /**

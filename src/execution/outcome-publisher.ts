@@ -44,11 +44,11 @@ export interface RunFailed {
 
 /** An attempt that ends with the run's next attempt on the retry topic, due at `dueAt`. */
 export interface RunRetried {
-  reason: 'breaker_open' | 'transient_failure';
+  reason: 'breaker_open' | 'rate_limited' | 'transient_failure';
   dependency: string;
   message: string;
   dueAt: number;
-  /** Whether it counts against the run's attempts: waiting out an open breaker does not. */
+  /** Whether it counts against the run's attempts: waiting out an open breaker or a rate limit does not. */
   failure: boolean;
   /** Travels with the next attempt, so it does not take its first answered step for the run's first output. */
   outputSeen: boolean;
@@ -159,7 +159,11 @@ export class OutcomePublisher {
     const next = retryRecord(run, { dueAt: retry.dueAt, failures, error: { kind: retry.reason, message: retry.message }, firstFailureAt: context.firstFailureAt ?? now, now, outputSeen: retry.outputSeen });
     await infrastructureCall('retry_enqueue', undefined, () => this.deps.enqueueRetry(next.event, next.headers));
     this.deps.metrics.runRetries.inc({ reason: retry.reason });
-    const why = retry.reason === 'breaker_open' ? `waiting for ${retry.dependency} (breaker open)` : `${retry.dependency} failed (${retry.message.slice(0, 200)})`;
+    const why = {
+      breaker_open: `waiting for ${retry.dependency} (breaker open)`,
+      rate_limited: `waiting for rate limit on ${retry.dependency}`,
+      transient_failure: `${retry.dependency} failed (${retry.message.slice(0, 200)})`,
+    }[retry.reason];
     await this.finish(run, { status: 'waiting_dependency', message: `${why}; attempt ${next.event.attempt} at ${new Date(retry.dueAt).toISOString()}` });
     return 'retried';
   }

@@ -24,6 +24,7 @@ const INFRA_OPERATIONS = {
   run_permits: { action: 'taking run permits', system: 'Redis' },
   breaker_admission: { action: 'asking the shared breaker', system: 'Redis' },
   dependency_permit: { action: 'taking a dependency permit', system: 'Redis' },
+  pacing: { action: "booking a call's turn under the rate limits", system: 'Redis' },
   retry_enqueue: { action: 'producing the next attempt to the retry topic', system: 'Kafka' },
   dead_letter: { action: 'producing to the DLQ topic', system: 'Kafka' },
   outcome_publish: { action: 'publishing the run outcome', system: 'Kafka' },

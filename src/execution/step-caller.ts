@@ -5,6 +5,7 @@ import { dependencyOf } from '../config/workflows.js';
 import type { RunRequested } from '../events/schemas.js';
 import type { Logger } from '../obs/logger.js';
 import type { Metrics } from '../obs/metrics.js';
+import { NO_TOKENS, estimateInputTokens, usedTokens } from '../pacing/pacing-policy.js';
 import type { RetryBudgetSource } from '../retries/retry-budget.js';
 import { nextRetryDelay } from '../retries/retry-policy.js';
 import { MIN_USEFUL_CALL_MS, clampTimeout } from '../runs/deadline.js';
@@ -94,10 +95,17 @@ export class StepCaller {
     }
   }
 
-  /** One call under a dependency permit, counted in the step metrics and, for an LLM, its tokens. */
+  /**
+   * One call in its turn under the dependency's rate limits and under a dependency permit, counted
+   * in the step metrics and, for an LLM, its tokens.
+   */
   private async callOnce(run: RunRequested, step: StepConfig, dep: DependencyConfig, input: unknown, outputs: StepOutputs): Promise<unknown> {
     const { metrics, now } = this.deps;
     const depName = dependencyOf(step);
+    const userContent = step.kind === 'llm' ? composeUserTurn(input, outputs) : '';
+    // An LLM call books its prompt's estimated input and its whole output allowance; its usage settles the difference.
+    const booked = step.kind === 'llm' && dep.kind === 'llm' ? { inputTokens: estimateInputTokens(step.system, userContent), outputTokens: dep.maxTokens } : NO_TOKENS;
+    await this.deps.guard.pace(run, depName, booked);
     this.deps.retryBudgets.recordCall(depName, dep.retry);
     const releasePermit = await this.deps.guard.takePermit(run, depName);
     // Measured from after the permit: waiting for capacity is not the dependency's time.
@@ -111,11 +119,12 @@ export class StepCaller {
           dependency: depName,
           config: dep,
           system: step.system,
-          userContent: composeUserTurn(input, outputs),
+          userContent,
           tenantId: run.tenantId,
           timeoutMs,
           headers,
         });
+        await this.deps.guard.afterCall(depName, booked, usedTokens(res.usage), { headers: res.headers, status: 200 });
         countLlmResponse(metrics, this.deps.config, { tenant: run.tenantId, workflow: run.workflow }, dep, res);
         await this.deps.tokenSettlement?.charge(run, res.usage.inputTokens + res.usage.outputTokens);
         // The usage stays in the output: the journal keeps it for the run's usage summary (runUsage).
@@ -129,6 +138,8 @@ export class StepCaller {
       throw new StepError('bad_response', depName, `step "${step.id}" is ${step.kind} but "${depName}" is ${dep.kind}`, false);
     } catch (err) {
       outcome = err instanceof StepError ? err.kind : 'error';
+      // A failed call keeps its booking: whether the provider counted its tokens is unknown.
+      if (err instanceof StepError) await this.deps.guard.afterCall(depName, booked, undefined, { headers: err.responseHeaders, status: err.status, retryAfterSec: err.retryAfterSec });
       throw err;
     } finally {
       metrics.stepCalls.inc({ dependency: depName, outcome });

@@ -127,7 +127,7 @@ export class StepLoop {
   }
 
   /**
-   * What a step whose call failed means for the attempt. An open breaker the run can wait for, or
+   * What a step whose call failed means for the attempt. An open breaker or a rate-limit turn the run can wait for, or
    * a transient failure with run attempts and time left, puts the run on the retry topic; an answer
    * that retrying cannot change fails it; otherwise the dependency is gone for this attempt. Any
    * other error is the infrastructure's and escapes.
@@ -135,13 +135,18 @@ export class StepLoop {
   private afterFailedCall(run: RunRequested, context: AttemptContext, step: StepConfig, where: string, err: unknown, outputSeen: boolean): FailedStep {
     const { outcomes } = this.deps;
     if (err instanceof DependencyUnavailable) {
-      this.deps.metrics.breakerRefusals.inc({ dependency: err.dependency });
+      const rateLimited = err.reason === 'rate_limited';
+      // A deferred turn is counted by the pacer, in sluice_pacing_deferred_total.
+      if (!rateLimited) this.deps.metrics.breakerRefusals.inc({ dependency: err.dependency });
       if (err.canWait) {
-        const openMs = ownEntry(this.deps.config.dependencies, err.dependency)?.breaker.openMs;
-        const dueAt = breakerRetryAt({ until: err.until, openMs, deadline: run.deadline, random: this.deps.random });
-        return { outcome: outcomes.retried(run, context, { reason: 'breaker_open', dependency: err.dependency, message: err.message, dueAt, failure: false, outputSeen }) };
+        // Waiters return spread, not as one wave: over part of the breaker's open time, or of the wait for the turn.
+        const spreadMs = rateLimited ? Math.max(0, err.until - this.deps.now()) : ownEntry(this.deps.config.dependencies, err.dependency)?.breaker.openMs;
+        const dueAt = breakerRetryAt({ until: err.until, openMs: spreadMs, deadline: run.deadline, random: this.deps.random });
+        return { outcome: outcomes.retried(run, context, { reason: err.reason, dependency: err.dependency, message: err.message, dueAt, failure: false, outputSeen }) };
       }
-      return { gone: { dependency: err.dependency, reason: `the ${err.dependency} breaker is open until ${new Date(err.until).toISOString()}, after this run's deadline` } };
+      const until = new Date(err.until).toISOString();
+      const reason = rateLimited ? `the ${err.dependency} rate limit has no turn before ${until}, after this run's deadline` : `the ${err.dependency} breaker is open until ${until}, after this run's deadline`;
+      return { gone: { dependency: err.dependency, reason } };
     }
     if (err instanceof StepRetryLater) {
       const dueAt = deferredStepRetryAt({ priorFailures: context.priorFailures, policy: this.deps.config.processor.runRetry, dueAt: err.dueAt, deadline: run.deadline, minCallMs: MIN_USEFUL_CALL_MS });

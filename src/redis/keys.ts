@@ -50,6 +50,12 @@ export function redisKeys(namespace: string) {
     retryBudget: (dependency: string) => `${ns}:retry-budget:{${dependency}}`,
     /** Pub/sub channel announcing breaker transitions (payload: JSON, see BreakerTransition). */
     breakerChanged: () => `${ns}:breaker-changed`,
+    /** A dependency's rate-limit buckets (hash: tat:<bucket>, rate:<bucket>, at); written by the pacing scripts, expires when idle. */
+    paceState: (dependency: string) => `${ns}:pace:{${dependency}}`,
+    /** Per-minute limits the dependency's provider reported (hash: bucket → limit), kept for `processor.pacing.observedLimitTtlMs`. */
+    paceObserved: (dependency: string) => `${ns}:pace:{${dependency}}:observed`,
+    /** Server-time ms before which no call to the dependency goes (after a 429 with retry-after, or remaining = 0); expires then. */
+    paceNotBefore: (dependency: string) => `${ns}:pace:{${dependency}}:not-before`,
     /** Runs of a tenant and class whose latest status is waiting_dependency (zset: runId → lease expiry ms), kept by the status sink. */
     waitingRuns: (tenant: string, runClass: string) => `${waiting}:tenant:${tenant}:class:${runClass}`,
     /** The active lag monitor's last report (JSON, expiring), read by `sluice lag`. */

@@ -21,6 +21,9 @@ export const SCRIPTS = {
   breakerAdmit: { file: 'breaker-admit.lua', keys: 2 },
   breakerRecord: { file: 'breaker-record.lua', keys: 3 },
   retryBudgetTake: { file: 'retry-budget-take.lua', keys: 1 },
+  pacingReserve: { file: 'pacing-reserve.lua', keys: 3 },
+  pacingSettle: { file: 'pacing-settle.lua', keys: 1 },
+  pacingObserve: { file: 'pacing-observe.lua', keys: 2 },
 } as const satisfies Record<string, { file: string; keys: number | 'any' }>;
 
 export type ScriptName = keyof typeof SCRIPTS;

@@ -29,6 +29,8 @@ import { RedisOutageFallback } from '../admission/redis-outage.js';
 import { LeaseKeeper } from '../permits/lease-keeper.js';
 import { LimitsStore } from '../permits/limits-store.js';
 import { PermitStore } from '../permits/permit-store.js';
+import { DependencyPacer } from '../pacing/dependency-pacer.js';
+import { PacingStore } from '../pacing/pacing-store.js';
 import { PermitWakeups } from '../permits/permit-wakeups.js';
 import { RedisDependencyPermits, RedisRunPermits } from '../permits/run-permits.js';
 import { UnlimitedPermits } from '../permits/unlimited-permits.js';
@@ -163,6 +165,9 @@ async function startProcessor(ctx: RoleContext, simulatorUrl: string): Promise<v
   const unlimited = config.processor.enforceCaps ? undefined : new UnlimitedPermits();
   if (unlimited) log.warn('processor.enforceCaps is false: concurrency caps are NOT enforced by this processor');
   const board = await ctx.breakerBoard();
+  // Pacing off (benchmarks): calls go out as soon as their permits allow, without Redis.
+  const pacer = config.processor.pacing.enabled ? new DependencyPacer({ store: new PacingStore(clients.scripts, clients.keys), config, metrics, now: Date.now }) : undefined;
+  if (!pacer) log.warn('processor.pacing.enabled is false: dependency calls are NOT paced by their rate limits');
   if (llmFromSimulator(config)) log.warn({ simulatorUrl }, 'no ANTHROPIC_API_KEY or anthropic.baseUrl: LLM steps are answered by the provider simulator');
   const anthropic = createAnthropicClient({ apiKey: config.anthropic.apiKey, baseUrl: config.anthropic.baseUrl ?? (config.anthropic.apiKey ? 'https://api.anthropic.com' : simulatorUrl) });
   const retryBudgets = new SharedRetryBudgets({ scripts: clients.scripts, keys: clients.keys, reportEveryMs: RETRY_BUDGET_REPORT_MS, metrics, logger: log });
@@ -179,6 +184,7 @@ async function startProcessor(ctx: RoleContext, simulatorUrl: string): Promise<v
     journal: new RedisStepJournal(clients.redis, clients.keys, log),
     breakers: new BreakerStore(clients.scripts, clients.keys, (d) => ownEntry(config.dependencies, d)?.breaker),
     board,
+    pacer,
     enqueueRetry: (run, headers) => producer.publishRetry(run, headers, config.processor.produceTimeoutMs),
     deadLetters: producer,
     metrics,

@@ -1,6 +1,7 @@
 import Anthropic from '@anthropic-ai/sdk';
 import { Stream } from '@anthropic-ai/sdk/core/streaming.js';
 import type { LlmDependencyConfig } from '../config/schema.js';
+import { retryAfterMs, type HeaderReader } from './rate-limit-headers.js';
 import { StepError } from './step-error.js';
 
 export interface LlmRequest {
@@ -27,6 +28,8 @@ export interface LlmResult {
   model: string;
   stopReason: string | null;
   usage: LlmUsage;
+  /** The response's headers: what they say of the provider's rate limits. */
+  headers?: HeaderReader;
 }
 
 /**
@@ -38,10 +41,8 @@ export function createAnthropicClient(opts: { apiKey: string | undefined; baseUr
 }
 
 function retryAfterOf(err: InstanceType<typeof Anthropic.APIError>): number | undefined {
-  const raw = err.headers?.get('retry-after');
-  if (!raw) return undefined;
-  const secs = Number(raw);
-  return Number.isFinite(secs) && secs >= 0 ? secs : undefined;
+  const ms = retryAfterMs(err.headers?.get('retry-after'), Date.now());
+  return ms === undefined ? undefined : ms / 1000;
 }
 
 /** Maps the SDK's error classes onto StepError so the processor's one retry layer can decide. */
@@ -54,7 +55,8 @@ export function toStepError(dependency: string, err: unknown): StepError {
     const retryAfter = retryAfterOf(err);
     // A 429 without retry-after is a spend limit: it will not succeed on retry (docs/decisions.md).
     const retryable = status === 429 ? retryAfter !== undefined : status === 408 || status === 529 || status >= 500;
-    return new StepError('http_status', dependency, `${dependency}: HTTP ${status} ${err.message}`.slice(0, 500), retryable, status, retryAfter);
+    const headers = err.headers;
+    return new StepError('http_status', dependency, `${dependency}: HTTP ${status} ${err.message}`.slice(0, 500), retryable, status, retryAfter, headers ? (name) => headers.get(name) : undefined);
   }
   return new StepError('bad_response', dependency, `${dependency}: ${(err as Error)?.message ?? String(err)}`, false);
 }
@@ -153,6 +155,7 @@ export async function callLlm(client: Anthropic, req: LlmRequest): Promise<LlmRe
       .asResponse();
     clearTimeout(connectTimer);
     armIdle();
+    const headers: HeaderReader = (name) => response.headers.get(name);
     let text = '';
     let model = req.config.model;
     let stopReason: string | null = null;
@@ -176,7 +179,7 @@ export async function callLlm(client: Anthropic, req: LlmRequest): Promise<LlmRe
           mergeUsage(usage, event.usage);
           break;
         case 'message_stop':
-          return { text, model, stopReason, usage };
+          return { text, model, stopReason, usage, headers };
       }
     }
     throw new StepError('connection', dependency, `${dependency}: the stream ended before message_stop`, true);

@@ -1,6 +1,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import type { CallTimeouts } from '../config/schema.js';
+import { headerReader, retryAfterMs } from './rate-limit-headers.js';
 import { StepError } from './step-error.js';
 
 export interface ToolRequest {
@@ -17,13 +18,9 @@ function retryableStatus(status: number): boolean {
   return status === 408 || status === 429 || status >= 500;
 }
 
-function parseRetryAfter(value: string | string[] | undefined): number | undefined {
-  const v = Array.isArray(value) ? value[0] : value;
-  if (v === undefined) return undefined;
-  const secs = Number(v);
-  if (Number.isFinite(secs) && secs >= 0) return secs;
-  const at = Date.parse(v);
-  return Number.isNaN(at) ? undefined : Math.max(0, (at - Date.now()) / 1000);
+function retryAfterSecOf(value: string | null | undefined): number | undefined {
+  const ms = retryAfterMs(value, Date.now());
+  return ms === undefined ? undefined : ms / 1000;
 }
 
 /**
@@ -77,7 +74,7 @@ export function callTool(req: ToolRequest): Promise<unknown> {
         const status = res.statusCode ?? 0;
         const text = Buffer.concat(chunks).toString('utf8');
         if (status < 200 || status >= 300) {
-          finish(new StepError('http_status', dependency, `${dependency}: HTTP ${status} ${text.slice(0, 200)}`, retryableStatus(status), status, parseRetryAfter(res.headers['retry-after'])));
+          finish(new StepError('http_status', dependency, `${dependency}: HTTP ${status} ${text.slice(0, 200)}`, retryableStatus(status), status, retryAfterSecOf(headerReader(res.headers)('retry-after'))));
           return;
         }
         try {

@@ -18,7 +18,8 @@ import { describe, expect, it } from 'vitest';
  *   (which decode events and write through db).
  * - runs, steps, producers: a run's identity, deadline, status sequence and cancellation; one call
  *   to a step's dependency (LLM, tool) and how it fails; producing events to Kafka.
- * - dlq, permits, breakers: dead letters; concurrency permits; the shared circuit breakers.
+ * - dlq, permits, breakers, pacing: dead letters; concurrency permits; the shared circuit breakers;
+ *   the shared rate limits of dependency calls.
  * - retries, admission, status: retry policy, budget and the retry topic (whose unreadable records
  *   are dead-lettered); the admission decision at the door; status records and the run store.
  * - execution: one attempt of a run, step by step, to its published outcome.
@@ -37,7 +38,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ['events', 'redis', 'db'],
   ['kafka'],
   ['runs', 'steps', 'producers'],
-  ['dlq', 'permits', 'breakers'],
+  ['dlq', 'permits', 'breakers', 'pacing'],
   ['retries', 'admission', 'status'],
   ['execution', 'lag'],
   ['processors'],

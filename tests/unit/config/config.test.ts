@@ -174,7 +174,7 @@ describe('parseConfig defaults', () => {
       input: { maxDepth: 64, maxBytes: 256 * 1024 },
       recordAdmissionTimeoutMs: 1_000,
     });
-    expect(cfg.processor).toEqual({ maxInFlight: 30, partitionBuffer: 100, shutdownGraceMs: 20_000, produceTimeoutMs: 10_000, permitLeaseMs: 15_000, enforceCaps: true, runRetry: { maxAttempts: 3, baseMs: 1_000, capMs: 30_000 }, maxInlineRetryWaitMs: 1_000, infraRetry: { maxAttempts: 8, baseMs: 500, capMs: 30_000 }, maxStepOutputBytes: 262_144, maxResultBytes: 524_288 });
+    expect(cfg.processor).toEqual({ maxInFlight: 30, partitionBuffer: 100, shutdownGraceMs: 20_000, produceTimeoutMs: 10_000, permitLeaseMs: 15_000, enforceCaps: true, runRetry: { maxAttempts: 3, baseMs: 1_000, capMs: 30_000 }, maxInlineRetryWaitMs: 1_000, infraRetry: { maxAttempts: 8, baseMs: 500, capMs: 30_000 }, maxStepOutputBytes: 262_144, maxResultBytes: 524_288, pacing: { enabled: true, maxInlineWaitMs: 1_000, observedLimitTtlMs: 600_000 } });
     expect(cfg.statusSink).toEqual({ batchSize: 500 });
     expect(cfg.lagMonitor).toEqual({ enable: true, intervalMs: 15_000, windowMs: 300_000, leaseMs: 15_000, requestTimeoutMs: 10_000 });
     expect(cfg.simulator).toEqual({ host: '127.0.0.1', port: 8089, anthropicLatencyMs: 50, anthropicJitterMs: 20 });
@@ -196,6 +196,17 @@ describe('parseConfig defaults', () => {
     expect(cfg.workflows.wf!.maxConcurrency).toBe(32);
     expect(cfg.workflows.wf!.steps[0]).toEqual({ id: 'think', kind: 'llm', dependency: 'anthropic', system: 'be brief' });
     expect(cfg.dependencies.anthropic).toMatchObject({ kind: 'llm', maxTokens: 512 });
+    expect(cfg.dependencies.anthropic!.rateLimit).toBeUndefined();
+  });
+
+  it('keeps rate limits as given, with a one-second burst by default', () => {
+    const doc = baseDoc();
+    doc.dependencies.anthropic.rateLimit = { requestsPerMinute: 50, inputTokensPerMinute: 40_000, outputTokensPerMinute: 8_000 };
+    doc.dependencies.lookup.rateLimit = { requestsPerSecond: 2.5 };
+    const parsed = parseConfig(doc);
+    expect(parsed.dependencies.anthropic!.rateLimit).toEqual({ requestsPerMinute: 50, inputTokensPerMinute: 40_000, outputTokensPerMinute: 8_000, burstSeconds: 1 });
+    expect(parsed.dependencies.lookup!.rateLimit).toEqual({ requestsPerSecond: 2.5, burstSeconds: 1 });
+    expect(parseConfig({ ...baseDoc(), processor: { pacing: { enabled: false } } }).processor.pacing).toEqual({ enabled: false, maxInlineWaitMs: 1_000, observedLimitTtlMs: 600_000 });
   });
 
   it('does not modify the raw document it was given', () => {
@@ -375,6 +386,42 @@ describe('parseConfig errors name the field path', () => {
 
   it('a lag monitor interval out of range', () => {
     expect(configError(() => parseConfig({ ...baseDoc(), lagMonitor: { intervalMs: 99, windowMs: 30_000 } })).fields).toEqual(['lagMonitor.intervalMs']);
+  });
+
+  it('a rate limit that is not a positive finite number, on any of its fields', () => {
+    for (const [field, value] of [
+      ['requestsPerSecond', 0],
+      ['requestsPerMinute', -5],
+      ['inputTokensPerMinute', 'many'],
+      ['outputTokensPerMinute', Number.POSITIVE_INFINITY],
+      ['burstSeconds', 0],
+    ] as const) {
+      const doc = baseDoc();
+      doc.dependencies.anthropic.rateLimit = { requestsPerMinute: 50, [field]: value };
+      expect(configError(() => parseConfig(doc)).fields).toEqual([`dependencies.anthropic.rateLimit.${field}`]);
+    }
+  });
+
+  it('an empty rate limit', () => {
+    const doc = baseDoc();
+    doc.dependencies.lookup.rateLimit = {};
+    const err = configError(() => parseConfig(doc));
+    expect(err.fields).toEqual(['dependencies.lookup.rateLimit']);
+    expect(err.message).toContain('needs at least one limit');
+  });
+
+  it('token limits on a tool dependency', () => {
+    const doc = baseDoc();
+    doc.dependencies.lookup.rateLimit = { requestsPerSecond: 5, inputTokensPerMinute: 1_000, outputTokensPerMinute: 1_000 };
+    const err = configError(() => parseConfig(doc));
+    expect(err.fields).toEqual(['dependencies.lookup.rateLimit.inputTokensPerMinute', 'dependencies.lookup.rateLimit.outputTokensPerMinute']);
+    expect(err.message).toContain('token limits apply to llm dependencies only');
+  });
+
+  it('pacing bounds out of range', () => {
+    for (const [field, value] of [['enabled', 'yes'], ['maxInlineWaitMs', -1], ['maxInlineWaitMs', 60_001], ['observedLimitTtlMs', 999]] as const) {
+      expect(configError(() => parseConfig({ ...baseDoc(), processor: { pacing: { [field]: value } } })).fields).toEqual([`processor.pacing.${field}`]);
+    }
   });
 
   it('a tool step referencing an unknown dependency', () => {

@@ -3,7 +3,7 @@ import type { BreakerView } from '../../../src/breakers/breaker-gate.js';
 import type { BreakerAdmission } from '../../../src/breakers/breaker-store.js';
 import { loadConfig } from '../../../src/config/load.js';
 import type { RunRequested } from '../../../src/events/schemas.js';
-import { CallGuard, DependencyUnavailable } from '../../../src/execution/call-guard.js';
+import { CallGuard, DependencyUnavailable, type CallPacer } from '../../../src/execution/call-guard.js';
 import { InfrastructureError } from '../../../src/execution/run-faults.js';
 import { createLogger } from '../../../src/obs/logger.js';
 
@@ -12,7 +12,7 @@ const config = loadConfig({ env: {} });
 const openMs = config.dependencies.anthropic!.breaker.openMs;
 const run = { runId: 'r1', class: 'interactive', deadline: NOW + 30_000 } as RunRequested;
 
-function guard(opts: { view?: BreakerView; admit?: () => Promise<BreakerAdmission>; release?: () => Promise<void>; record?: () => Promise<{ state: 'closed'; changed: boolean }> } = {}) {
+function guard(opts: { view?: BreakerView; admit?: () => Promise<BreakerAdmission>; release?: () => Promise<void>; record?: () => Promise<{ state: 'closed'; changed: boolean }>; pacer?: CallPacer } = {}) {
   const asked: string[] = [];
   const warnings: string[] = [];
   const logger = createLogger('silent');
@@ -28,6 +28,7 @@ function guard(opts: { view?: BreakerView; admit?: () => Promise<BreakerAdmissio
       record: async () => (opts.record ? opts.record() : { state: 'closed', changed: false }),
     },
     dependencyPermits: { acquire: async () => opts.release ?? (async () => undefined) },
+    pacer: opts.pacer,
     logger,
     now: () => NOW,
   });
@@ -87,5 +88,52 @@ describe('CallGuard permits and outcomes', () => {
     const moving = guard({ record: async () => ({ state: 'closed', changed: true }) });
     await moving.g.record('anthropic', 'probe', 'success', 10);
     expect(moving.warnings).toEqual(['this call moved the breaker']);
+  });
+});
+
+describe('CallGuard.pace and afterCall', () => {
+  const tokens = { inputTokens: 10, outputTokens: 512 };
+  const pacerOf = (book: CallPacer['book'], after: Partial<CallPacer> = {}): CallPacer => ({ book, settle: async () => undefined, learn: async () => undefined, ...after });
+
+  it('does nothing without a pacer (pacing disabled)', async () => {
+    const { g } = guard();
+    await expect(g.pace(run, 'anthropic', tokens)).resolves.toBeUndefined();
+    await expect(g.afterCall('anthropic', tokens, tokens, { status: 200 })).resolves.toBeUndefined();
+  });
+
+  it('books with the run\'s deadline and waits out a booked turn once', async () => {
+    const asked: unknown[] = [];
+    const { g } = guard({ pacer: pacerOf(async (...args) => (asked.push(args), { kind: 'go', waitMs: 30 })) });
+    const started = Date.now();
+    await g.pace(run, 'anthropic', tokens);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(25);
+    expect(asked).toEqual([['anthropic', tokens, run.deadline]]);
+  });
+
+  it('refuses a deferred call as rate limited, waitable only if a useful call fits before the deadline (batch always)', async () => {
+    const deferTo = (until: number) => guard({ pacer: pacerOf(async () => ({ kind: 'defer', until })) }).g;
+    const err = await refusal(deferTo(NOW + 5_000).pace(run, 'anthropic', tokens));
+    expect(err).toBeInstanceOf(DependencyUnavailable);
+    expect(err).toMatchObject({ dependency: 'anthropic', until: NOW + 5_000, canWait: true, reason: 'rate_limited', message: 'anthropic is rate limited: no turn until 2026-01-01T12:00:05.000Z' });
+    expect(await refusal(deferTo(run.deadline).pace(run, 'anthropic', tokens))).toMatchObject({ canWait: false });
+    expect(await refusal(deferTo(run.deadline).pace({ ...run, class: 'batch' }, 'anthropic', tokens))).toMatchObject({ canWait: true });
+  });
+
+  it('names the pacing when booking fails', async () => {
+    const { g } = guard({ pacer: pacerOf(async () => Promise.reject(new Error('Connection is closed.'))) });
+    const err = await refusal(g.pace(run, 'anthropic', tokens));
+    expect(err).toBeInstanceOf(InfrastructureError);
+    expect(err).toMatchObject({ operation: 'pacing' });
+  });
+
+  it('settles only a call whose usage is known, and logs rather than throws when the pacer cannot be told', async () => {
+    const settled: unknown[] = [];
+    const ok = guard({ pacer: pacerOf(async () => ({ kind: 'go', waitMs: 0 }), { settle: async (...args) => void settled.push(args) }) });
+    await ok.g.afterCall('anthropic', tokens, undefined, { status: 429 });
+    await ok.g.afterCall('anthropic', tokens, { inputTokens: 8, outputTokens: 20 }, { status: 200 });
+    expect(settled).toEqual([['anthropic', tokens, { inputTokens: 8, outputTokens: 20 }]]);
+    const failing = guard({ pacer: pacerOf(async () => ({ kind: 'go', waitMs: 0 }), { learn: async () => Promise.reject(new Error('down')) }) });
+    await expect(failing.g.afterCall('anthropic', tokens, tokens, { status: 200 })).resolves.toBeUndefined();
+    expect(failing.warnings).toEqual(['could not tell the pacer how a call went']);
   });
 });

@@ -20,6 +20,9 @@ import { RETRY_HEADER } from '../../../src/retries/retry-headers.js';
 import { RetryBudgets } from '../../../src/retries/retry-budget.js';
 import type { LlmResult } from '../../../src/steps/llm-call.js';
 import { histogramValue, metricValue } from '../../support/metric-value.js';
+import type { CallPacer } from '../../../src/execution/call-guard.js';
+import type { PaceTurn } from '../../../src/pacing/dependency-pacer.js';
+import type { CallResponse, CallTokens } from '../../../src/pacing/pacing-policy.js';
 
 const run = RUN;
 
@@ -696,5 +699,132 @@ describe('RunExecutor token settlement', () => {
     const { exec } = executor([], new Map(), [], undefined, { deps: { tokenSettlement } });
     await exec.deadLetter(run, ATTEMPT, { reason: 'infrastructure_error', code: 'infrastructure_error', message: 'gave up', retryable: true });
     expect(calls).toEqual([['end', 'failed']]);
+  });
+});
+
+describe('RunExecutor paces calls by the dependencies\' rate limits', () => {
+  /** A pacer answering each booking with the next turn (default: go now), recording what it is told. */
+  function pacer(turns: (PaceTurn | Error)[] = [], fail: { settle?: Error } = {}) {
+    const booked: { dependency: string; tokens: CallTokens; deadline: number }[] = [];
+    const settled: { dependency: string; booked: CallTokens; used: CallTokens }[] = [];
+    const learned: { dependency: string; response: CallResponse }[] = [];
+    const fake: CallPacer = {
+      book: async (dependency, tokens, deadline) => {
+        booked.push({ dependency, tokens, deadline });
+        const turn = turns.shift() ?? { kind: 'go', waitMs: 0 };
+        if (turn instanceof Error) throw turn;
+        return turn;
+      },
+      settle: async (dependency, b, used) => {
+        settled.push({ dependency, booked: b, used });
+        if (fail.settle) throw fail.settle;
+      },
+      learn: async (dependency, response) => void learned.push({ dependency, response }),
+    };
+    return { fake, booked, settled, learned };
+  }
+  const toolDone = () => new Map<string, unknown>([['lookup-order', {}]]);
+
+  it('books each call with its estimated input and its whole output allowance, then settles by the usage reported', async () => {
+    const p = pacer();
+    const usage = { inputTokens: 40, outputTokens: 9, cacheReadTokens: 500, cacheCreationTokens: 6 };
+    const { exec } = executor([], toolDone(), [], undefined, { deps: { pacer: p.fake, llm: async () => ({ text: 'ok', model: 'sim', stopReason: 'end_turn', usage, headers: () => null }) } });
+    expect(await exec.execute(run, ATTEMPT)).toBe('completed');
+    expect(p.booked).toHaveLength(2);
+    expect(p.booked[0]).toMatchObject({ dependency: 'anthropic', deadline: run.deadline, tokens: { outputTokens: 512 } });
+    expect(p.booked[0]!.tokens.inputTokens).toBeGreaterThan(10);
+    // cache reads do not count in the input limit; cache writes do
+    expect(p.settled[0]).toEqual({ dependency: 'anthropic', booked: p.booked[0]!.tokens, used: { inputTokens: 46, outputTokens: 9 } });
+    expect(p.learned[0]).toMatchObject({ dependency: 'anthropic', response: { status: 200 } });
+    expect(p.learned[0]!.response.headers).toBeTypeOf('function');
+  });
+
+  it('waits in the processor for a turn that comes soon, then calls', async () => {
+    const p = pacer([{ kind: 'go', waitMs: 40 }]);
+    let calledAfter = -1;
+    const started = Date.now();
+    const { exec } = executor([], toolDone(), [], undefined, {
+      deps: {
+        pacer: p.fake,
+        llm: async () => {
+          if (calledAfter < 0) calledAfter = Date.now() - started;
+          return { text: 'ok', model: 'sim', stopReason: 'end_turn', usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } };
+        },
+      },
+    });
+    expect(await exec.execute(run, ATTEMPT)).toBe('completed');
+    expect(calledAfter).toBeGreaterThanOrEqual(35);
+  });
+
+  it('makes no call whose turn is further away, and re-enqueues the run for it without counting a failure', async () => {
+    const p = pacer([{ kind: 'defer', until: NOW + 5_000 }]);
+    const { exec, llmCalls, published, retries, recorded, metrics } = executor([], new Map(), [], undefined, { deps: { pacer: p.fake } });
+    expect(await exec.execute(run, ATTEMPT)).toBe('retried');
+    expect(llmCalls()).toBe(0);
+    expect(retries[0]!.run).toMatchObject({ attempt: 2, dueAt: NOW + 5_000 });
+    expect(retries[0]!.headers['sluice-retry-failures']).toBe('0');
+    expect(published.at(-1)!.message).toMatch(/^waiting for rate limit on anthropic; attempt 2 at 2026-01-01T12:00:05.000Z$/);
+    expect(await metrics.registry.getSingleMetricAsString('sluice_run_retries_total')).toContain('sluice_run_retries_total{reason="rate_limited"} 1');
+    // not a breaker refusal; the breaker is told the call was released, not that it failed
+    expect(await metricValue(metrics.breakerRefusals, { dependency: 'anthropic' })).toBe(0);
+    expect(recorded).toEqual([{ dependency: 'anthropic', token: undefined, outcome: 'released' }]);
+    expect(p.settled).toHaveLength(0);
+  });
+
+  it('spreads deferred runs over the wait, never past the deadline', async () => {
+    const p = pacer([{ kind: 'defer', until: NOW + 1_000 }]);
+    const { exec, retries } = executor([], new Map(), [], undefined, { deps: { pacer: p.fake, random: () => 0.5 } });
+    expect(await exec.execute(run, ATTEMPT)).toBe('retried');
+    expect(retries[0]!.run.dueAt).toBe(NOW + 1_500);
+  });
+
+  it('a run that cannot have its turn before its deadline gets its fallback, with no call made', async () => {
+    const p = pacer([{ kind: 'defer', until: run.deadline + 1_000 }]);
+    const { exec, llmCalls, published, retries } = executor([], new Map(), [], undefined, { deps: { pacer: p.fake } });
+    expect(await exec.execute(run, ATTEMPT)).toBe('completed');
+    expect(llmCalls()).toBe(0);
+    expect(retries).toHaveLength(0);
+    const result = JSON.parse(published.at(-1)!.result!);
+    expect(result).toMatchObject({ degraded: true, unavailable: [{ dependency: 'anthropic' }] });
+    expect(result.unavailable[0].reason).toMatch(/rate limit has no turn before .*, after this run's deadline/);
+    const failing = executor([], new Map(), [], undefined, { deps: { pacer: pacer([{ kind: 'defer', until: run.deadline + 1_000 }]).fake } });
+    expect(await failing.exec.execute(tenantC, ATTEMPT)).toBe('failed');
+    expect(failing.published.at(-1)!.error).toMatchObject({ code: 'dependency_unavailable' });
+  });
+
+  it('a batch run waits for its turn as for a breaker: due at its deadline at the latest', async () => {
+    const p = pacer([{ kind: 'defer', until: run.deadline + 60_000 }]);
+    const { exec, retries } = executor([], new Map(), [], undefined, { deps: { pacer: p.fake } });
+    expect(await exec.execute({ ...run, class: 'batch' }, ATTEMPT)).toBe('retried');
+    expect(retries[0]!.run.dueAt).toBe(run.deadline);
+  });
+
+  it('names the pacing (Redis) when booking fails, so the attempt is repeated, and makes no call', async () => {
+    const p = pacer([new Error('Connection is closed.')]);
+    const { exec, llmCalls, deadLetters } = executor([], new Map(), [], undefined, { deps: { pacer: p.fake } });
+    const err = await exec.execute(run, ATTEMPT).then(() => undefined, (e: unknown) => e);
+    expect(err).toBeInstanceOf(InfrastructureError);
+    expect(err).toMatchObject({ operation: 'pacing', message: "booking a call's turn under the rate limits for anthropic (Redis) failed: Connection is closed." });
+    expect(llmCalls()).toBe(0);
+    expect(deadLetters).toHaveLength(0);
+  });
+
+  it('does not fail a run whose call went out when the pacer cannot be told how it went', async () => {
+    const p = pacer([], { settle: new Error('Connection is closed.') });
+    const { exec } = executor([], toolDone(), [], undefined, { deps: { pacer: p.fake } });
+    expect(await exec.execute(run, ATTEMPT)).toBe('completed');
+    expect(p.settled).toHaveLength(2);
+  });
+
+  it('tells the pacer what a failed call\'s response said (a 429 and its retry-after), keeping the booking', async () => {
+    const p = pacer();
+    const limited = Anthropic.APIError.generate(429, { type: 'error', error: { type: 'rate_limit_error', message: 'slow down' } }, 'slow down', new Headers({ 'retry-after': '3', 'anthropic-ratelimit-requests-limit': '50' }));
+    const { exec } = executor([], toolDone(), [limited], undefined, { deps: { pacer: p.fake } });
+    expect(await exec.execute(run, ATTEMPT)).toBe('retried');
+    expect(p.learned[0]).toMatchObject({ dependency: 'anthropic', response: { status: 429, retryAfterSec: 3 } });
+    expect(p.learned[0]!.response.headers?.('anthropic-ratelimit-requests-limit')).toBe('50');
+    // the failed call settles nothing (a 429 timed by retry-after goes to the retry topic)
+    expect(p.booked).toHaveLength(1);
+    expect(p.settled).toHaveLength(0);
   });
 });

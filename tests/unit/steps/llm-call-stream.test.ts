@@ -86,6 +86,7 @@ describe('callLlm against the provider simulator', () => {
       model: 'claude-sim-1',
       stopReason: 'end_turn',
       usage: { inputTokens: Math.ceil(`${SYSTEM}\n${USER}`.length / 4), outputTokens: Math.ceil(reply.length / 4), cacheReadTokens: 0, cacheCreationTokens: 0 },
+      headers: expect.any(Function),
     });
     expect(await callsMade()).toBe(1);
   });
@@ -233,7 +234,7 @@ describe('callLlm against a scripted SSE server', () => {
       }, 1_500);
     };
     const result = await callLlm(scripted.client, request({ readMs: 500 }));
-    expect(result).toEqual({ text: 'pong', model: 'claude-scripted', stopReason: 'end_turn', usage: { inputTokens: 7, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } });
+    expect(result).toEqual({ text: 'pong', model: 'claude-scripted', stopReason: 'end_turn', usage: { inputTokens: 7, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 }, headers: expect.any(Function) });
   });
 
   it('returns empty text for an answer without text blocks', async () => {
@@ -241,7 +242,7 @@ describe('callLlm against a scripted SSE server', () => {
       startStream(res);
       finishStream(res, 0);
     };
-    expect(await callLlm(scripted.client, request())).toEqual({ text: '', model: 'claude-scripted', stopReason: 'end_turn', usage: { inputTokens: 7, outputTokens: 0, cacheReadTokens: 0, cacheCreationTokens: 0 } });
+    expect(await callLlm(scripted.client, request())).toEqual({ text: '', model: 'claude-scripted', stopReason: 'end_turn', usage: { inputTokens: 7, outputTokens: 0, cacheReadTokens: 0, cacheCreationTokens: 0 }, headers: expect.any(Function) });
   });
 
   it('reads the cache counts of message_start, and the final message_delta\'s cumulative counts over them', async () => {
@@ -289,6 +290,29 @@ describe('callLlm against a scripted SSE server', () => {
     };
     const error = await failure(callLlm(scripted.client, request()));
     expect(error).toMatchObject({ kind: 'connection', retryable: true });
+  });
+
+  it('exposes the headers of a successful response', async () => {
+    script = (_req, res) => {
+      res.setHeader('anthropic-ratelimit-requests-limit', '50');
+      startStream(res);
+      finishStream(res, 1);
+    };
+    const result = await callLlm(scripted.client, request());
+    expect(result.headers?.('Anthropic-Ratelimit-Requests-Limit')).toBe('50');
+  });
+
+  it('exposes the headers of a failed response, and reads a 429’s retry-after as an HTTP date too', async () => {
+    const retryAt = new Date(Math.ceil(Date.now() / 1000) * 1000 + 5_000).toUTCString();
+    script = (_req, res) => {
+      res.writeHead(429, { 'content-type': 'application/json', 'retry-after': retryAt, 'anthropic-ratelimit-requests-remaining': '0' });
+      res.end(JSON.stringify({ type: 'error', error: { type: 'rate_limit_error', message: 'slow down' } }));
+    };
+    const error = await failure(callLlm(scripted.client, request()));
+    expect(error).toMatchObject({ kind: 'http_status', status: 429, retryable: true });
+    expect(error.retryAfterSec).toBeGreaterThan(3);
+    expect(error.retryAfterSec).toBeLessThanOrEqual(6);
+    expect(error.responseHeaders?.('anthropic-ratelimit-requests-remaining')).toBe('0');
   });
 
   it('does not retry a 400', async () => {

@@ -1,0 +1,94 @@
+import { ownEntry } from '../config/lookup.js';
+import type { DependencyConfig, SluiceConfig } from '../config/schema.js';
+import type { Metrics } from '../obs/metrics.js';
+import { MIN_USEFUL_CALL_MS } from '../runs/deadline.js';
+import { effectiveLimits, inlineWaitBound, paceCharges, providerReport, settleDeltas, type CallResponse, type CallTokens } from './pacing-policy.js';
+import type { PaceBucket, PacingStore } from './pacing-store.js';
+
+/** A call's turn: it goes after `waitMs` (booked), or it is not made and the run comes back at `until`. */
+export type PaceTurn = { kind: 'go'; waitMs: number } | { kind: 'defer'; until: number };
+
+export interface DependencyPacerDeps {
+  store: Pick<PacingStore, 'reserve' | 'settle' | 'observe'>;
+  config: Pick<SluiceConfig, 'dependencies' | 'processor'>;
+  metrics: Metrics;
+  now: () => number;
+}
+
+/**
+ * Paces every call to a dependency by its rate limits, across all processors: books the call's
+ * turn before it, corrects the booking by its real usage after it, and learns the limits its
+ * provider reports. Throws what the store throws; the call guard decides what that means.
+ */
+export class DependencyPacer {
+  /** The limits this instance last learned, for the rate-limit gauge (Redis holds the shared ones). */
+  private readonly observed = new Map<string, { limits: Map<PaceBucket, number>; until: number }>();
+  /** The gauge series last published per dependency, so a changed source replaces its series. */
+  private readonly published = new Map<string, { bucket: PaceBucket; source: string }[]>();
+
+  constructor(private readonly deps: DependencyPacerDeps) {
+    for (const name of Object.keys(deps.config.dependencies)) this.publishLimits(name);
+  }
+
+  /** Books the call's turn if it comes soon enough to wait for in the processor before the run's deadline. */
+  async book(dependency: string, tokens: CallTokens, deadline: number): Promise<PaceTurn> {
+    const { metrics, now } = this.deps;
+    const dep = this.dependency(dependency);
+    const charges = dep ? paceCharges(dep, tokens) : [];
+    if (!dep || charges.length === 0) return { kind: 'go', waitMs: 0 };
+    const pacing = this.deps.config.processor.pacing;
+    const asked = now();
+    const maxWaitMs = inlineWaitBound({ maxInlineWaitMs: pacing.maxInlineWaitMs, now: asked, deadline, minCallMs: MIN_USEFUL_CALL_MS });
+    const res = await this.deps.store.reserve(dependency, charges, { maxWaitMs, burstMs: (dep.rateLimit?.burstSeconds ?? 1) * 1000, keepMs: this.keepMs(dep) });
+    this.publishLimits(dependency);
+    if (!res.reserved) {
+      metrics.pacingDeferred.inc({ dependency });
+      return { kind: 'defer', until: asked + res.waitMs };
+    }
+    metrics.pacingWait.observe({ dependency }, res.waitMs / 1000);
+    return { kind: 'go', waitMs: res.waitMs };
+  }
+
+  /** Gives back (or charges) the difference between the tokens booked for a call and those it used. */
+  async settle(dependency: string, booked: CallTokens, used: CallTokens): Promise<void> {
+    const dep = this.dependency(dependency);
+    if (dep?.kind !== 'llm') return;
+    await this.deps.store.settle(dependency, settleDeltas(booked, used), this.keepMs(dep));
+  }
+
+  /** Shares what a response said of its provider's limits with every processor. */
+  async learn(dependency: string, response: CallResponse): Promise<void> {
+    const dep = this.dependency(dependency);
+    if (!dep) return;
+    const ttlMs = this.deps.config.processor.pacing.observedLimitTtlMs;
+    const now = this.deps.now();
+    const report = providerReport({ kind: dep.kind, ...response, now, horizonMs: ttlMs });
+    if (report.limits.length === 0 && report.notBefore === undefined) return;
+    await this.deps.store.observe(dependency, report.limits, report.notBefore, ttlMs);
+    if (report.limits.length > 0) {
+      this.observed.set(dependency, { limits: new Map(report.limits.map((l) => [l.bucket, l.perMinute])), until: now + ttlMs });
+      this.publishLimits(dependency);
+    }
+  }
+
+  private dependency(name: string): DependencyConfig | undefined {
+    return ownEntry(this.deps.config.dependencies, name);
+  }
+
+  /** The state must outlive the longest call it booked, or that call's settlement finds nothing. */
+  private keepMs(dep: DependencyConfig): number {
+    return dep.timeouts.totalMs + this.deps.config.processor.pacing.maxInlineWaitMs;
+  }
+
+  private publishLimits(dependency: string): void {
+    const dep = this.dependency(dependency);
+    if (!dep) return;
+    const seen = this.observed.get(dependency);
+    if (seen && seen.until <= this.deps.now()) this.observed.delete(dependency);
+    const gauge = this.deps.metrics.dependencyRateLimit;
+    for (const old of this.published.get(dependency) ?? []) gauge.remove({ dependency, ...old });
+    const limits = effectiveLimits(dep, this.observed.get(dependency)?.limits ?? new Map());
+    for (const l of limits) gauge.set({ dependency, bucket: l.bucket, source: l.source }, l.perMinute);
+    this.published.set(dependency, limits.map((l) => ({ bucket: l.bucket, source: l.source })));
+  }
+}

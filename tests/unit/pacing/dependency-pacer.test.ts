@@ -1,0 +1,105 @@
+import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../../../src/config/load.js';
+import type { SluiceConfig } from '../../../src/config/schema.js';
+import { createMetrics } from '../../../src/obs/metrics.js';
+import { DependencyPacer } from '../../../src/pacing/dependency-pacer.js';
+import type { BucketCharge, PaceReservation, PacingStore, ReserveOptions } from '../../../src/pacing/pacing-store.js';
+import { MIN_USEFUL_CALL_MS } from '../../../src/runs/deadline.js';
+import { headerReader } from '../../../src/steps/rate-limit-headers.js';
+import { histogramValue, metricValue } from '../../support/metric-value.js';
+
+const NOW = Date.parse('2026-12-01T03:00:00Z');
+const base = loadConfig({ env: {} });
+const config: SluiceConfig = {
+  ...base,
+  dependencies: { ...base.dependencies, anthropic: { ...base.dependencies.anthropic!, rateLimit: { requestsPerMinute: 50, burstSeconds: 2 } } },
+};
+
+function pacer(answers: PaceReservation[] = []) {
+  const reserved: { dependency: string; charges: readonly BucketCharge[]; opts: ReserveOptions }[] = [];
+  const settled: unknown[] = [];
+  const observed: unknown[] = [];
+  let now = NOW;
+  const store: Pick<PacingStore, 'reserve' | 'settle' | 'observe'> = {
+    reserve: async (dependency, charges, opts) => {
+      reserved.push({ dependency, charges, opts });
+      return answers.shift() ?? { reserved: true, waitMs: 0 };
+    },
+    settle: async (...args) => void settled.push(args),
+    observe: async (...args) => {
+      observed.push(args);
+      return 0;
+    },
+  };
+  const metrics = createMetrics();
+  const p = new DependencyPacer({ store, config, metrics, now: () => now });
+  return { p, reserved, settled, observed, metrics, setNow: (t: number) => (now = t) };
+}
+
+const gauge = async (metrics: ReturnType<typeof createMetrics>) => (await metrics.dependencyRateLimit.get()).values.map((v) => ({ ...v.labels, value: v.value }));
+
+describe('DependencyPacer.book', () => {
+  it('books within the inline wait the deadline leaves, with the burst and a keep time past the longest call', async () => {
+    const { p, reserved, metrics } = pacer([{ reserved: true, waitMs: 250 }]);
+    expect(await p.book('anthropic', { inputTokens: 10, outputTokens: 512 }, NOW + 30_000)).toEqual({ kind: 'go', waitMs: 250 });
+    const dep = config.dependencies.anthropic!;
+    expect(reserved[0]).toEqual({
+      dependency: 'anthropic',
+      charges: [
+        { bucket: 'requests', perMinute: 50, cost: 1 },
+        { bucket: 'input_tokens', perMinute: 0, cost: 10 },
+        { bucket: 'output_tokens', perMinute: 0, cost: 512 },
+      ],
+      opts: { maxWaitMs: 1_000, burstMs: 2_000, keepMs: dep.timeouts.totalMs + 1_000 },
+    });
+    expect(await histogramValue(metrics.pacingWait, { dependency: 'anthropic' })).toMatchObject({ count: 1, sum: 0.25 });
+  });
+
+  it('defers a call whose turn is too far, to when it would come, and counts it', async () => {
+    const { p, reserved, metrics } = pacer([{ reserved: false, waitMs: 4_000 }]);
+    expect(await p.book('anthropic', { inputTokens: 10, outputTokens: 512 }, NOW + 1_050)).toEqual({ kind: 'defer', until: NOW + 4_000 });
+    // the deadline leaves 1,050 ms, less a useful call's minimum: that is the wait allowed when below the configured 1 s
+    expect(reserved[0]!.opts.maxWaitMs).toBe(1_050 - MIN_USEFUL_CALL_MS);
+    expect(await metricValue(metrics.pacingDeferred, { dependency: 'anthropic' })).toBe(1);
+  });
+
+  it('asks nothing for a dependency with nothing to pace, or none configured', async () => {
+    const { p, reserved } = pacer();
+    const toolName = Object.entries(config.dependencies).find(([, d]) => d.kind === 'tool' && !d.rateLimit)![0];
+    expect(await p.book(toolName, { inputTokens: 0, outputTokens: 0 }, NOW + 30_000)).toEqual({ kind: 'go', waitMs: 0 });
+    expect(await p.book('gone', { inputTokens: 0, outputTokens: 0 }, NOW + 30_000)).toEqual({ kind: 'go', waitMs: 0 });
+    expect(reserved).toEqual([]);
+  });
+});
+
+describe('DependencyPacer.settle and learn', () => {
+  it('settles an LLM call by its usage and nothing for a tool', async () => {
+    const { p, settled } = pacer();
+    await p.settle('anthropic', { inputTokens: 100, outputTokens: 512 }, { inputTokens: 80, outputTokens: 12 });
+    const toolName = Object.entries(config.dependencies).find(([, d]) => d.kind === 'tool')![0];
+    await p.settle(toolName, { inputTokens: 0, outputTokens: 0 }, { inputTokens: 0, outputTokens: 0 });
+    expect(settled).toEqual([['anthropic', [{ bucket: 'input_tokens', delta: -20 }, { bucket: 'output_tokens', delta: -500 }], config.dependencies.anthropic!.timeouts.totalMs + 1_000]]);
+  });
+
+  it('shares reported limits and a not-before for the observed-limit time, and shows the lower limit as observed until then', async () => {
+    const { p, observed, metrics, setNow } = pacer();
+    expect(await gauge(metrics)).toContainEqual({ dependency: 'anthropic', bucket: 'requests', source: 'config', value: 50 });
+    const headers = headerReader({ 'anthropic-ratelimit-requests-limit': '40', 'anthropic-ratelimit-requests-remaining': '0', 'anthropic-ratelimit-requests-reset': new Date(NOW + 3_000).toISOString() });
+    await p.learn('anthropic', { headers, status: 200 });
+    // one request of 40 is back after a 40th of the 3 s to the reset
+    expect(observed).toEqual([['anthropic', [{ bucket: 'requests', perMinute: 40 }], NOW + 75, 600_000]]);
+    const shown = (await gauge(metrics)).filter((g) => g.dependency === 'anthropic');
+    expect(shown).toEqual([{ dependency: 'anthropic', bucket: 'requests', source: 'observed', value: 40 }]);
+    // once the observed limit is no longer trusted, the configured one is shown again
+    setNow(NOW + 600_001);
+    await p.book('anthropic', { inputTokens: 1, outputTokens: 1 }, NOW + 700_000);
+    expect((await gauge(metrics)).filter((g) => g.dependency === 'anthropic')).toEqual([{ dependency: 'anthropic', bucket: 'requests', source: 'config', value: 50 }]);
+  });
+
+  it('writes nothing when a response says nothing of the limits', async () => {
+    const { p, observed } = pacer();
+    await p.learn('anthropic', { headers: headerReader({}), status: 200 });
+    await p.learn('anthropic', { status: 500 });
+    expect(observed).toEqual([]);
+  });
+});
