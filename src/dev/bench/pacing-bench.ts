@@ -1,9 +1,7 @@
 import type { LlmDependencyConfig, SluiceConfig } from '../../config/schema.js';
 import type { RunRequested } from '../../events/schemas.js';
-import { createLogger } from '../../obs/logger.js';
 import { callLlm, createAnthropicClient } from '../../steps/llm-call.js';
 import { StepError } from '../../steps/step-error.js';
-import { infraUp } from '../infra/local-infra.js';
 import type { RateLimit } from '../sim/fault-profile.js';
 import { DEP, oneCallConfig, oneCallRun, runInProcess, sleep, startSim, type InProcessResult, type Sim } from './in-process-sluice.js';
 import { seededRandom } from '../../util/seeded-random.js';
@@ -123,7 +121,6 @@ function table(off: ModeFigures, on: ModeFigures): string {
  * configured limit; the other learns of it from 429s alone.
  */
 export async function benchPacing(opts: PacingBenchOptions): Promise<void> {
-  const infra = await infraUp({ stateDir: process.env.SLUICE_STATE_DIR ?? '.sluice', logger: createLogger('warn') });
   const namespace = `bench-pacing-${Date.now()}-`;
   const maxTokens = (oneCallConfig(namespace).dependencies[DEP] as LlmDependencyConfig).maxTokens;
   const limits = providerLimits(opts.rpm, maxTokens);
@@ -131,6 +128,8 @@ export async function benchPacing(opts: PacingBenchOptions): Promise<void> {
     { label: 'pacing off', config: benchConfig(`${namespace}off-`, false, limits) },
     { label: 'pacing on', config: benchConfig(`${namespace}on-`, true, limits) },
   ];
+  // Only Redis is needed: no Kafka, no Postgres.
+  const redisUrl = process.env.REDIS_URL || modes[0]!.config.redis.url;
   const total = Math.round((opts.rpm / 60) * opts.load * opts.seconds);
   const plan = arrivalPlan(total, seededRandom(opts.seed));
   const interactive = plan.filter((a) => a.class === 'interactive').length;
@@ -160,7 +159,7 @@ export async function benchPacing(opts: PacingBenchOptions): Promise<void> {
       }
     }
     const drainTimeoutMs = Math.max(10_000, phaseMs - opts.seconds * 1_000);
-    const results = await Promise.all(modes.map((m, i) => runInProcess({ config: m.config, cap: 'ramp', redisUrl: infra.redisUrl, simUrl: sims[i]!.url, runs: arrivals, drainTimeoutMs })));
+    const results = await Promise.all(modes.map((m, i) => runInProcess({ config: m.config, cap: 'ramp', redisUrl, simUrl: sims[i]!.url, runs: arrivals, drainTimeoutMs })));
     const stats = await Promise.all(sims.map(async (s) => s.stats()));
     const [off, on] = modes.map((m, i) => figures(m.label, results[i]!, { calls: stats[i]!.calls[DEP] ?? 0, rateLimited: stats[i]!.rateLimited[DEP] ?? 0 }, started, arrivalsEnd, opts)) as [ModeFigures, ModeFigures];
     const dep = modes[1]!.config.dependencies[DEP]!;
