@@ -73,6 +73,8 @@ interface ModeFigures extends RateFigures {
   outcomes: Map<string, number>;
   interactive: LatencySummary;
   batch: LatencySummary;
+  /** Runs of each class offered, to read the latencies' counts against. */
+  offered: { interactive: number; batch: number };
   /** From the last arrival to the last run's end. */
   drainSec: number;
   unfinished: number;
@@ -85,7 +87,8 @@ const OUTCOME_COLUMNS = [
   ['failed', 'failed'],
 ] as const;
 
-function figures(label: string, r: InProcessResult, stats: { calls: number; rateLimited: number }, started: number, arrivalsEnd: number, opts: PacingBenchOptions): ModeFigures {
+function figures(label: string, r: InProcessResult, stats: { calls: number; rateLimited: number }, offered: ModeFigures['offered'], window: { started: number; arrivalsEnd: number }, opts: PacingBenchOptions): ModeFigures {
+  const { started, arrivalsEnd } = window;
   // End to end for the runs answered by the provider; a stand-in answer or a failure is counted in the outcomes.
   const answered = (cls: RunRequested['class']) => r.finished.filter((f) => f.outcome === 'completed' && f.run.class === cls).map((f) => f.at - f.run.admittedAt);
   const lastEnd = Math.max(arrivalsEnd, ...r.finished.map((f) => f.at));
@@ -97,19 +100,21 @@ function figures(label: string, r: InProcessResult, stats: { calls: number; rate
     outcomes: r.outcomes,
     interactive: latencySummary(answered('interactive')),
     batch: latencySummary(answered('batch')),
+    offered,
     drainSec: (lastEnd - arrivalsEnd) / 1_000,
     unfinished: r.unfinished,
   };
 }
 
 const sec = (ms: number) => (Number.isNaN(ms) ? '-' : (ms / 1_000).toFixed(2));
+const share = (part: number, whole: number) => (whole === 0 ? '-' : `${((part / whole) * 100).toFixed(0)}%`);
 const ratio = (on: number, off: number) => (Number.isFinite(on / off) ? `${(on / off).toFixed(2)}x` : '-');
 
 function table(off: ModeFigures, on: ModeFigures): string {
-  const head = `  ${'mode'.padEnd(12)} ${'calls'.padStart(6)} ${'429s'.padStart(6)} ${'429%'.padStart(6)} ${'ok'.padStart(6)} ${'ok/R'.padStart(5)}  ${OUTCOME_COLUMNS.map(([c]) => c.padStart(9)).join(' ')}  ${'int p50'.padStart(7)} ${'int p99'.padStart(7)} ${'bat p50'.padStart(7)} ${'bat p99'.padStart(7)} ${'drain-s'.padStart(7)}`;
+  const head = `  ${'mode'.padEnd(12)} ${'calls'.padStart(6)} ${'429s'.padStart(6)} ${'429%'.padStart(6)} ${'ok'.padStart(6)} ${'ok/R'.padStart(5)}  ${OUTCOME_COLUMNS.map(([c]) => c.padStart(9)).join(' ')}  ${'int ans'.padStart(7)} ${'int p50'.padStart(7)} ${'int p99'.padStart(7)} ${'bat ans'.padStart(7)} ${'bat p50'.padStart(7)} ${'bat p99'.padStart(7)} ${'drain-s'.padStart(7)}`;
   const row = (m: ModeFigures) =>
-    `  ${m.label.padEnd(12)} ${String(m.calls).padStart(6)} ${String(m.rateLimited).padStart(6)} ${(m.rateLimitedShare * 100).toFixed(2).padStart(6)} ${String(m.successes).padStart(6)} ${m.achievedOfLimit.toFixed(2).padStart(5)}  ${OUTCOME_COLUMNS.map(([, k]) => String(m.outcomes.get(k) ?? 0).padStart(9)).join(' ')}  ${sec(m.interactive.p50).padStart(7)} ${sec(m.interactive.p99).padStart(7)} ${sec(m.batch.p50).padStart(7)} ${sec(m.batch.p99).padStart(7)} ${m.drainSec.toFixed(1).padStart(7)}${m.unfinished > 0 ? `  (${m.unfinished} unfinished at the timeout)` : ''}`;
-  const ratios = `  ${'on / off'.padEnd(12)} ${ratio(on.calls, off.calls).padStart(6)} ${ratio(on.rateLimited, off.rateLimited).padStart(6)} ${ratio(on.rateLimitedShare, off.rateLimitedShare).padStart(6)} ${ratio(on.successes, off.successes).padStart(6)} ${ratio(on.achievedOfLimit, off.achievedOfLimit).padStart(5)}  ${OUTCOME_COLUMNS.map(([, k]) => ratio(on.outcomes.get(k) ?? 0, off.outcomes.get(k) ?? 0).padStart(9)).join(' ')}  ${ratio(on.interactive.p50, off.interactive.p50).padStart(7)} ${ratio(on.interactive.p99, off.interactive.p99).padStart(7)} ${ratio(on.batch.p50, off.batch.p50).padStart(7)} ${ratio(on.batch.p99, off.batch.p99).padStart(7)} ${ratio(on.drainSec, off.drainSec).padStart(7)}`;
+    `  ${m.label.padEnd(12)} ${String(m.calls).padStart(6)} ${String(m.rateLimited).padStart(6)} ${(m.rateLimitedShare * 100).toFixed(2).padStart(6)} ${String(m.successes).padStart(6)} ${m.achievedOfLimit.toFixed(2).padStart(5)}  ${OUTCOME_COLUMNS.map(([, k]) => String(m.outcomes.get(k) ?? 0).padStart(9)).join(' ')}  ${share(m.interactive.count, m.offered.interactive).padStart(7)} ${sec(m.interactive.p50).padStart(7)} ${sec(m.interactive.p99).padStart(7)} ${share(m.batch.count, m.offered.batch).padStart(7)} ${sec(m.batch.p50).padStart(7)} ${sec(m.batch.p99).padStart(7)} ${m.drainSec.toFixed(1).padStart(7)}${m.unfinished > 0 ? `  (${m.unfinished} unfinished at the timeout)` : ''}`;
+  const ratios = `  ${'on / off'.padEnd(12)} ${ratio(on.calls, off.calls).padStart(6)} ${ratio(on.rateLimited, off.rateLimited).padStart(6)} ${ratio(on.rateLimitedShare, off.rateLimitedShare).padStart(6)} ${ratio(on.successes, off.successes).padStart(6)} ${ratio(on.achievedOfLimit, off.achievedOfLimit).padStart(5)}  ${OUTCOME_COLUMNS.map(([, k]) => ratio(on.outcomes.get(k) ?? 0, off.outcomes.get(k) ?? 0).padStart(9)).join(' ')}  ${ratio(on.interactive.count, off.interactive.count).padStart(7)} ${ratio(on.interactive.p50, off.interactive.p50).padStart(7)} ${ratio(on.interactive.p99, off.interactive.p99).padStart(7)} ${ratio(on.batch.count, off.batch.count).padStart(7)} ${ratio(on.batch.p50, off.batch.p50).padStart(7)} ${ratio(on.batch.p99, off.batch.p99).padStart(7)} ${ratio(on.drainSec, off.drainSec).padStart(7)}`;
   return `${head}\n${row(off)}\n${row(on)}\n${ratios}\n`;
 }
 
@@ -161,7 +166,7 @@ export async function benchPacing(opts: PacingBenchOptions): Promise<void> {
     const drainTimeoutMs = Math.max(10_000, phaseMs - opts.seconds * 1_000);
     const results = await Promise.all(modes.map((m, i) => runInProcess({ config: m.config, cap: 'ramp', redisUrl, simUrl: sims[i]!.url, runs: arrivals, drainTimeoutMs })));
     const stats = await Promise.all(sims.map(async (s) => s.stats()));
-    const [off, on] = modes.map((m, i) => figures(m.label, results[i]!, { calls: stats[i]!.calls[DEP] ?? 0, rateLimited: stats[i]!.rateLimited[DEP] ?? 0 }, started, arrivalsEnd, opts)) as [ModeFigures, ModeFigures];
+    const [off, on] = modes.map((m, i) => figures(m.label, results[i]!, { calls: stats[i]!.calls[DEP] ?? 0, rateLimited: stats[i]!.rateLimited[DEP] ?? 0 }, { interactive, batch: total - interactive }, { started, arrivalsEnd }, opts)) as [ModeFigures, ModeFigures];
     const dep = modes[1]!.config.dependencies[DEP]!;
     process.stdout.write(
       `\n$ sluice-bench pacing --rpm ${opts.rpm} --seconds ${opts.seconds} --load ${opts.load} --seed ${opts.seed} --phase-timeout ${opts.phaseTimeoutSec}\n` +
@@ -170,7 +175,7 @@ export async function benchPacing(opts: PacingBenchOptions): Promise<void> {
         `Sluice: maxInFlight ${modes[0]!.config.processor.maxInFlight}, cap ${dep.maxConcurrency} with slow start, retry ${dep.retry.maxAttempts} attempts, run retries ${modes[0]!.config.processor.runRetry.maxAttempts}; pacing on: burst 1 s, maxInlineWaitMs ${modes[1]!.config.processor.pacing.maxInlineWaitMs}\n` +
         table(off, on) +
         `  (calls, 429s: as the simulator counted them; ok: calls answered; ok/R: answered calls per second during the ${opts.seconds} s of arrivals as a fraction of the limit;\n` +
-        `   int/bat p50/p99: seconds from admission to the answer, runs of that class answered by the provider; drain-s: from the last arrival to the last run's end)\n`,
+        `   int/bat ans: share of the runs of that class offered that were answered by the provider; p50/p99: seconds from admission to that answer; drain-s: from the last arrival to the last run's end)\n`,
     );
   } finally {
     clearTimeout(watchdog);
