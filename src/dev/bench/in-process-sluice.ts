@@ -140,6 +140,8 @@ export interface InProcessResult {
   finished: FinishedRun[];
   /** Runs that had not ended when the drain timeout passed. */
   unfinished: number;
+  /** Times this instance saw the dependency's breaker open. */
+  breakerOpenings: number;
 }
 
 export interface InProcessOptions {
@@ -172,7 +174,10 @@ export async function runInProcess(opts: InProcessOptions): Promise<InProcessRes
   if (cap !== 'ramp') delete config.dependencies[DEP]!.breaker.rampUp;
   const permits = cap === 'none' ? undefined : await dependencyPermits(config, redis, board, logger, metrics);
   const pacer = config.processor.pacing.enabled ? new DependencyPacer({ store: new PacingStore(new LuaScripts(redis), keys), config, metrics, now: Date.now }) : undefined;
-  const result: InProcessResult = { calls: [], successes: [], outcomes: new Map(), finished: [], unfinished: 0 };
+  const result: InProcessResult = { calls: [], successes: [], outcomes: new Map(), finished: [], unfinished: 0, breakerOpenings: 0 };
+  board.onChange((next, previous) => {
+    if (next.state === 'open' && previous.state !== 'open') result.breakerOpenings++;
+  });
   const client = createAnthropicClient({ apiKey: undefined, baseUrl: opts.simUrl });
   const record = { topic: 'bench', partition: 0, message: { offset: '0', key: null, value: null } };
   const journal = new Map<string, unknown>();

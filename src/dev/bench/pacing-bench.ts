@@ -77,6 +77,7 @@ interface ModeFigures extends RateFigures {
   offered: { interactive: number; batch: number };
   /** From the last arrival to the last run's end. */
   drainSec: number;
+  breakerOpenings: number;
   unfinished: number;
 }
 
@@ -102,6 +103,7 @@ function figures(label: string, r: InProcessResult, stats: { calls: number; rate
     batch: latencySummary(answered('batch')),
     offered,
     drainSec: (lastEnd - arrivalsEnd) / 1_000,
+    breakerOpenings: r.breakerOpenings,
     unfinished: r.unfinished,
   };
 }
@@ -111,10 +113,10 @@ const share = (part: number, whole: number) => (whole === 0 ? '-' : `${((part / 
 const ratio = (on: number, off: number) => (Number.isFinite(on / off) ? `${(on / off).toFixed(2)}x` : '-');
 
 function table(off: ModeFigures, on: ModeFigures): string {
-  const head = `  ${'mode'.padEnd(12)} ${'calls'.padStart(6)} ${'429s'.padStart(6)} ${'429%'.padStart(6)} ${'ok'.padStart(6)} ${'ok/R'.padStart(5)}  ${OUTCOME_COLUMNS.map(([c]) => c.padStart(9)).join(' ')}  ${'int ans'.padStart(7)} ${'int p50'.padStart(7)} ${'int p99'.padStart(7)} ${'bat ans'.padStart(7)} ${'bat p50'.padStart(7)} ${'bat p99'.padStart(7)} ${'drain-s'.padStart(7)}`;
+  const head = `  ${'mode'.padEnd(12)} ${'calls'.padStart(6)} ${'429s'.padStart(6)} ${'429%'.padStart(6)} ${'opens'.padStart(5)} ${'ok'.padStart(6)} ${'ok/R'.padStart(5)}  ${OUTCOME_COLUMNS.map(([c]) => c.padStart(9)).join(' ')}  ${'int ans'.padStart(7)} ${'int p50'.padStart(7)} ${'int p99'.padStart(7)} ${'bat ans'.padStart(7)} ${'bat p50'.padStart(7)} ${'bat p99'.padStart(7)} ${'drain-s'.padStart(7)}`;
   const row = (m: ModeFigures) =>
-    `  ${m.label.padEnd(12)} ${String(m.calls).padStart(6)} ${String(m.rateLimited).padStart(6)} ${(m.rateLimitedShare * 100).toFixed(2).padStart(6)} ${String(m.successes).padStart(6)} ${m.achievedOfLimit.toFixed(2).padStart(5)}  ${OUTCOME_COLUMNS.map(([, k]) => String(m.outcomes.get(k) ?? 0).padStart(9)).join(' ')}  ${share(m.interactive.count, m.offered.interactive).padStart(7)} ${sec(m.interactive.p50).padStart(7)} ${sec(m.interactive.p99).padStart(7)} ${share(m.batch.count, m.offered.batch).padStart(7)} ${sec(m.batch.p50).padStart(7)} ${sec(m.batch.p99).padStart(7)} ${m.drainSec.toFixed(1).padStart(7)}${m.unfinished > 0 ? `  (${m.unfinished} unfinished at the timeout)` : ''}`;
-  const ratios = `  ${'on / off'.padEnd(12)} ${ratio(on.calls, off.calls).padStart(6)} ${ratio(on.rateLimited, off.rateLimited).padStart(6)} ${ratio(on.rateLimitedShare, off.rateLimitedShare).padStart(6)} ${ratio(on.successes, off.successes).padStart(6)} ${ratio(on.achievedOfLimit, off.achievedOfLimit).padStart(5)}  ${OUTCOME_COLUMNS.map(([, k]) => ratio(on.outcomes.get(k) ?? 0, off.outcomes.get(k) ?? 0).padStart(9)).join(' ')}  ${ratio(on.interactive.count, off.interactive.count).padStart(7)} ${ratio(on.interactive.p50, off.interactive.p50).padStart(7)} ${ratio(on.interactive.p99, off.interactive.p99).padStart(7)} ${ratio(on.batch.count, off.batch.count).padStart(7)} ${ratio(on.batch.p50, off.batch.p50).padStart(7)} ${ratio(on.batch.p99, off.batch.p99).padStart(7)} ${ratio(on.drainSec, off.drainSec).padStart(7)}`;
+    `  ${m.label.padEnd(12)} ${String(m.calls).padStart(6)} ${String(m.rateLimited).padStart(6)} ${(m.rateLimitedShare * 100).toFixed(2).padStart(6)} ${String(m.breakerOpenings).padStart(5)} ${String(m.successes).padStart(6)} ${m.achievedOfLimit.toFixed(2).padStart(5)}  ${OUTCOME_COLUMNS.map(([, k]) => String(m.outcomes.get(k) ?? 0).padStart(9)).join(' ')}  ${share(m.interactive.count, m.offered.interactive).padStart(7)} ${sec(m.interactive.p50).padStart(7)} ${sec(m.interactive.p99).padStart(7)} ${share(m.batch.count, m.offered.batch).padStart(7)} ${sec(m.batch.p50).padStart(7)} ${sec(m.batch.p99).padStart(7)} ${m.drainSec.toFixed(1).padStart(7)}${m.unfinished > 0 ? `  (${m.unfinished} unfinished at the timeout)` : ''}`;
+  const ratios = `  ${'on / off'.padEnd(12)} ${ratio(on.calls, off.calls).padStart(6)} ${ratio(on.rateLimited, off.rateLimited).padStart(6)} ${ratio(on.rateLimitedShare, off.rateLimitedShare).padStart(6)} ${ratio(on.breakerOpenings, off.breakerOpenings).padStart(5)} ${ratio(on.successes, off.successes).padStart(6)} ${ratio(on.achievedOfLimit, off.achievedOfLimit).padStart(5)}  ${OUTCOME_COLUMNS.map(([, k]) => ratio(on.outcomes.get(k) ?? 0, off.outcomes.get(k) ?? 0).padStart(9)).join(' ')}  ${ratio(on.interactive.count, off.interactive.count).padStart(7)} ${ratio(on.interactive.p50, off.interactive.p50).padStart(7)} ${ratio(on.interactive.p99, off.interactive.p99).padStart(7)} ${ratio(on.batch.count, off.batch.count).padStart(7)} ${ratio(on.batch.p50, off.batch.p50).padStart(7)} ${ratio(on.batch.p99, off.batch.p99).padStart(7)} ${ratio(on.drainSec, off.drainSec).padStart(7)}`;
   return `${head}\n${row(off)}\n${row(on)}\n${ratios}\n`;
 }
 
@@ -174,7 +176,7 @@ export async function benchPacing(opts: PacingBenchOptions): Promise<void> {
         `provider limits (simulator, and Sluice's rateLimit with pacing on): ${limits.requestsPerMinute} requests, ${limits.inputTokensPerMinute} input and ${limits.outputTokensPerMinute} output tokens per minute; latency ${SIM_LATENCY.latencyMs}+0..${SIM_LATENCY.jitterMs} ms; request bucket emptied before the phase, then 1 s of it back\n` +
         `Sluice: maxInFlight ${modes[0]!.config.processor.maxInFlight}, cap ${dep.maxConcurrency} with slow start, retry ${dep.retry.maxAttempts} attempts, run retries ${modes[0]!.config.processor.runRetry.maxAttempts}; pacing on: burst 1 s, maxInlineWaitMs ${modes[1]!.config.processor.pacing.maxInlineWaitMs}\n` +
         table(off, on) +
-        `  (calls, 429s: as the simulator counted them; ok: calls answered; ok/R: answered calls per second during the ${opts.seconds} s of arrivals as a fraction of the limit;\n` +
+        `  (calls, 429s: as the simulator counted them; opens: times the breaker opened; ok: calls answered; ok/R: answered calls per second during the ${opts.seconds} s of arrivals as a fraction of the limit;\n` +
         `   int/bat ans: share of the runs of that class offered that were answered by the provider; p50/p99: seconds from admission to that answer; drain-s: from the last arrival to the last run's end)\n`,
     );
   } finally {
