@@ -1,7 +1,7 @@
 import { Redis } from 'ioredis';
 import { BreakerBoard } from '../../breakers/breaker-board.js';
 import { BreakerStore } from '../../breakers/breaker-store.js';
-import type { LlmDependencyConfig, SluiceConfig } from '../../config/schema.js';
+import type { SluiceConfig } from '../../config/schema.js';
 import type { RunRequested } from '../../events/schemas.js';
 import { infraUp } from '../infra/local-infra.js';
 import { createLogger } from '../../obs/logger.js';
@@ -10,7 +10,7 @@ import { StepError } from '../../steps/step-error.js';
 import { redisKeys } from '../../redis/keys.js';
 import { LuaScripts } from '../../redis/scripts.js';
 import { deleteKeys } from './bench-redis.js';
-import { DEP, bump, oneCallConfig, oneCallRun, runInProcess, sleep, startSim, type DependencyCap, type Sim } from './in-process-sluice.js';
+import { DEP, bump, llmRequest, oneCallConfig, oneCallRun, runInProcess, sleep, startSim, type DependencyCap, type Sim } from './in-process-sluice.js';
 
 export interface BreakerBenchOptions {
   /** Propagation trials per mode (shared breaker, per-instance breakers). */
@@ -45,11 +45,6 @@ function benchConfig(namespace: string, scale: number): SluiceConfig {
   dep.retry = { ...dep.retry, baseMs: Math.round(500 * scale), capMs: Math.round(2_000 * scale) };
   config.processor.runRetry = { maxAttempts: 3, baseMs: Math.round(1_000 * scale), capMs: Math.round(30_000 * scale) };
   return config;
-}
-
-/** One bare LLM call to the bench's dependency, for the callers that bypass the executor. */
-function llmRequest(config: SluiceConfig, tenantId: string, timeoutMs: number): LlmRequest {
-  return { dependency: DEP, config: config.dependencies[DEP] as LlmDependencyConfig, system: 's', userContent: 'u', tenantId, timeoutMs, headers: {} };
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import { BreakerStore } from '../../breakers/breaker-store.js';
 import { rampUpShares } from '../../breakers/ramp-up-shares.js';
 import { RunBreakerGate } from '../../breakers/run-breaker-gate.js';
 import { loadConfig } from '../../config/load.js';
-import type { SluiceConfig } from '../../config/schema.js';
+import type { LlmDependencyConfig, SluiceConfig } from '../../config/schema.js';
 import type { RunRequested } from '../../events/schemas.js';
 import type { AttemptContext } from '../../execution/attempt.js';
 import { RunExecutor } from '../../execution/run-executor.js';
@@ -28,7 +28,7 @@ import { LuaScripts } from '../../redis/scripts.js';
 import { parseRetryFailures } from '../../retries/retry-headers.js';
 import { RETRY_BUDGET_REPORT_MS, SharedRetryBudgets } from '../../retries/shared-retry-budget.js';
 import { newRunId } from '../../runs/run-id.js';
-import { callLlm, createAnthropicClient } from '../../steps/llm-call.js';
+import { callLlm, createAnthropicClient, type LlmRequest } from '../../steps/llm-call.js';
 import { freePort } from '../../util/free-port.js';
 import type { FaultProfile } from '../sim/fault-profile.js';
 import { createProviderSim, type ProviderSimStats } from '../sim/provider-sim.js';
@@ -93,6 +93,11 @@ export function oneCallConfig(namespace: string): SluiceConfig {
     fallback: { text: 'The assistant is unavailable right now.' },
   };
   return config;
+}
+
+/** One bare LLM call to the benches' dependency, for the callers that bypass the executor. */
+export function llmRequest(config: SluiceConfig, tenantId: string, timeoutMs: number): LlmRequest {
+  return { dependency: DEP, config: config.dependencies[DEP] as LlmDependencyConfig, system: 's', userContent: 'u', tenantId, timeoutMs, headers: {} };
 }
 
 /** A run of `one-call` as admission would produce it, admitted now. */

@@ -3,7 +3,7 @@ import type { RunRequested } from '../../events/schemas.js';
 import { callLlm, createAnthropicClient } from '../../steps/llm-call.js';
 import { StepError } from '../../steps/step-error.js';
 import type { RateLimit } from '../sim/fault-profile.js';
-import { DEP, oneCallConfig, oneCallRun, runInProcess, sleep, startSim, type InProcessResult, type Sim } from './in-process-sluice.js';
+import { DEP, llmRequest, oneCallConfig, oneCallRun, runInProcess, sleep, startSim, type InProcessResult, type Sim } from './in-process-sluice.js';
 import { seededRandom } from '../../util/seeded-random.js';
 import { arrivalPlan, latencySummary, rateFigures, type LatencySummary, type RateFigures } from './pacing-figures.js';
 
@@ -48,7 +48,7 @@ function benchConfig(namespace: string, pacing: boolean, limits: ReturnType<type
  */
 async function exhaustRequests(sim: Sim, config: SluiceConfig, rpm: number): Promise<void> {
   const client = createAnthropicClient({ apiKey: undefined, baseUrl: sim.url });
-  const request = { dependency: DEP, config: config.dependencies[DEP] as LlmDependencyConfig, system: 's', userContent: 'u', tenantId: 'bench', timeoutMs: 5_000, headers: {} };
+  const request = llmRequest(config, 'bench', 5_000);
   let left = rpm * 2;
   let refused = false;
   const caller = async () => {
