@@ -1,32 +1,16 @@
 import { Redis } from 'ioredis';
 import { BreakerBoard } from '../../breakers/breaker-board.js';
 import { BreakerStore } from '../../breakers/breaker-store.js';
-import { loadConfig } from '../../config/load.js';
-import type { LlmDependencyConfig, SluiceConfig } from '../../config/schema.js';
+import type { SluiceConfig } from '../../config/schema.js';
 import type { RunRequested } from '../../events/schemas.js';
 import { infraUp } from '../infra/local-infra.js';
-import { createLogger, type Logger } from '../../obs/logger.js';
-import { createMetrics } from '../../obs/metrics.js';
-import { parseRetryFailures } from '../../retries/retry-headers.js';
-import type { AttemptContext } from '../../execution/attempt.js';
-import { RunExecutor } from '../../execution/run-executor.js';
-import { RunDispatcher } from '../../processors/run-dispatcher.js';
-import { UnlimitedPermits } from '../../permits/unlimited-permits.js';
-import { LeaseKeeper } from '../../permits/lease-keeper.js';
-import { PermitStore } from '../../permits/permit-store.js';
-import { PermitWakeups } from '../../permits/permit-wakeups.js';
-import { RedisDependencyPermits } from '../../permits/run-permits.js';
-import { RunBreakerGate } from '../../breakers/run-breaker-gate.js';
-import { rampUpShares } from '../../breakers/ramp-up-shares.js';
+import { createLogger } from '../../obs/logger.js';
 import { callLlm, createAnthropicClient, type LlmRequest } from '../../steps/llm-call.js';
 import { StepError } from '../../steps/step-error.js';
 import { redisKeys } from '../../redis/keys.js';
-import { RETRY_BUDGET_REPORT_MS, SharedRetryBudgets } from '../../retries/shared-retry-budget.js';
 import { LuaScripts } from '../../redis/scripts.js';
-import { newRunId } from '../../runs/run-id.js';
-import { createProviderSim, type ProviderSimStats } from '../sim/provider-sim.js';
-import { freePort } from '../../util/free-port.js';
 import { deleteKeys } from './bench-redis.js';
+import { DEP, bump, llmRequest, oneCallConfig, oneCallRun, runInProcess, sleep, startSim, type DependencyCap, type Sim } from './in-process-sluice.js';
 
 export interface BreakerBenchOptions {
   /** Propagation trials per mode (shared breaker, per-instance breakers). */
@@ -42,75 +26,25 @@ export interface BreakerBenchOptions {
   scale: number;
 }
 
-const ADMIN_KEY = 'local-admin-key';
-const ADMIN_SHA = '4ab7b7cd7a009307f975da639ffcb2f104e371d271e936dab005ee993474b81d';
-const DEP = 'anthropic';
 /** A naive client, as teams without Sluice run it: retry after 1, 2, 4 and 8 s, whatever the error. */
 const NAIVE_DELAYS_SEC = [1, 2, 4, 8];
 const CALLERS_PER_INSTANCE = 2;
 const TRIAL_TIMEOUT_MS = 10_000;
 const DRAIN_TIMEOUT_MS = 120_000;
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
 const percentile = (sorted: readonly number[], p: number) => (sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!);
 
-interface Sim {
-  url: string;
-  setFault: (fault: object | null) => Promise<void>;
-  /** Starts the simulator's counters afresh (its peak of calls in flight among them). */
-  resetStats: () => Promise<void>;
-  /** The most calls to the dependency in flight at once since the last reset. */
-  maxConcurrent: () => Promise<number>;
-  close: () => Promise<void>;
-}
-
-async function startSim(latencyMs: number): Promise<Sim> {
-  const sim = createProviderSim({ adminKeySha256: ADMIN_SHA, logger: createLogger('silent'), tools: [], defaults: { anthropic: { latencyMs, jitterMs: 5 } } });
-  const port = await freePort();
-  await sim.listen({ host: '127.0.0.1', port });
-  const url = `http://127.0.0.1:${port}`;
-  const admin = async (method: string, path: string, body?: object) => {
-    const res = await fetch(`${url}/admin/${path}`, {
-      method,
-      headers: { authorization: `Bearer ${ADMIN_KEY}`, ...(body ? { 'content-type': 'application/json' } : {}) },
-      ...(body ? { body: JSON.stringify(body) } : {}),
-      signal: AbortSignal.timeout(5_000),
-    });
-    if (!res.ok) throw new Error(`simulator refused ${method} /admin/${path}: HTTP ${res.status}`);
-    return res;
-  };
-  return {
-    url,
-    setFault: async (fault) => void (await admin(fault ? 'PUT' : 'DELETE', 'faults', fault ? { target: DEP, ...fault } : undefined)),
-    resetStats: async () => void (await admin('POST', 'stats/reset')),
-    maxConcurrent: async () => ((await (await admin('GET', 'stats')).json()) as ProviderSimStats).maxConcurrent.byTarget[DEP] ?? 0,
-    close: () => sim.close(),
-  };
-}
-
 function benchConfig(namespace: string, scale: number): SluiceConfig {
-  const config = loadConfig({ env: {} });
-  config.namespace = namespace;
+  const config = oneCallConfig(namespace);
+  // Pacing learnt from the storm's 429s is measured by pacing-bench.ts; here the breaker and budget alone.
+  config.processor.pacing.enabled = false;
   const dep = config.dependencies[DEP]!;
   dep.timeouts = { connectMs: 3_000, readMs: 10_000, totalMs: 10_000 };
   dep.breaker.openMs = Math.round(5_000 * scale);
   if (dep.breaker.rampUp) dep.breaker.rampUp = { ...dep.breaker.rampUp, intervalMs: Math.max(100, Math.round(dep.breaker.rampUp.intervalMs * scale)) };
   dep.retry = { ...dep.retry, baseMs: Math.round(500 * scale), capMs: Math.round(2_000 * scale) };
   config.processor.runRetry = { maxAttempts: 3, baseMs: Math.round(1_000 * scale), capMs: Math.round(30_000 * scale) };
-  config.workflows['one-call'] = {
-    description: 'one LLM call, so calls per run are exactly one when nothing fails',
-    defaultClass: 'interactive',
-    maxConcurrency: 1_000,
-    steps: [{ id: 'answer', kind: 'llm', dependency: DEP, system: 'Answer briefly.' }],
-    fallback: { text: 'The assistant is unavailable right now.' },
-  };
   return config;
-}
-
-/** One bare LLM call to the bench's dependency, for the callers that bypass the executor. */
-function llmRequest(config: SluiceConfig, tenantId: string, timeoutMs: number): LlmRequest {
-  return { dependency: DEP, config: config.dependencies[DEP] as LlmDependencyConfig, system: 's', userContent: 'u', tenantId, timeoutMs, headers: {} };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -218,8 +152,6 @@ interface ModeResult {
   maxConcurrentAfter?: number;
 }
 
-const bump = (m: Map<string, number>, k: string) => m.set(k, (m.get(k) ?? 0) + 1);
-
 /** The naive client: every failure is retried after 1, 2, 4, 8 s, no breaker, no budget. */
 async function naiveRun(client: ReturnType<typeof createAnthropicClient>, req: LlmRequest, scale: number, calls: number[], outcomes: Map<string, number>): Promise<void> {
   for (let attempt = 0; ; attempt++) {
@@ -240,121 +172,8 @@ async function naiveRun(client: ReturnType<typeof createAnthropicClient>, req: L
   }
 }
 
-/**
- * Which dependency permits a Sluice mode takes around each call: `none` (no cap: the retry
- * policy's figures alone), `cap` (the dependency's concurrency cap from Redis, whole at once after
- * a close) or `ramp` (the same cap with `breaker.rampUp`, as config/local.yaml sets it).
- */
-type DependencyCap = 'none' | 'cap' | 'ramp';
-
-/** Real dependency permits from Redis, as a processor with caps enforced takes them. */
-async function dependencyPermits(config: SluiceConfig, redis: Redis, board: BreakerBoard, logger: Logger, metrics: ReturnType<typeof createMetrics>) {
-  const keys = redisKeys(config.namespace);
-  const wakeups = new PermitWakeups(redis, { channel: keys.permitReleased(), logger });
-  await wakeups.start();
-  const store = new PermitStore(new LuaScripts(redis), keys);
-  const keeper = new LeaseKeeper(store, { ttlMs: config.processor.permitLeaseMs, maxLeases: config.processor.maxInFlight * 2, logger });
-  const permits = new RedisDependencyPermits({ config, keys, store, keeper, wakeups, metrics, logger }, rampUpShares(config, board));
-  return {
-    acquire: (dependency: string, run: RunRequested) => permits.acquire(dependency, run),
-    close: async () => {
-      keeper.stop();
-      await wakeups.close();
-    },
-  };
-}
-
-/**
- * Sluice's policy, by the real dispatcher and executor against a real shared breaker: runs that
- * need an open dependency are held, only probes start while half-open, step retries use full
- * jitter inside the retry budget, run-level retries and breaker waits are re-enqueued (the retry
- * topic is modelled by a timer here: the bench measures the policy, not Kafka), and a run that
- * cannot wait gets its fallback. At most `processor.maxInFlight` runs at once, as in one processor;
- * no run caps, and the dependency's cap as `cap` says.
- */
-async function sluiceMode(config: SluiceConfig, cap: DependencyCap, redisUrl: string, simUrl: string, runs: () => AsyncGenerator<RunRequested>, calls: number[]): Promise<ModeResult> {
-  const redis = new Redis(redisUrl, { maxRetriesPerRequest: 1, commandTimeout: 5_000 });
-  const keys = redisKeys(config.namespace);
-  const logger = createLogger('silent');
-  const metrics = createMetrics();
-  const board = new BreakerBoard(redis, keys, { dependencies: [DEP], pollMs: 500, logger });
-  await board.start();
-  if (cap !== 'ramp') delete config.dependencies[DEP]!.breaker.rampUp;
-  const permits = cap === 'none' ? undefined : await dependencyPermits(config, redis, board, logger, metrics);
-  const outcomes = new Map<string, number>();
-  const client = createAnthropicClient({ apiKey: undefined, baseUrl: simUrl });
-  const record = { topic: 'bench', partition: 0, message: { offset: '0', key: null, value: null } };
-  const journal = new Map<string, unknown>();
-  const degraded = new Set<string>();
-  const timers = new Set<NodeJS.Timeout>();
-  let unfinished = 0;
-  let dispatcher: RunDispatcher | undefined;
-  const submit = (run: RunRequested, context: AttemptContext) => dispatcher!.submit({ run, source: 'bench', offset: 0, context });
-  const retryBudgets = new SharedRetryBudgets({ scripts: new LuaScripts(redis), keys, reportEveryMs: RETRY_BUDGET_REPORT_MS, metrics, logger });
-  retryBudgets.start();
-  const executor = new RunExecutor({
-    config,
-    retryBudgets,
-    llm: (req) => {
-      calls.push(Date.now());
-      return callLlm(client, req);
-    },
-    simulatorUrl: simUrl,
-    publishStatus: async (e) => {
-      if (e.status === 'completed' && e.result && (JSON.parse(e.result) as { degraded?: boolean }).degraded) degraded.add(e.runId);
-    },
-    cancellation: { cancelReason: async () => undefined },
-    dependencyPermits: permits ?? { acquire: async () => async () => undefined },
-    journal: { recall: async (runId, step) => (journal.has(`${runId}:${step}`) ? { output: journal.get(`${runId}:${step}`) } : undefined), record: async (runId, step, output) => void journal.set(`${runId}:${step}`, output) },
-    breakers: new BreakerStore(new LuaScripts(redis), keys, (d) => config.dependencies[d]?.breaker),
-    board,
-    enqueueRetry: async (run, headers) => {
-      const context: AttemptContext = { priorFailures: parseRetryFailures(Object.fromEntries(Object.entries(headers).map(([k, v]) => [k, Buffer.from(v)]))), record };
-      const timer = setTimeout(() => {
-        timers.delete(timer);
-        submit(run, context);
-      }, Math.max(0, (run.dueAt ?? 0) - Date.now()));
-      timers.add(timer);
-    },
-    deadLetters: { publishDeadLetter: async () => undefined },
-    metrics,
-    logger,
-  });
-  dispatcher = new RunDispatcher({
-    permits: new UnlimitedPermits(),
-    execute: async (run, task) => {
-      const outcome = await executor.execute(run, task.context);
-      if (outcome === 'retried') return;
-      unfinished--;
-      bump(outcomes, outcome === 'completed' && degraded.has(run.runId) ? 'completed degraded (fallback)' : outcome);
-    },
-    onFinished: () => undefined,
-    deadLetter: (task, failure) => executor.deadLetter(task.run, task.context, failure),
-    infraRetry: config.processor.infraRetry,
-    maxInFlight: config.processor.maxInFlight,
-    breakers: new RunBreakerGate(config, board),
-    fallbackPollMs: 500,
-    logger,
-    metrics,
-  });
-  for await (const run of runs()) {
-    unfinished++;
-    submit(run, { priorFailures: 0, record });
-  }
-  const until = Date.now() + DRAIN_TIMEOUT_MS;
-  while (unfinished > 0 && Date.now() < until) await sleep(100);
-  for (const t of timers) clearTimeout(t);
-  await dispatcher.stop(5_000);
-  await retryBudgets.stop();
-  await permits?.close();
-  await board.close();
-  await deleteKeys(redis, `${config.namespace}*`);
-  await redis.quit();
-  return { calls, outcomes };
-}
-
 async function benchAmplification(opts: BreakerBenchOptions, redisUrl: string): Promise<void> {
-  const sims = [await startSim(50), await startSim(50), await startSim(50), await startSim(50)];
+  const sims = await Promise.all(Array.from({ length: 4 }, () => startSim({ latencyMs: 50, jitterMs: 5 })));
   const [naiveSim, ...sluiceSims] = sims as [Sim, Sim, Sim, Sim];
   const config = benchConfig(`bench-amplify-${Date.now()}-`, opts.scale);
   const total = Math.round(opts.rate * opts.durationSec);
@@ -366,8 +185,7 @@ async function benchAmplification(opts: BreakerBenchOptions, redisUrl: string): 
   async function* arrivals(): AsyncGenerator<RunRequested> {
     for (let i = 0; i < total; i++) {
       await sleep(Math.max(0, started + i * gapMs * opts.scale - Date.now()));
-      const now = Date.now();
-      yield { runId: newRunId(), tenantId: 'tenant-a', workflow: 'one-call', class: 'interactive', admittedAt: now, deadline: now + deadlineMs, attempt: 1, traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01', input: '{}', idempotencyKey: null, dueAt: null };
+      yield oneCallRun('tenant-a', 'interactive', deadlineMs);
     }
   }
   await Promise.all(sims.map((s) => s.setFault({ errorStatus: 429, errorRate: 1, retryAfterSec: 1 })));
@@ -383,7 +201,10 @@ async function benchAmplification(opts: BreakerBenchOptions, redisUrl: string): 
   })();
   const caps: DependencyCap[] = ['none', 'cap', 'ramp'];
   // Each mode its own namespace, so their breakers and permits are apart.
-  const [uncapped, capped, ramped] = (await Promise.all(caps.map((cap, i) => sluiceMode(benchConfig(`${config.namespace}${cap}-`, opts.scale), cap, redisUrl, sluiceSims[i]!.url, arrivals, [])))) as [ModeResult, ModeResult, ModeResult];
+  const sluiceResults: ModeResult[] = await Promise.all(
+    caps.map((cap, i) => runInProcess({ config: benchConfig(`${config.namespace}${cap}-`, opts.scale), cap, redisUrl, simUrl: sluiceSims[i]!.url, runs: arrivals, drainTimeoutMs: DRAIN_TIMEOUT_MS })),
+  );
+  const [uncapped, capped, ramped] = sluiceResults as [ModeResult, ModeResult, ModeResult];
   await naiveDone;
   await lift;
   const [naivePeak, ...sluicePeaks] = await Promise.all(sims.map((s) => s.maxConcurrent()));
@@ -421,7 +242,7 @@ async function benchAmplification(opts: BreakerBenchOptions, redisUrl: string): 
 
 export async function benchBreaker(opts: BreakerBenchOptions): Promise<void> {
   const infra = await infraUp({ stateDir: process.env.SLUICE_STATE_DIR ?? '.sluice', logger: createLogger('warn') });
-  const sim = await startSim(20);
+  const sim = await startSim({ latencyMs: 20, jitterMs: 5 });
   try {
     await benchPropagation(opts, infra.redisUrl, sim.url, sim.setFault);
   } finally {

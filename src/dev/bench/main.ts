@@ -56,6 +56,21 @@ program
   });
 
 program
+  .command('pacing')
+  .description('429s and achieved call rate at twice the provider\'s request limit, Sluice with pacing on and off side by side')
+  .option('--rpm <n>', 'the provider\'s request limit per minute', bounded(60, 6_000), 600)
+  .option('--seconds <sec>', 'seconds of arrivals', bounded(5, 600), 60)
+  .option('--load <factor>', 'offered runs per second as a multiple of the limit (1 - 4)', Number, 2)
+  .option('--seed <n>', 'seed of the arrivals\' tenants and classes', bounded(0, 2 ** 31 - 1), 1)
+  .option('--phase-timeout <sec>', 'upper bound on the phase: arrivals and drain', bounded(30, 3_600), 300)
+  .action(async (o: { rpm: number; seconds: number; load: number; seed: number; phaseTimeout: number }) => {
+    if (!(o.load >= 1 && o.load <= 4)) throw new Error(`--load must be in [1, 4], got ${o.load}`);
+    if (o.phaseTimeout <= o.seconds) throw new Error('--phase-timeout must exceed --seconds');
+    const { benchPacing } = await import('./pacing-bench.js');
+    await benchPacing({ rpm: o.rpm, seconds: o.seconds, load: o.load, seed: o.seed, phaseTimeoutSec: o.phaseTimeout });
+  });
+
+program
   .command('lag')
   .description('the lag monitor\'s cost (Kafka requests and CPU per poll, per 100 partitions), and the processor bench with and without a lag monitor beside it')
   .option('--partitions <list>', 'partitions in all over the five topics, one measurement each, comma-separated', numbers, [100, 400])

@@ -8,17 +8,7 @@ export async function tempDir(): Promise<{ path: string; remove: () => Promise<v
   return { path, remove: () => rm(path, { recursive: true, force: true }) };
 }
 
-/** Deterministic PRNG (mulberry32) so fuzz failures reproduce. */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export { seededRandom } from '../../../src/util/seeded-random.js';
 
 const base = {
   runId: '0b6f4c1e-8d5e-4a5b-9a57-3c1f2b9a7e10',
