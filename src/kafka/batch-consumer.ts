@@ -58,8 +58,6 @@ export function createBatchConsumer(opts: BatchConsumerOptions): BatchConsumer {
   });
   /** Partitions this consumer paused and has not resumed. */
   const paused = new Map<string, { topic: string; partition: number }>();
-  /** Set by a crash kafkajs restarts from: the restarted consumer starts with nothing paused. */
-  let restarted = false;
 
   const resume = (topic: string, partition: number) => {
     paused.delete(partitionKey(topic, partition));
@@ -71,28 +69,13 @@ export function createBatchConsumer(opts: BatchConsumerOptions): BatchConsumer {
     }
   };
 
-  /** Pauses at kafkajs; between a crash and the restart it has no group to pause, and the next join pauses it. */
-  const pauseAtKafka = (topic: string, partition: number) => {
-    try {
-      consumer.pause([{ topic, partitions: [partition] }]);
-    } catch (err) {
-      log.warn({ err, topic, partition }, 'could not pause a partition now; it is paused when the restarted consumer joins');
-    }
-  };
-
   /**
    * kafkajs keeps a partition's pause across assignments, so a paused partition that went
-   * elsewhere and later comes back would never be fetched again: resume the ones lost. A consumer
-   * kafkajs restarted after a crash has forgotten its pauses: pause again the ones still owned, so
-   * what this consumer reports as paused is what kafkajs does not fetch.
+   * elsewhere and later comes back would never be fetched again: resume the ones lost.
    */
   const onJoin = (assignment: Record<string, number[]>) => {
     const owned = new Set(Object.entries(assignment).flatMap(([topic, partitions]) => partitions.map((p) => partitionKey(topic, p))));
-    for (const [key, { topic, partition }] of [...paused]) {
-      if (!owned.has(key)) resume(topic, partition);
-      else if (restarted) pauseAtKafka(topic, partition);
-    }
-    restarted = false;
+    for (const [key, { topic, partition }] of [...paused]) if (!owned.has(key)) resume(topic, partition);
     opts.onAssignment?.(owned, assignment);
   };
 
@@ -115,8 +98,7 @@ export function createBatchConsumer(opts: BatchConsumerOptions): BatchConsumer {
       consumer.on(consumer.events.GROUP_JOIN, (e) => onJoin(e.payload.memberAssignment));
       consumer.on(consumer.events.CRASH, (e) => {
         // kafkajs logs the crash itself; only a consumer it will not restart leaves this process deaf.
-        if (e.payload.restart) restarted = true;
-        else log.error({ err: e.payload.error, groupId }, 'consumer crashed and will not restart: these topics are no longer read here');
+        if (!e.payload.restart) log.error({ err: e.payload.error, groupId }, 'consumer crashed and will not restart: these topics are no longer read here');
       });
       await consumer.connect();
       await consumer.subscribe({ topics: opts.topics, fromBeginning: true });
@@ -131,7 +113,7 @@ export function createBatchConsumer(opts: BatchConsumerOptions): BatchConsumer {
     },
     pause(topic, partition) {
       paused.set(partitionKey(topic, partition), { topic, partition });
-      pauseAtKafka(topic, partition);
+      consumer.pause([{ topic, partitions: [partition] }]);
     },
     resume,
     seek(topic, partition, offset) {

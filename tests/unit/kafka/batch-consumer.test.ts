@@ -8,8 +8,6 @@ function fakeKafka(opts: { hang?: 'stop' | 'disconnect' } = {}) {
   const listeners = new Map<string, (e: { payload: unknown }) => void>();
   const calls: string[] = [];
   const paused = new Set<string>();
-  /** Between a crash and kafkajs's restart there is no consumer group: pause and resume throw. */
-  let groupless = false;
   let config: Record<string, unknown> = {};
   const never = new Promise<void>(() => undefined);
   const consumer = {
@@ -18,10 +16,7 @@ function fakeKafka(opts: { hang?: 'stop' | 'disconnect' } = {}) {
     connect: async () => void calls.push('connect'),
     subscribe: async (s: unknown) => void calls.push(`subscribe ${JSON.stringify(s)}`),
     run: async (r: Record<string, unknown>) => void calls.push(`run ${JSON.stringify(r)}`),
-    pause: (tps: { topic: string; partitions: number[] }[]) => {
-      if (groupless) throw new Error('Consumer group was not initialized, consumer#run must be called first');
-      tps.forEach((tp) => tp.partitions.forEach((p) => paused.add(partitionKey(tp.topic, p))));
-    },
+    pause: (tps: { topic: string; partitions: number[] }[]) => tps.forEach((tp) => tp.partitions.forEach((p) => paused.add(partitionKey(tp.topic, p)))),
     resume: (tps: { topic: string; partitions: number[] }[]) => tps.forEach((tp) => tp.partitions.forEach((p) => paused.delete(partitionKey(tp.topic, p)))),
     seek: (s: unknown) => void calls.push(`seek ${JSON.stringify(s)}`),
     commitOffsets: async (offsets: unknown) => void calls.push(`commit ${JSON.stringify(offsets)}`),
@@ -35,14 +30,7 @@ function fakeKafka(opts: { hang?: 'stop' | 'disconnect' } = {}) {
     },
   } as unknown as Kafka;
   const emit = (event: string, payload: unknown) => listeners.get(event)!({ payload });
-  /** What kafkajs does on a crash it restarts from: the group goes, and with it every pause. */
-  const crashAndRestart = () => {
-    emit('consumer.crash', { error: new Error('broker went away'), groupId: 'g', restart: true });
-    groupless = true;
-    paused.clear();
-  };
-  const restarted = () => void (groupless = false);
-  return { kafka, calls, paused, emit, crashAndRestart, restarted, config: () => config };
+  return { kafka, calls, paused, emit, config: () => config };
 }
 
 function logged() {
@@ -101,24 +89,6 @@ describe('createBatchConsumer', () => {
     consumer.resume('t', 1);
     fake.emit('consumer.group_join', { memberAssignment: { t: [2] } });
     expect(fake.paused.size).toBe(0);
-  });
-
-  it('pauses again, once kafkajs restarted it after a crash, the partitions it still owns and had paused', async () => {
-    const { consumer, fake, lines } = setup();
-    await consumer.start();
-    consumer.pause('t', 0);
-    consumer.pause('t', 1);
-    fake.crashAndRestart();
-    // Paused while there is no group: remembered, applied at the join.
-    consumer.pause('t', 2);
-    fake.restarted();
-    fake.emit('consumer.group_join', { memberAssignment: { t: [0, 2, 3] } });
-    expect([...fake.paused].sort()).toEqual([partitionKey('t', 0), partitionKey('t', 2)]);
-    expect(lines.map((l) => l.msg)).toEqual(['could not pause a partition now; it is paused when the restarted consumer joins']);
-    // A later join that follows no crash leaves kafkajs's pauses as they are.
-    consumer.resume('t', 0);
-    fake.emit('consumer.group_join', { memberAssignment: { t: [0, 2, 3] } });
-    expect([...fake.paused]).toEqual([partitionKey('t', 2)]);
   });
 
   it('stops fetching, drains, then leaves the group', async () => {
