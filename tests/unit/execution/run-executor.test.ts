@@ -771,6 +771,22 @@ describe('RunExecutor paces calls by the dependencies\' rate limits', () => {
     expect(p.settled).toHaveLength(0);
   });
 
+  it('takes the dependency permit before the turn, so a turn is not spent waiting for a permit, and gives it back when the turn is deferred', async () => {
+    const order: string[] = [];
+    const p = pacer([{ kind: 'defer', until: NOW + 5_000 }]);
+    const booking = p.fake.book;
+    const dependencyPermits = {
+      acquire: async () => {
+        order.push('permit');
+        return async () => void order.push('release');
+      },
+    };
+    const paced = { ...p.fake, book: (...args: Parameters<CallPacer['book']>) => (order.push('turn'), booking(...args)) };
+    const { exec } = executor([], new Map(), [], undefined, { deps: { pacer: paced, dependencyPermits } });
+    expect(await exec.execute(run, ATTEMPT)).toBe('retried');
+    expect(order).toEqual(['permit', 'turn', 'release']);
+  });
+
   it('spreads deferred runs over the wait, never past the deadline', async () => {
     const p = pacer([{ kind: 'defer', until: NOW + 1_000 }]);
     const { exec, retries } = executor([], new Map(), [], undefined, { deps: { pacer: p.fake, random: () => 0.5 } });
