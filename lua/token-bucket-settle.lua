@@ -1,3 +1,4 @@
+-- uses: token-bucket-refill
 -- Corrects a token bucket by what a run actually used, atomically, after refilling it for the time
 -- elapsed: removes `charge` tokens, and gives the run's reservation back once per run (a marker key
 -- remembers it, so a redelivered run or a withdrawn run that landed anyway cannot return it twice).
@@ -22,18 +23,7 @@ if reservation > 0 then
 end
 local delta = returned * reservation - charge
 
-local state = redis.call('HMGET', KEYS[1], 'tokens', 'ts')
-local tokens = tonumber(state[1])
-local ts = tonumber(state[2])
-if tokens == nil or ts == nil then
-  tokens = capacity
-  ts = now
-end
-if now > ts then
-  tokens = math.min(capacity, tokens + (now - ts) * rate / 1000)
-  ts = now
-end
-
+local tokens, ts = refill_token_bucket(KEYS[1], capacity, rate, now)
 tokens = math.max(-capacity, math.min(capacity, tokens + delta))
 
 redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'ts', tostring(ts))

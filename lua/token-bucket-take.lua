@@ -1,3 +1,4 @@
+-- uses: token-bucket-refill
 -- Takes `cost` tokens from a tenant's bucket after refilling it for the time elapsed, atomically.
 -- Time comes from the Redis server (TIME), so API instances with skewed clocks share one clock.
 -- KEYS[1]  bucket hash {tokens, ts}
@@ -9,19 +10,7 @@ local cost = tonumber(ARGV[3])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
-local state = redis.call('HMGET', KEYS[1], 'tokens', 'ts')
-local tokens = tonumber(state[1])
-local ts = tonumber(state[2])
-if tokens == nil or ts == nil then
-  tokens = capacity
-  ts = now
-end
--- A server clock that stepped back (failover) must not mint tokens; it only stops refilling.
-if now > ts then
-  tokens = math.min(capacity, tokens + (now - ts) * rate / 1000)
-  ts = now
-end
-if tokens > capacity then tokens = capacity end
+local tokens, ts = refill_token_bucket(KEYS[1], capacity, rate, now)
 
 local allowed = 0
 local wait_ms = 0

@@ -32,10 +32,28 @@ type ScriptCommand = (...keysAndArgs: (string | number)[]) => Promise<unknown>;
 
 const sources = new Map<ScriptName, string>();
 
-function source(name: ScriptName): string {
+/** A script's first line naming the shared Lua it needs: `-- uses: token-bucket-refill[, …]`. */
+const USES_LINE = /^-- uses: *(.+)$/;
+
+function luaFile(relativePath: string): string {
+  return readFileSync(join(packageRoot(), 'lua', relativePath), 'utf8');
+}
+
+/** The names of the `lua/lib/` files a script's first line asks for. */
+export function sharedLuaNamedBy(script: string): string[] {
+  const uses = USES_LINE.exec(script.split('\n', 1)[0]!);
+  return uses ? uses[1]!.split(',').map((lib) => lib.trim()) : [];
+}
+
+/**
+ * The Lua a script is loaded as: its file, behind the files of `lua/lib/` its first line names
+ * (local functions shared by several scripts). Read once per process, so the SHA stays the same.
+ */
+export function scriptSource(name: ScriptName): string {
   let text = sources.get(name);
   if (text === undefined) {
-    text = readFileSync(join(packageRoot(), 'lua', SCRIPTS[name].file), 'utf8');
+    const script = luaFile(SCRIPTS[name].file);
+    text = [...sharedLuaNamedBy(script).map((lib) => luaFile(join('lib', `${lib}.lua`))), script].join('\n');
     sources.set(name, text);
   }
   return text;
@@ -50,7 +68,7 @@ export class LuaScripts {
     for (const name of Object.keys(SCRIPTS) as ScriptName[]) {
       if (typeof (redis as unknown as Record<string, unknown>)[name] !== 'function') {
         const keys = SCRIPTS[name].keys;
-        redis.defineCommand(name, { ...(keys === 'any' ? {} : { numberOfKeys: keys }), lua: source(name) });
+        redis.defineCommand(name, { ...(keys === 'any' ? {} : { numberOfKeys: keys }), lua: scriptSource(name) });
       }
     }
   }

@@ -4,6 +4,7 @@
  * pacing-bench.ts). Kafka is left out: the retry topic is modelled by timers.
  */
 import { Redis } from 'ioredis';
+import { TokenBudgetStore } from '../../admission/token-budget-store.js';
 import { BreakerBoard } from '../../breakers/breaker-board.js';
 import { BreakerStore } from '../../breakers/breaker-store.js';
 import { rampUpShares } from '../../breakers/ramp-up-shares.js';
@@ -13,6 +14,7 @@ import type { LlmDependencyConfig, SluiceConfig } from '../../config/schema.js';
 import type { RunRequested } from '../../events/schemas.js';
 import type { AttemptContext } from '../../execution/attempt.js';
 import { RunExecutor } from '../../execution/run-executor.js';
+import { TokenSettlement } from '../../execution/token-settlement.js';
 import { createLogger, type Logger } from '../../obs/logger.js';
 import { createMetrics } from '../../obs/metrics.js';
 import { DependencyPacer } from '../../pacing/dependency-pacer.js';
@@ -137,10 +139,18 @@ export interface FinishedRun {
   at: number;
 }
 
+/** The input+output tokens an answered LLM call used, as the provider's answer reports them. */
+export interface TokenUse {
+  at: number;
+  tenantId: string;
+  tokens: number;
+}
+
 export interface InProcessResult {
   /** When each call to the dependency went out, and when each that succeeded came back. */
   calls: number[];
   successes: number[];
+  usage: TokenUse[];
   outcomes: Map<string, number>;
   finished: FinishedRun[];
   /** Runs that had not ended when the drain timeout passed. */
@@ -157,6 +167,8 @@ export interface InProcessOptions {
   runs: () => AsyncGenerator<RunRequested>;
   /** How long runs may take to end after the last arrival. */
   drainTimeoutMs: number;
+  /** Called when a run ends (not when it is retried), as the status sink hears of it in production. */
+  onEnded?: (run: RunRequested) => Promise<void>;
 }
 
 /**
@@ -165,7 +177,8 @@ export interface InProcessOptions {
  * jitter inside the retry budget, calls are paced by the shared rate limits when
  * `processor.pacing.enabled`, run-level retries, breaker waits and deferred turns are re-enqueued
  * (the retry topic is modelled by a timer here: the benches measure the policy, not Kafka), and a
- * run that cannot wait gets its fallback. At most `processor.maxInFlight` runs at once, as in one
+ * run that cannot wait gets its fallback. Runs' tokens are settled with their tenants' token
+ * budgets as a processor settles them (nothing to do when no tenant has one). At most `processor.maxInFlight` runs at once, as in one
  * processor; no run caps, and the dependency's cap as `cap` says. Deletes the namespace's keys after.
  */
 export async function runInProcess(opts: InProcessOptions): Promise<InProcessResult> {
@@ -179,7 +192,7 @@ export async function runInProcess(opts: InProcessOptions): Promise<InProcessRes
   if (cap !== 'ramp') delete config.dependencies[DEP]!.breaker.rampUp;
   const permits = cap === 'none' ? undefined : await dependencyPermits(config, redis, board, logger, metrics);
   const pacer = config.processor.pacing.enabled ? new DependencyPacer({ store: new PacingStore(new LuaScripts(redis), keys), config, metrics, now: Date.now, rampShare: rampUpShares(config, board) }) : undefined;
-  const result: InProcessResult = { calls: [], successes: [], outcomes: new Map(), finished: [], unfinished: 0, breakerOpenings: 0 };
+  const result: InProcessResult = { calls: [], successes: [], usage: [], outcomes: new Map(), finished: [], unfinished: 0, breakerOpenings: 0 };
   board.onChange((next, previous) => {
     if (next.state === 'open' && previous.state !== 'open') result.breakerOpenings++;
   });
@@ -199,7 +212,9 @@ export async function runInProcess(opts: InProcessOptions): Promise<InProcessRes
     llm: async (req) => {
       result.calls.push(Date.now());
       const answer = await callLlm(client, req);
-      result.successes.push(Date.now());
+      const at = Date.now();
+      result.successes.push(at);
+      result.usage.push({ at, tenantId: req.tenantId, tokens: answer.usage.inputTokens + answer.usage.outputTokens });
       return answer;
     },
     simulatorUrl: opts.simUrl,
@@ -223,6 +238,7 @@ export async function runInProcess(opts: InProcessOptions): Promise<InProcessRes
     deadLetters: { publishDeadLetter: async () => undefined },
     metrics,
     logger,
+    tokenSettlement: new TokenSettlement(config, new TokenBudgetStore(new LuaScripts(redis), keys), logger),
   });
   dispatcher = new RunDispatcher({
     permits: new UnlimitedPermits(),
@@ -233,6 +249,7 @@ export async function runInProcess(opts: InProcessOptions): Promise<InProcessRes
       const label = outcome === 'completed' && degraded.has(run.runId) ? 'completed degraded (fallback)' : outcome;
       bump(result.outcomes, label);
       result.finished.push({ run, outcome: label, at: Date.now() });
+      await opts.onEnded?.(run);
     },
     onFinished: () => undefined,
     deadLetter: (task, failure) => executor.deadLetter(task.run, task.context, failure),

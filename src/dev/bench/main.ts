@@ -71,6 +71,20 @@ program
   });
 
 program
+  .command('token-budget')
+  .description('tokens each tenant used per minute against its token budget at admission, with budgets and without side by side')
+  .option('--seconds <sec>', 'seconds of arrivals: the measured window', bounded(10, 600), 60)
+  .option('--load <factor>', 'tokens each tenant offers per minute as a multiple of its budget (1 - 10)', Number, 3)
+  .option('--seed <n>', 'seed of the arrivals\' offsets and run sizes', bounded(0, 2 ** 31 - 1), 1)
+  .option('--phase-timeout <sec>', 'upper bound on the phase: arrivals and drain', bounded(30, 3_600), 180)
+  .action(async (o: { seconds: number; load: number; seed: number; phaseTimeout: number }) => {
+    if (!(o.load >= 1 && o.load <= 10)) throw new Error(`--load must be in [1, 10], got ${o.load}`);
+    if (o.phaseTimeout <= o.seconds) throw new Error('--phase-timeout must exceed --seconds');
+    const { benchTokenBudget } = await import('./token-budget-bench.js');
+    await benchTokenBudget({ seconds: o.seconds, load: o.load, seed: o.seed, phaseTimeoutSec: o.phaseTimeout });
+  });
+
+program
   .command('lag')
   .description('the lag monitor\'s cost (Kafka requests and CPU per poll, per 100 partitions), and the processor bench with and without a lag monitor beside it')
   .option('--partitions <list>', 'partitions in all over the five topics, one measurement each, comma-separated', numbers, [100, 400])

@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Queue } from 'bullmq';
@@ -17,6 +17,7 @@ import { ensureTopics, groupId, topicNames } from '../../kafka/topics.js';
 import { createLogger, type Logger } from '../../obs/logger.js';
 import { EventProducer } from '../../producers/event-producer.js';
 import { newRunId } from '../../runs/run-id.js';
+import { SCRIPTS, type ScriptName, scriptSource } from '../../redis/scripts.js';
 import { childTraceparent } from '../../runs/traceparent.js';
 import { isTerminal } from '../../status/run-history.js';
 import { packageRoot } from '../../util/package-root.js';
@@ -123,10 +124,9 @@ async function commandCalls(redis: Redis): Promise<CommandCalls> {
 
 /** Commands Sluice's Lua scripts run inside EVALSHA: counted by commandstats, but not round trips. */
 function luaInnerCommands(): Set<string> {
-  const dir = join(packageRoot(), 'lua');
   const names = new Set<string>();
-  for (const file of readdirSync(dir).filter((f) => f.endsWith('.lua'))) {
-    for (const m of readFileSync(join(dir, file), 'utf8').matchAll(/redis\.p?call\(\s*['"]([A-Za-z]+)['"]/g)) names.add(m[1]!.toLowerCase());
+  for (const script of Object.keys(SCRIPTS) as ScriptName[]) {
+    for (const m of scriptSource(script).matchAll(/redis\.p?call\(\s*['"]([A-Za-z]+)['"]/g)) names.add(m[1]!.toLowerCase());
   }
   return names;
 }

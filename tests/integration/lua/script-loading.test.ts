@@ -1,11 +1,8 @@
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { redisKeys } from '../../../src/redis/keys.js';
-import { LuaScripts, SCRIPTS, type ScriptName } from '../../../src/redis/scripts.js';
-import { packageRoot } from '../../../src/util/package-root.js';
+import { LuaScripts, SCRIPTS, type ScriptName, scriptSource } from '../../../src/redis/scripts.js';
 import { eventually, testNamespace } from '../harness.js';
 
 /**
@@ -23,7 +20,6 @@ const connect = () => {
   return r;
 };
 const sha1 = (text: string) => createHash('sha1').update(text).digest('hex');
-const sourceOf = (name: ScriptName) => readFileSync(join(packageRoot(), 'lua', SCRIPTS[name].file), 'utf8');
 
 interface Seen {
   command: string;
@@ -68,7 +64,7 @@ afterAll(async () => {
 
 describe('LuaScripts', () => {
   it('sends the source once, then calls by SHA', async () => {
-    const sha = sha1(sourceOf('tokenBucketTake'));
+    const sha = sha1(scriptSource('tokenBucketTake'));
     const client = connect();
     const s = new LuaScripts(client);
     const w = await watch(client);
@@ -77,7 +73,7 @@ describe('LuaScripts', () => {
       const seen = await eventually(async () => (w.seen.length >= 5 ? w.seen : undefined), 3_000, 'MONITOR to show five script calls', 20);
       expect(seen.map((c) => c.command)).toEqual(['eval', 'evalsha', 'evalsha', 'evalsha', 'evalsha']);
       // MONITOR shows the source escaped: compare its first line
-      expect(seen[0]!.first.startsWith(sourceOf('tokenBucketTake').split('\n')[0]!)).toBe(true);
+      expect(seen[0]!.first.startsWith(scriptSource('tokenBucketTake').split('\n')[0]!)).toBe(true);
       for (const c of seen.slice(1)) expect(c.first).toBe(sha);
     } finally {
       await w.stop();
@@ -85,7 +81,7 @@ describe('LuaScripts', () => {
     expect(await client.script('EXISTS', sha)).toEqual([1]);
   });
 
-  it('leaves every script in the server cache under the SHA-1 of its file after first use', async () => {
+  it('leaves every script in the server cache under the SHA-1 of its source (shared Lua in front) after first use', async () => {
     await scripts.run('tokenBucketTake', [keys.tenantBucket('all')], [10, 1, 1]);
     await scripts.run('tokenBucketSettle', [keys.tokenBudget('all'), keys.tokenReservationReturned('all', 'r1')], [10, 1, 1, 2, Date.now() + 60_000]);
     await scripts.run('tokenEstimateFold', [keys.tokenEstimate('wf')], [10, 0.2, 60_000]);
@@ -99,13 +95,17 @@ describe('LuaScripts', () => {
     await scripts.run('permitsRelease', permitKeys, ['tok', keys.permitReleased(), 'global', 'tenant:t']);
     await scripts.run('breakerAdmit', [keys.breaker('d'), keys.breakerProbes('d')], ['tok', 1, 1_000, 2_000, keys.breakerChanged(), 'd']);
     await scripts.run('breakerRecord', [keys.breaker('d'), keys.breakerWindow('d'), keys.breakerProbes('d')], ['', 'success', 1, 1_000, 5, 5, 0.5, 1_000, 1, 1_000, 1, 2_000, keys.breakerChanged(), 'd']);
-    const shas = (Object.keys(SCRIPTS) as ScriptName[]).map((name) => sha1(sourceOf(name)));
+    await scripts.run('retryBudgetTake', [keys.retryBudget('d')], [1, 1, 0.1, 10_000, 10, 1]);
+    await scripts.run('pacingReserve', [keys.paceState('d'), keys.paceObserved('d'), keys.paceNotBefore('d')], [1_000, 0, 1_000, 'requests', 60, 1]);
+    await scripts.run('pacingSettle', [keys.paceState('d')], [1_000, 'requests', 0]);
+    await scripts.run('pacingObserve', [keys.paceObserved('d'), keys.paceNotBefore('d')], [1_000, 0, 'requests', 60]);
+    const shas = (Object.keys(SCRIPTS) as ScriptName[]).map((name) => sha1(scriptSource(name)));
     expect(new Set(shas).size).toBe(shas.length);
     expect(await r.script('EXISTS', ...shas)).toEqual(shas.map(() => 1));
   });
 
   it('still works after SCRIPT FLUSH: NOSCRIPT → EVAL with the source, then EVALSHA again', async () => {
-    const sha = sha1(sourceOf('idempotencyClaim'));
+    const sha = sha1(scriptSource('idempotencyClaim'));
     const client = connect();
     const s = new LuaScripts(client);
     const key = keys.idempotency('t', 'flush');
@@ -121,7 +121,7 @@ describe('LuaScripts', () => {
       const calls = seen.filter((c) => c.command.startsWith('eval')).map((c) => c.command);
       // the SHA is refused (NOSCRIPT), the source is sent once, then the SHA works again
       expect(calls).toEqual(['evalsha', 'eval', 'evalsha']);
-      expect(seen.find((c) => c.command === 'eval')!.first.startsWith(sourceOf('idempotencyClaim').split('\n')[0]!)).toBe(true);
+      expect(seen.find((c) => c.command === 'eval')!.first.startsWith(scriptSource('idempotencyClaim').split('\n')[0]!)).toBe(true);
       expect(seen.filter((c) => c.command === 'evalsha').every((c) => c.first === sha)).toBe(true);
     } finally {
       await w.stop();

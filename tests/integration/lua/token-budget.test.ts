@@ -96,6 +96,13 @@ describe('token-bucket-settle.lua', () => {
     expect(tokensLeft).toBeLessThan(-1_000 + 600);
   });
 
+  it('charges from a level within a lowered burst, also while the server clock is behind the bucket', async () => {
+    const t = unique('lowered');
+    // Written at burst 1 000, a minute ahead of the server clock (a failover stepped it back), so no refill applies.
+    await a.hset(keys.tokenBudget(t), 'tokens', '1000', 'ts', String((await redisNowMs(a)) + 60_000));
+    expect((await charge(storeA, t, { tokensPerMinute: 60, burstTokens: 100 }, 30)).tokensLeft).toBe(70);
+  });
+
   it('settlements from two connections at once all land', async () => {
     const t = unique('race');
     await storeA.take(t, slow, 1_000);
