@@ -3,6 +3,11 @@
 -- c may go once the bucket holds min(c, burst) units, i.e. at TAT - (burst - min(c, burst)) / rate;
 -- a cost above the burst goes when the bucket is full and overdraws it, so the rate still holds.
 -- The call goes at the latest of those moments over all buckets and the shared not-before time.
+-- A call of a lower class waits for a fuller bucket: it leaves the share `reserve` of the
+-- burst to calls of a higher class (1: it goes only once every turn booked so far has passed),
+-- so while it waits a higher-class call still finds its turn within reach. A full bucket lets
+-- it go, so nothing is lost when no higher-class call comes.
+-- While the dependency ramps up after its breaker closed, every limit is scaled by its share.
 -- If that is within the caller's maximum wait, every bucket is charged as of that moment and the
 -- wait is returned; otherwise nothing is charged and the wait it would need is returned.
 -- Time is the Redis server's (TIME). The state records when it was last written ('at'): a server
@@ -13,13 +18,16 @@
 -- KEYS[3] not-before ms (string, expires at that time)
 -- ARGV[1] most the caller may wait, ms (negative: only ask)   ARGV[2] burst, ms of the rate
 -- ARGV[3] keep ms: how long the state outlives the last reservation's TAT
--- ARGV[4..] per bucket: name, configured limit per minute (0: none), cost in units
+-- ARGV[4] share of every limit in force, (0, 1]   ARGV[5] reserve: share of the burst left to a higher class, [0, 1]
+-- ARGV[6..] per bucket: name, configured limit per minute (0: none), cost in units
 -- Returns {1, wait ms} when reserved | {0, wait ms} when not
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local max_wait = tonumber(ARGV[1])
 local burst_ms = tonumber(ARGV[2])
 local keep = tonumber(ARGV[3])
+local share = tonumber(ARGV[4])
+local reserve = tonumber(ARGV[5])
 
 local state = {}
 local flat = redis.call('HGETALL', KEYS[1])
@@ -32,18 +40,18 @@ local not_before = tonumber(redis.call('GET', KEYS[3]))
 if not_before ~= nil and not_before > go then go = not_before end
 
 local buckets = {}
-for i = 4, #ARGV, 3 do
+for i = 6, #ARGV, 3 do
   local name = ARGV[i]
   local limit = tonumber(ARGV[i + 1])
   local observed = tonumber(redis.call('HGET', KEYS[2], name))
   if observed ~= nil and observed > 0 and (limit <= 0 or observed < limit) then limit = observed end
   if limit > 0 then
-    local rate = limit / 60000
+    local rate = limit * share / 60000
     local cost = tonumber(ARGV[i + 2])
     local burst = math.max(1, rate * burst_ms)
     local tat = state['tat:' .. name]
     if tat == nil then tat = now else tat = tat - shift end
-    local ready = tat - (burst - math.min(cost, burst)) / rate
+    local ready = tat - (1 - reserve) * (burst - math.min(cost, burst)) / rate
     if ready > go then go = ready end
     buckets[#buckets + 1] = {name, rate, cost, tat}
   end

@@ -466,6 +466,13 @@ export const configSchema = z
             maxInlineWaitMs: ms(0, 60_000).default(1_000),
             /** How long a limit a provider reported (or a not-before it asked for) is trusted without being reported again. */
             observedLimitTtlMs: ms(1_000, 86_400_000).default(600_000),
+            /**
+             * The share of each rate-limit bucket's burst a batch call leaves to interactive calls:
+             * it waits for a fuller bucket, so interactive calls book their turns ahead of the
+             * batch backlog. 1: batch goes only once every turn booked so far has passed; 0: first
+             * come, first served. A full bucket lets batch go, so no rate is lost to it.
+             */
+            interactiveReserve: z.number().min(0).max(1).default(1),
           })
           .prefault({}),
       })

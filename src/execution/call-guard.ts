@@ -24,7 +24,7 @@ export interface DependencyPermits {
 
 /** The shared rate limits of the dependencies (`DependencyPacer`): a call's turn before it, its usage and response after it. */
 export interface CallPacer {
-  book(dependency: string, tokens: CallTokens, deadline: number): Promise<PaceTurn>;
+  book(dependency: string, tokens: CallTokens, run: Pick<RunRequested, 'class' | 'deadline'>): Promise<PaceTurn>;
   settle(dependency: string, booked: CallTokens, used: CallTokens): Promise<void>;
   learn(dependency: string, response: CallResponse): Promise<void>;
 }
@@ -102,7 +102,7 @@ export class CallGuard {
   async pace(run: RunRequested, dependency: string, tokens: CallTokens): Promise<void> {
     const { pacer } = this.deps;
     if (!pacer) return;
-    const turn = await infrastructureCall('pacing', dependency, () => pacer.book(dependency, tokens, run.deadline));
+    const turn = await infrastructureCall('pacing', dependency, () => pacer.book(dependency, tokens, run));
     if (turn.kind === 'defer') throw new DependencyUnavailable(dependency, turn.until, canWaitUntil(run, turn.until), 'rate_limited');
     // Booked: the turn is this call's alone, so one wait suffices and nothing is asked again.
     if (turn.waitMs > 0) await sleep(turn.waitMs);

@@ -105,9 +105,17 @@ export class StepCaller {
     const userContent = step.kind === 'llm' ? composeUserTurn(input, outputs) : '';
     // An LLM call books its prompt's estimated input and its whole output allowance; its usage settles the difference.
     const booked = step.kind === 'llm' && dep.kind === 'llm' ? { inputTokens: estimateInputTokens(step.system, userContent), outputTokens: dep.maxTokens } : NO_TOKENS;
-    await this.deps.guard.pace(run, depName, booked);
-    this.deps.retryBudgets.recordCall(depName, dep.retry);
+    // The permit before the turn: a turn booked first and then spent waiting for a permit would
+    // go late, and late turns go out together once permits free up (as when a breaker's slow
+    // start raises the cap), a burst above the rate the turns were booked at.
     const releasePermit = await this.deps.guard.takePermit(run, depName);
+    try {
+      await this.deps.guard.pace(run, depName, booked);
+    } catch (err) {
+      await releasePermit();
+      throw err;
+    }
+    this.deps.retryBudgets.recordCall(depName, dep.retry);
     // Measured from after the permit: waiting for capacity is not the dependency's time.
     const timeoutMs = clampTimeout(dep.timeouts.totalMs, run.deadline, now());
     const callStarted = now();

@@ -85,10 +85,10 @@ export function createMetrics() {
       buckets: [0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
       registers: r,
     }),
-    pacingDeferred: new Counter({ name: 'sluice_pacing_deferred_total', help: 'Dependency calls not made because their turn under the rate limits was further away than a processor waits; their runs went to the retry topic or their fallback', labelNames: ['dependency'], registers: r }),
+    pacingDeferred: new Counter({ name: 'sluice_pacing_deferred_total', help: 'Dependency calls not made because their turn under the rate limits was further away than a processor waits; their runs went to the retry topic or their fallback', labelNames: ['dependency', 'class'], registers: r }),
     dependencyRateLimit: new Gauge({
       name: 'sluice_dependency_rate_limit',
-      help: 'Per-minute limit a dependency\'s calls are paced at, by bucket (requests_per_second is shown per minute too); source: config, or observed when the provider reported a lower one',
+      help: 'Per-minute limit a dependency\'s calls are paced at, by bucket (requests_per_second is shown per minute too), lowered while it ramps up after its breaker closed; source: config, or observed when the provider reported a lower one',
       labelNames: ['dependency', 'bucket', 'source'],
       registers: r,
     }),

@@ -1,5 +1,6 @@
 import { ownEntry } from '../config/lookup.js';
 import type { DependencyConfig, SluiceConfig } from '../config/schema.js';
+import type { RunClass } from '../events/schemas.js';
 import type { Metrics } from '../obs/metrics.js';
 import { MIN_USEFUL_CALL_MS } from '../runs/deadline.js';
 import { effectiveLimits, inlineWaitBound, paceCharges, providerReport, settleDeltas, type CallResponse, type CallTokens } from './pacing-policy.js';
@@ -13,6 +14,8 @@ export interface DependencyPacerDeps {
   config: Pick<SluiceConfig, 'dependencies' | 'processor'>;
   metrics: Metrics;
   now: () => number;
+  /** The share of its limits a dependency may use now: below 1 while it ramps up after its breaker closed. */
+  rampShare: (dependency: string) => number;
 }
 
 /**
@@ -30,19 +33,28 @@ export class DependencyPacer {
     for (const name of Object.keys(deps.config.dependencies)) this.publishLimits(name);
   }
 
-  /** Books the call's turn if it comes soon enough to wait for in the processor before the run's deadline. */
-  async book(dependency: string, tokens: CallTokens, deadline: number): Promise<PaceTurn> {
+  /**
+   * Books the call's turn if it comes soon enough to wait for in the processor before the run's
+   * deadline; a batch call's turn leaves interactive calls a share of the burst.
+   */
+  async book(dependency: string, tokens: CallTokens, run: { class: RunClass; deadline: number }): Promise<PaceTurn> {
     const { metrics, now } = this.deps;
     const dep = this.dependency(dependency);
     const charges = dep ? paceCharges(dep, tokens) : [];
     if (!dep || charges.length === 0) return { kind: 'go', waitMs: 0 };
     const pacing = this.deps.config.processor.pacing;
     const asked = now();
-    const maxWaitMs = inlineWaitBound({ maxInlineWaitMs: pacing.maxInlineWaitMs, now: asked, deadline, minCallMs: MIN_USEFUL_CALL_MS });
-    const res = await this.deps.store.reserve(dependency, charges, { maxWaitMs, burstMs: (dep.rateLimit?.burstSeconds ?? 1) * 1000, keepMs: this.keepMs(dep) });
+    const maxWaitMs = inlineWaitBound({ maxInlineWaitMs: pacing.maxInlineWaitMs, now: asked, deadline: run.deadline, minCallMs: MIN_USEFUL_CALL_MS });
+    const res = await this.deps.store.reserve(dependency, charges, {
+      maxWaitMs,
+      burstMs: (dep.rateLimit?.burstSeconds ?? 1) * 1000,
+      keepMs: this.keepMs(dep),
+      share: this.deps.rampShare(dependency),
+      reserve: run.class === 'batch' ? pacing.interactiveReserve : 0,
+    });
     this.publishLimits(dependency);
     if (!res.reserved) {
-      metrics.pacingDeferred.inc({ dependency });
+      metrics.pacingDeferred.inc({ dependency, class: run.class });
       return { kind: 'defer', until: asked + res.waitMs };
     }
     metrics.pacingWait.observe({ dependency }, res.waitMs / 1000);
@@ -88,7 +100,8 @@ export class DependencyPacer {
     const gauge = this.deps.metrics.dependencyRateLimit;
     for (const old of this.published.get(dependency) ?? []) gauge.remove({ dependency, ...old });
     const limits = effectiveLimits(dep, this.observed.get(dependency)?.limits ?? new Map());
-    for (const l of limits) gauge.set({ dependency, bucket: l.bucket, source: l.source }, l.perMinute);
+    const share = this.deps.rampShare(dependency);
+    for (const l of limits) gauge.set({ dependency, bucket: l.bucket, source: l.source }, l.perMinute * share);
     this.published.set(dependency, limits.map((l) => ({ bucket: l.bucket, source: l.source })));
   }
 }

@@ -28,6 +28,10 @@ export interface ReserveOptions {
   burstMs: number;
   /** How long the state outlives its last booking, so the call's settlement still finds it. */
   keepMs: number;
+  /** The share of every limit in force, in (0, 1]: below 1 while the dependency ramps up after its breaker closed. */
+  share: number;
+  /** The share of each bucket's burst this call leaves to calls of a higher class, in [0, 1]. */
+  reserve: number;
 }
 
 /**
@@ -45,7 +49,7 @@ export class PacingStore {
     const [reserved, waitMs] = (await this.scripts.run(
       'pacingReserve',
       [this.keys.paceState(dependency), this.keys.paceObserved(dependency), this.keys.paceNotBefore(dependency)],
-      [opts.maxWaitMs, opts.burstMs, opts.keepMs, ...args],
+      [opts.maxWaitMs, opts.burstMs, opts.keepMs, opts.share, opts.reserve, ...args],
     )) as [number, number];
     return { reserved: reserved === 1, waitMs: Number(waitMs) };
   }

@@ -166,8 +166,9 @@ async function startProcessor(ctx: RoleContext, simulatorUrl: string): Promise<v
   const unlimited = config.processor.enforceCaps ? undefined : new UnlimitedPermits();
   if (unlimited) log.warn('processor.enforceCaps is false: concurrency caps are NOT enforced by this processor');
   const board = await ctx.breakerBoard();
+  const rampShare = rampUpShares(config, board);
   // Pacing off (benchmarks): calls go out as soon as their permits allow, without Redis.
-  const pacer = config.processor.pacing.enabled ? new DependencyPacer({ store: new PacingStore(clients.scripts, clients.keys), config, metrics, now: Date.now }) : undefined;
+  const pacer = config.processor.pacing.enabled ? new DependencyPacer({ store: new PacingStore(clients.scripts, clients.keys), config, metrics, now: Date.now, rampShare }) : undefined;
   if (!pacer) log.warn('processor.pacing.enabled is false: dependency calls are NOT paced by their rate limits');
   if (llmFromSimulator(config)) log.warn({ simulatorUrl }, 'no ANTHROPIC_API_KEY or anthropic.baseUrl: LLM steps are answered by the provider simulator');
   const anthropic = createAnthropicClient({ apiKey: config.anthropic.apiKey, baseUrl: config.anthropic.baseUrl ?? (config.anthropic.apiKey ? 'https://api.anthropic.com' : simulatorUrl) });
@@ -181,7 +182,7 @@ async function startProcessor(ctx: RoleContext, simulatorUrl: string): Promise<v
     simulatorUrl,
     publishStatus: (e) => producer.publishStatus(e, config.processor.produceTimeoutMs),
     cancellation: new RedisCancellations(clients.redis, clients.keys, log),
-    dependencyPermits: unlimited ?? new RedisDependencyPermits(permitDeps, rampUpShares(config, board)),
+    dependencyPermits: unlimited ?? new RedisDependencyPermits(permitDeps, rampShare),
     adaptiveLimits: unlimited ? undefined : new AdaptiveLimitStore(clients.scripts, clients.keys),
     journal: new RedisStepJournal(clients.redis, clients.keys, log),
     breakers: new BreakerStore(clients.scripts, clients.keys, (d) => ownEntry(config.dependencies, d)?.breaker),

@@ -34,11 +34,20 @@ const DRAIN_TIMEOUT_MS = 120_000;
 
 const percentile = (sorted: readonly number[], p: number) => (sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!);
 
-function benchConfig(namespace: string, scale: number): SluiceConfig {
+/** The paced mode's rate limit, as a multiple of the offered rate, and its burst (both in scaled time). */
+const PACED_RATE_SHARE = 1.2;
+const PACED_BURST_SEC = 0.25;
+
+/**
+ * `pacedAt`: runs offered per second, for the mode that paces calls at a rate limit a little above
+ * it (which its ramp-up scales after the close); otherwise no pacing: pacing learnt from the
+ * storm's 429s is measured by pacing-bench.ts, here the breaker and budget alone.
+ */
+function benchConfig(namespace: string, scale: number, pacedAt?: number): SluiceConfig {
   const config = oneCallConfig(namespace);
-  // Pacing learnt from the storm's 429s is measured by pacing-bench.ts; here the breaker and budget alone.
-  config.processor.pacing.enabled = false;
+  config.processor.pacing.enabled = pacedAt !== undefined;
   const dep = config.dependencies[DEP]!;
+  if (pacedAt !== undefined) dep.rateLimit = { requestsPerSecond: (PACED_RATE_SHARE * pacedAt) / scale, burstSeconds: PACED_BURST_SEC * scale };
   dep.timeouts = { connectMs: 3_000, readMs: 10_000, totalMs: 10_000 };
   dep.breaker.openMs = Math.round(5_000 * scale);
   if (dep.breaker.rampUp) dep.breaker.rampUp = { ...dep.breaker.rampUp, intervalMs: Math.max(100, Math.round(dep.breaker.rampUp.intervalMs * scale)) };
@@ -173,8 +182,8 @@ async function naiveRun(client: ReturnType<typeof createAnthropicClient>, req: L
 }
 
 async function benchAmplification(opts: BreakerBenchOptions, redisUrl: string): Promise<void> {
-  const sims = await Promise.all(Array.from({ length: 4 }, () => startSim({ latencyMs: 50, jitterMs: 5 })));
-  const [naiveSim, ...sluiceSims] = sims as [Sim, Sim, Sim, Sim];
+  const sims = await Promise.all(Array.from({ length: 5 }, () => startSim({ latencyMs: 50, jitterMs: 5 })));
+  const [naiveSim, ...sluiceSims] = sims as [Sim, Sim, Sim, Sim, Sim];
   const config = benchConfig(`bench-amplify-${Date.now()}-`, opts.scale);
   const total = Math.round(opts.rate * opts.durationSec);
   const deadlineMs = Math.round(30_000 * opts.scale);
@@ -199,17 +208,24 @@ async function benchAmplification(opts: BreakerBenchOptions, redisUrl: string): 
     for await (const _ of arrivals()) runs.push(naiveRun(naiveClient, naiveReq, opts.scale, naive.calls, naive.outcomes));
     await Promise.all(runs);
   })();
-  const caps: DependencyCap[] = ['none', 'cap', 'ramp'];
-  // Each mode its own namespace, so their breakers and permits are apart.
+  const modes: { cap: DependencyCap; paced: boolean }[] = [
+    { cap: 'none', paced: false },
+    { cap: 'cap', paced: false },
+    { cap: 'ramp', paced: false },
+    { cap: 'ramp', paced: true },
+  ];
+  // Each mode its own namespace, so their breakers, permits and rate limits are apart.
   const sluiceResults: ModeResult[] = await Promise.all(
-    caps.map((cap, i) => runInProcess({ config: benchConfig(`${config.namespace}${cap}-`, opts.scale), cap, redisUrl, simUrl: sluiceSims[i]!.url, runs: arrivals, drainTimeoutMs: DRAIN_TIMEOUT_MS })),
+    modes.map(({ cap, paced }, i) =>
+      runInProcess({ config: benchConfig(`${config.namespace}${cap}${paced ? '-paced' : ''}-`, opts.scale, paced ? opts.rate : undefined), cap, redisUrl, simUrl: sluiceSims[i]!.url, runs: arrivals, drainTimeoutMs: DRAIN_TIMEOUT_MS }),
+    ),
   );
-  const [uncapped, capped, ramped] = sluiceResults as [ModeResult, ModeResult, ModeResult];
+  const [uncapped, capped, ramped, paced] = sluiceResults as [ModeResult, ModeResult, ModeResult, ModeResult];
   await naiveDone;
   await lift;
   const [naivePeak, ...sluicePeaks] = await Promise.all(sims.map((s) => s.maxConcurrent()));
   naive.maxConcurrentAfter = naivePeak;
-  [uncapped, capped, ramped].forEach((r, i) => (r.maxConcurrentAfter = sluicePeaks[i]));
+  sluiceResults.forEach((r, i) => (r.maxConcurrentAfter = sluicePeaks[i]));
   await Promise.all(sims.map((s) => s.close()));
 
   const faultMs = opts.faultSec * 1_000 * opts.scale;
@@ -235,8 +251,10 @@ async function benchAmplification(opts: BreakerBenchOptions, redisUrl: string): 
       `${describe('Sluice (breaker + budget + jitter)', uncapped, naive)}\n` +
       `${describe(`  + dependency cap ${config.dependencies[DEP]!.maxConcurrency}`, capped, naive)}\n` +
       `${describe(`  + cap ${config.dependencies[DEP]!.maxConcurrency}, slow start`, ramped, naive)}\n` +
+      `${describe(`  + slow start, paced at ${PACED_RATE_SHARE}x offered`, paced, naive)}\n` +
       `  (peak-after: the most calls in one ${opts.scale} s window after the fault, as a multiple of the runs offered per window;\n` +
-      `   drain-s: seconds from the end of the fault to the last call; in-flight: the most calls at once at the provider after the fault; slow start: ${ramp ? `${ramp.initialFraction} of the cap, +${ramp.stepFraction} every ${ramp.intervalMs} ms` : 'none configured'})\n`,
+      `   drain-s: seconds from the end of the fault to the last call; in-flight: the most calls at once at the provider after the fault; slow start: ${ramp ? `${ramp.initialFraction} of the cap, +${ramp.stepFraction} every ${ramp.intervalMs} ms` : 'none configured'};\n` +
+      `   paced: pacing on with rateLimit ${PACED_RATE_SHARE}x the offered rate, burst ${PACED_BURST_SEC} s, both scaled by the slow start's share after the close)\n`,
   );
 }
 

@@ -178,7 +178,7 @@ export async function runInProcess(opts: InProcessOptions): Promise<InProcessRes
   await board.start();
   if (cap !== 'ramp') delete config.dependencies[DEP]!.breaker.rampUp;
   const permits = cap === 'none' ? undefined : await dependencyPermits(config, redis, board, logger, metrics);
-  const pacer = config.processor.pacing.enabled ? new DependencyPacer({ store: new PacingStore(new LuaScripts(redis), keys), config, metrics, now: Date.now }) : undefined;
+  const pacer = config.processor.pacing.enabled ? new DependencyPacer({ store: new PacingStore(new LuaScripts(redis), keys), config, metrics, now: Date.now, rampShare: rampUpShares(config, board) }) : undefined;
   const result: InProcessResult = { calls: [], successes: [], outcomes: new Map(), finished: [], unfinished: 0, breakerOpenings: 0 };
   board.onChange((next, previous) => {
     if (next.state === 'open' && previous.state !== 'open') result.breakerOpenings++;

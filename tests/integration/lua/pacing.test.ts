@@ -29,7 +29,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const KEEP = 5_000;
 /** Requests at `perMinute`, one unit each. */
 const requests = (perMinute: number): BucketCharge[] => [{ bucket: 'requests', perMinute, cost: 1 }];
-const opts = (maxWaitMs: number, burstMs = 0) => ({ maxWaitMs, burstMs, keepMs: KEEP });
+const opts = (maxWaitMs: number, burstMs = 0, more: { share?: number; reserve?: number } = {}) => ({ maxWaitMs, burstMs, keepMs: KEEP, share: more.share ?? 1, reserve: more.reserve ?? 0 });
 
 beforeAll(async () => {
   ({ a, b, scriptsA } = await openScriptPair());
@@ -42,7 +42,7 @@ afterAll(() => closeScriptPair(a, b, `*${ns}*`));
 describe('pacing-reserve.lua', () => {
   it('returns the raw pair {reserved, wait ms} and lets the first call of an idle dependency go at once', async () => {
     const d = dep('raw');
-    expect(await scriptsA.run('pacingReserve', [keys.paceState(d), keys.paceObserved(d), keys.paceNotBefore(d)], [1000, 0, KEEP, 'requests', 60, 1])).toEqual([1, 0]);
+    expect(await scriptsA.run('pacingReserve', [keys.paceState(d), keys.paceObserved(d), keys.paceNotBefore(d)], [1000, 0, KEEP, 1, 0, 'requests', 60, 1])).toEqual([1, 0]);
   });
 
   it('spaces concurrent callers on two connections exactly at the rate, none early', async () => {
@@ -120,6 +120,37 @@ describe('pacing-reserve.lua', () => {
     expect(request.waitMs).toBeLessThanOrEqual(1);
   });
 
+  it('scales every limit by the share in force while the dependency ramps up', async () => {
+    const d = dep('share');
+    // 600 a minute at half share is one per 200 ms
+    expect((await storeA.reserve(d, requests(600), opts(0, 0, { share: 0.5 }))).waitMs).toBe(0);
+    const next = await storeB.reserve(d, requests(600), opts(-1, 0, { share: 0.5 }));
+    expect(next.reserved).toBe(false);
+    expect(next.waitMs).toBeGreaterThan(150);
+    expect(next.waitMs).toBeLessThanOrEqual(200);
+  });
+
+  it('makes a call that leaves the burst to a higher class wait while a higher-class call still goes', async () => {
+    const d = dep('reserve');
+    const batch = (maxWaitMs: number) => opts(maxWaitMs, 300, { reserve: 1 });
+    // 600 a minute, 300 ms burst: on a full bucket a batch call goes at once
+    const started = Date.now();
+    expect(await storeA.reserve(d, requests(600), batch(0))).toEqual({ reserved: true, waitMs: 0 });
+    expect((await storeB.reserve(d, requests(600), opts(0, 300))).waitMs).toBe(0);
+    // two of three units used: batch waits until every booked turn has passed (about 200 ms),
+    const held = await storeA.reserve(d, requests(600), batch(-1));
+    expect(held.reserved).toBe(false);
+    expect(held.waitMs).toBeGreaterThanOrEqual(200 - (Date.now() - started) - 1);
+    expect(held.waitMs).toBeLessThanOrEqual(200);
+    // while the interactive call finds the unit left for it at once
+    expect(await storeB.reserve(d, requests(600), opts(0, 300))).toEqual({ reserved: true, waitMs: 0 });
+    // and a batch call that may wait books its turn behind every one booked so far
+    const queued = await storeA.reserve(d, requests(600), batch(1_000));
+    expect(queued.reserved).toBe(true);
+    expect(queued.waitMs).toBeGreaterThan(250);
+    expect(queued.waitMs).toBeLessThanOrEqual(300);
+  });
+
   it('ignores a bucket with neither a configured nor an observed limit', async () => {
     const d = dep('none');
     for (let i = 0; i < 5; i++) expect(await storeA.reserve(d, [{ bucket: 'input_tokens', perMinute: 0, cost: 1_000_000 }], opts(0))).toEqual({ reserved: true, waitMs: 0 });
@@ -127,7 +158,7 @@ describe('pacing-reserve.lua', () => {
 
   it('expires an idle dependency’s state once its buckets are full again and the keep time is over', async () => {
     const d = dep('ttl');
-    await storeA.reserve(d, requests(600), { maxWaitMs: 0, burstMs: 0, keepMs: 200 });
+    await storeA.reserve(d, requests(600), { ...opts(0), keepMs: 200 });
     const ttl = await a.pttl(keys.paceState(d));
     // the bucket is full 100 ms after the call, kept 200 ms beyond that
     expect(ttl).toBeGreaterThan(200);
@@ -251,25 +282,25 @@ describe('DependencyPacer on two processors', () => {
     const base = loadConfig({ env: {} });
     const d = dep('pacer');
     const config = { ...base, dependencies: { [d]: { ...base.dependencies.anthropic!, rateLimit: { requestsPerMinute: 6_000, burstSeconds: 0.001 } } } };
-    const [one, two] = [storeA, storeB].map((store) => new DependencyPacer({ store, config, metrics: createMetrics(), now: Date.now }));
+    const [one, two] = [storeA, storeB].map((store) => new DependencyPacer({ store, config, metrics: createMetrics(), now: Date.now, rampShare: () => 1 }));
     const tokens = { inputTokens: 10, outputTokens: 10 };
     const deadline = Date.now() + 30_000;
-    expect(await one!.book(d, tokens, deadline)).toEqual({ kind: 'go', waitMs: 0 });
+    expect(await one!.book(d, tokens, { class: 'interactive', deadline })).toEqual({ kind: 'go', waitMs: 0 });
     // 6,000 a minute: the next turn is 10 ms away, well within the inline wait
-    expect((await two!.book(d, tokens, deadline)).kind).toBe('go');
+    expect((await two!.book(d, tokens, { class: 'interactive', deadline })).kind).toBe('go');
     await one!.learn(d, { headers: headerReader({ 'anthropic-ratelimit-requests-limit': '20' }), status: 200 });
     // 20 a minute: a turn 3 s away is further than the processor waits
     await sleep(20);
-    expect(await two!.book(d, tokens, deadline)).toMatchObject({ kind: 'go' });
-    const deferred = await two!.book(d, tokens, deadline);
+    expect(await two!.book(d, tokens, { class: 'interactive', deadline })).toMatchObject({ kind: 'go' });
+    const deferred = await two!.book(d, tokens, { class: 'interactive', deadline });
     expect(deferred.kind).toBe('defer');
     expect(deferred.kind === 'defer' && deferred.until - Date.now()).toBeGreaterThan(2_000);
 
     const e = dep('pacer-429');
     const config429 = { ...base, dependencies: { [e]: base.dependencies.anthropic! } };
-    const [p1, p2] = [storeA, storeB].map((store) => new DependencyPacer({ store, config: config429, metrics: createMetrics(), now: Date.now }));
+    const [p1, p2] = [storeA, storeB].map((store) => new DependencyPacer({ store, config: config429, metrics: createMetrics(), now: Date.now, rampShare: () => 1 }));
     await p1!.learn(e, { headers: headerReader({ 'retry-after': '5' }), status: 429 });
-    const held = await p2!.book(e, tokens, Date.now() + 30_000);
+    const held = await p2!.book(e, tokens, { class: 'interactive', deadline: Date.now() + 30_000 });
     expect(held.kind).toBe('defer');
     expect(held.kind === 'defer' && held.until - Date.now()).toBeGreaterThan(4_000);
   });

@@ -117,13 +117,13 @@ describe('CallGuard.pace and afterCall', () => {
     await expect(g.afterCall('anthropic', tokens, tokens, { status: 200 })).resolves.toBeUndefined();
   });
 
-  it('books with the run\'s deadline and waits out a booked turn once', async () => {
+  it('books with the run (its class and deadline) and waits out a booked turn once', async () => {
     const asked: unknown[] = [];
     const { g } = guard({ pacer: pacerOf(async (...args) => (asked.push(args), { kind: 'go', waitMs: 30 })) });
     const started = Date.now();
     await g.pace(run, 'anthropic', tokens);
     expect(Date.now() - started).toBeGreaterThanOrEqual(25);
-    expect(asked).toEqual([['anthropic', tokens, run.deadline]]);
+    expect(asked).toEqual([['anthropic', tokens, run]]);
   });
 
   it('refuses a deferred call as rate limited, waitable only if a useful call fits before the deadline (batch always)', async () => {

@@ -718,12 +718,12 @@ describe('RunExecutor token settlement', () => {
 describe('RunExecutor paces calls by the dependencies\' rate limits', () => {
   /** A pacer answering each booking with the next turn (default: go now), recording what it is told. */
   function pacer(turns: (PaceTurn | Error)[] = [], fail: { settle?: Error } = {}) {
-    const booked: { dependency: string; tokens: CallTokens; deadline: number }[] = [];
+    const booked: { dependency: string; tokens: CallTokens; deadline: number; runClass: string }[] = [];
     const settled: { dependency: string; booked: CallTokens; used: CallTokens }[] = [];
     const learned: { dependency: string; response: CallResponse }[] = [];
     const fake: CallPacer = {
-      book: async (dependency, tokens, deadline) => {
-        booked.push({ dependency, tokens, deadline });
+      book: async (dependency, tokens, run) => {
+        booked.push({ dependency, tokens, deadline: run.deadline, runClass: run.class });
         const turn = turns.shift() ?? { kind: 'go', waitMs: 0 };
         if (turn instanceof Error) throw turn;
         return turn;
@@ -744,7 +744,7 @@ describe('RunExecutor paces calls by the dependencies\' rate limits', () => {
     const { exec } = executor([], toolDone(), [], undefined, { deps: { pacer: p.fake, llm: async () => ({ text: 'ok', model: 'sim', stopReason: 'end_turn', usage, headers: () => null }) } });
     expect(await exec.execute(run, ATTEMPT)).toBe('completed');
     expect(p.booked).toHaveLength(2);
-    expect(p.booked[0]).toMatchObject({ dependency: 'anthropic', deadline: run.deadline, tokens: { outputTokens: 512 } });
+    expect(p.booked[0]).toMatchObject({ dependency: 'anthropic', deadline: run.deadline, runClass: run.class, tokens: { outputTokens: 512 } });
     expect(p.booked[0]!.tokens.inputTokens).toBeGreaterThan(10);
     // cache reads do not count in the input limit; cache writes do
     expect(p.settled[0]).toEqual({ dependency: 'anthropic', booked: p.booked[0]!.tokens, used: { inputTokens: 46, outputTokens: 9 } });
@@ -782,6 +782,22 @@ describe('RunExecutor paces calls by the dependencies\' rate limits', () => {
     expect(await metricValue(metrics.breakerRefusals, { dependency: 'anthropic' })).toBe(0);
     expect(recorded).toEqual([{ dependency: 'anthropic', token: undefined, outcome: 'released' }]);
     expect(p.settled).toHaveLength(0);
+  });
+
+  it('takes the dependency permit before the turn, so a turn is not spent waiting for a permit, and gives it back when the turn is deferred', async () => {
+    const order: string[] = [];
+    const p = pacer([{ kind: 'defer', until: NOW + 5_000 }]);
+    const booking = p.fake.book;
+    const dependencyPermits = {
+      acquire: async () => {
+        order.push('permit');
+        return async () => void order.push('release');
+      },
+    };
+    const paced = { ...p.fake, book: (...args: Parameters<CallPacer['book']>) => (order.push('turn'), booking(...args)) };
+    const { exec } = executor([], new Map(), [], undefined, { deps: { pacer: paced, dependencyPermits } });
+    expect(await exec.execute(run, ATTEMPT)).toBe('retried');
+    expect(order).toEqual(['permit', 'turn', 'release']);
   });
 
   it('spreads deferred runs over the wait, never past the deadline', async () => {

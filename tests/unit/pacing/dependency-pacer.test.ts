@@ -15,7 +15,9 @@ const config: SluiceConfig = {
   dependencies: { ...base.dependencies, anthropic: { ...base.dependencies.anthropic!, rateLimit: { requestsPerMinute: 50, burstSeconds: 2 } } },
 };
 
-function pacer(answers: PaceReservation[] = []) {
+const interactive = (deadline: number) => ({ class: 'interactive' as const, deadline });
+
+function pacer(answers: PaceReservation[] = [], rampShare: (dependency: string) => number = () => 1) {
   const reserved: { dependency: string; charges: readonly BucketCharge[]; opts: ReserveOptions }[] = [];
   const settled: unknown[] = [];
   const observed: unknown[] = [];
@@ -32,7 +34,7 @@ function pacer(answers: PaceReservation[] = []) {
     },
   };
   const metrics = createMetrics();
-  const p = new DependencyPacer({ store, config, metrics, now: () => now });
+  const p = new DependencyPacer({ store, config, metrics, now: () => now, rampShare });
   return { p, reserved, settled, observed, metrics, setNow: (t: number) => (now = t) };
 }
 
@@ -41,7 +43,7 @@ const gauge = async (metrics: ReturnType<typeof createMetrics>) => (await metric
 describe('DependencyPacer.book', () => {
   it('books within the inline wait the deadline leaves, with the burst and a keep time past the longest call', async () => {
     const { p, reserved, metrics } = pacer([{ reserved: true, waitMs: 250 }]);
-    expect(await p.book('anthropic', { inputTokens: 10, outputTokens: 512 }, NOW + 30_000)).toEqual({ kind: 'go', waitMs: 250 });
+    expect(await p.book('anthropic', { inputTokens: 10, outputTokens: 512 }, interactive(NOW + 30_000))).toEqual({ kind: 'go', waitMs: 250 });
     const dep = config.dependencies.anthropic!;
     expect(reserved[0]).toEqual({
       dependency: 'anthropic',
@@ -50,24 +52,33 @@ describe('DependencyPacer.book', () => {
         { bucket: 'input_tokens', perMinute: 0, cost: 10 },
         { bucket: 'output_tokens', perMinute: 0, cost: 512 },
       ],
-      opts: { maxWaitMs: 1_000, burstMs: 2_000, keepMs: dep.timeouts.totalMs + 1_000 },
+      opts: { maxWaitMs: 1_000, burstMs: 2_000, keepMs: dep.timeouts.totalMs + 1_000, share: 1, reserve: 0 },
     });
     expect(await histogramValue(metrics.pacingWait, { dependency: 'anthropic' })).toMatchObject({ count: 1, sum: 0.25 });
   });
 
   it('defers a call whose turn is too far, to when it would come, and counts it', async () => {
     const { p, reserved, metrics } = pacer([{ reserved: false, waitMs: 4_000 }]);
-    expect(await p.book('anthropic', { inputTokens: 10, outputTokens: 512 }, NOW + 1_050)).toEqual({ kind: 'defer', until: NOW + 4_000 });
+    expect(await p.book('anthropic', { inputTokens: 10, outputTokens: 512 }, interactive(NOW + 1_050))).toEqual({ kind: 'defer', until: NOW + 4_000 });
     // the deadline leaves 1,050 ms, less a useful call's minimum: that is the wait allowed when below the configured 1 s
     expect(reserved[0]!.opts.maxWaitMs).toBe(1_050 - MIN_USEFUL_CALL_MS);
-    expect(await metricValue(metrics.pacingDeferred, { dependency: 'anthropic' })).toBe(1);
+    expect(await metricValue(metrics.pacingDeferred, { dependency: 'anthropic', class: 'interactive' })).toBe(1);
+  });
+
+  it('has a batch call leave interactive calls the configured share of the burst, and scales limits by the ramp share', async () => {
+    const { p, reserved, metrics } = pacer([{ reserved: false, waitMs: 700 }], () => 0.25);
+    expect(await p.book('anthropic', { inputTokens: 1, outputTokens: 1 }, { class: 'batch', deadline: NOW + 3_600_000 })).toEqual({ kind: 'defer', until: NOW + 700 });
+    expect(reserved[0]!.opts).toMatchObject({ share: 0.25, reserve: config.processor.pacing.interactiveReserve });
+    expect(config.processor.pacing.interactiveReserve).toBe(1);
+    expect(await metricValue(metrics.pacingDeferred, { dependency: 'anthropic', class: 'batch' })).toBe(1);
+    expect(await gauge(metrics)).toContainEqual({ dependency: 'anthropic', bucket: 'requests', source: 'config', value: 12.5 });
   });
 
   it('asks nothing for a dependency with nothing to pace, or none configured', async () => {
     const { p, reserved } = pacer();
     const toolName = Object.entries(config.dependencies).find(([, d]) => d.kind === 'tool' && !d.rateLimit)![0];
-    expect(await p.book(toolName, { inputTokens: 0, outputTokens: 0 }, NOW + 30_000)).toEqual({ kind: 'go', waitMs: 0 });
-    expect(await p.book('gone', { inputTokens: 0, outputTokens: 0 }, NOW + 30_000)).toEqual({ kind: 'go', waitMs: 0 });
+    expect(await p.book(toolName, { inputTokens: 0, outputTokens: 0 }, interactive(NOW + 30_000))).toEqual({ kind: 'go', waitMs: 0 });
+    expect(await p.book('gone', { inputTokens: 0, outputTokens: 0 }, interactive(NOW + 30_000))).toEqual({ kind: 'go', waitMs: 0 });
     expect(reserved).toEqual([]);
   });
 });
@@ -92,7 +103,7 @@ describe('DependencyPacer.settle and learn', () => {
     expect(shown).toEqual([{ dependency: 'anthropic', bucket: 'requests', source: 'observed', value: 40 }]);
     // once the observed limit is no longer trusted, the configured one is shown again
     setNow(NOW + 600_001);
-    await p.book('anthropic', { inputTokens: 1, outputTokens: 1 }, NOW + 700_000);
+    await p.book('anthropic', { inputTokens: 1, outputTokens: 1 }, interactive(NOW + 700_000));
     expect((await gauge(metrics)).filter((g) => g.dependency === 'anthropic')).toEqual([{ dependency: 'anthropic', bucket: 'requests', source: 'config', value: 50 }]);
   });
 
