@@ -3,7 +3,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/load.js';
 import type { LlmDependencyConfig, StepConfig } from '../../src/config/schema.js';
 import { createProviderSim, type ProviderSimStats } from '../../src/dev/sim/provider-sim.js';
-import type { RunRequested } from '../../src/events/schemas.js';
 import { CallGuard } from '../../src/execution/call-guard.js';
 import { StepCaller } from '../../src/execution/step-caller.js';
 import { createLogger } from '../../src/obs/logger.js';
@@ -17,12 +16,11 @@ import { RedisDependencyPermits } from '../../src/permits/run-permits.js';
 import { redisKeys } from '../../src/redis/keys.js';
 import { LuaScripts } from '../../src/redis/scripts.js';
 import { RetryBudgets } from '../../src/retries/retry-budget.js';
-import { newRunId } from '../../src/runs/run-id.js';
 import { createAnthropicClient, callLlm } from '../../src/steps/llm-call.js';
 import { StepError } from '../../src/steps/step-error.js';
 import { freePort } from '../../src/util/free-port.js';
 import { sha256Hex } from '../../src/util/sha256-hex.js';
-import { testNamespace } from './harness.js';
+import { batchRunNow, testNamespace } from './harness.js';
 import { connectRedis, deleteMatching } from './lua/redis-clients.js';
 
 /**
@@ -84,11 +82,6 @@ async function processor(simUrl: string): Promise<Processor> {
   };
 }
 
-const run = (): RunRequested => {
-  const now = Date.now();
-  return { runId: newRunId(), tenantId: 'tenant-a', workflow: 'support-reply', class: 'batch', admittedAt: now, deadline: now + 60_000, attempt: 1, traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01', input: '{}', idempotencyKey: null, dueAt: null };
-};
-
 describe('adaptive concurrency against the provider simulator', () => {
   const sim = createProviderSim({ adminKeySha256: sha256Hex(ADMIN_KEY), logger, tools: [], defaults: { anthropic: { latencyMs: LATENCY_MS, jitterMs: 0 } } });
   let simUrl: string;
@@ -111,7 +104,7 @@ describe('adaptive concurrency against the provider simulator', () => {
   const burst = (count: number) =>
     Promise.all(
       Array.from({ length: count }, (_, i) =>
-        processors[i % 2]!.caller.call(run(), step, {}, {}).then(
+        processors[i % 2]!.caller.call(batchRunNow(), step, {}, {}).then(
           () => 'ok',
           (err: unknown) => (err instanceof StepError ? String(err.status ?? err.kind) : String(err)),
         ),
