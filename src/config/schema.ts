@@ -103,6 +103,27 @@ const rateLimit = z
   })
   .refine((r) => r.requestsPerSecond !== undefined || r.requestsPerMinute !== undefined || r.inputTokensPerMinute !== undefined || r.outputTokensPerMinute !== undefined, 'needs at least one limit');
 
+/**
+ * A dependency's concurrency cap adapting to how it copes (AIMD, lua/adaptive-limit-update.lua):
+ * every call that shows congestion (a 429, 408, 503 or 529, a timeout, or a success slower than
+ * `latencyTargetMs`) multiplies the figure by `decreaseFactor`, at most once per `cooldownMs` so
+ * one overload burst cuts it once, never below `min`; every other success adds 1/figure, about one
+ * permit per figure's worth of successes, up to `max` (default: `maxConcurrency`). The figure lives
+ * in Redis, shared by every processor, and an idle dependency's figure is forgotten after
+ * `idleResetMs`, so it starts again from `max`. The cap in force is the lower of this figure and
+ * the permit limit (at its ramp-up share). Absent: the permit limit alone.
+ */
+const adaptiveConcurrency = z
+  .object({
+    min: z.number().int().min(1).max(100_000),
+    max: z.number().int().min(1).max(100_000).optional(),
+    decreaseFactor: z.number().gt(0).lt(1).default(0.7),
+    latencyTargetMs: ms(1, 900_000).optional(),
+    cooldownMs: ms(0, 600_000).default(1_000),
+    idleResetMs: ms(1_000, 86_400_000).default(600_000),
+  })
+  .refine((a) => a.max === undefined || a.max >= a.min, { message: 'must be at least min', path: ['max'] });
+
 /** Token limits in a tool's `rateLimit`: tools are paced by requests only. */
 const TOKEN_LIMITS = ['inputTokensPerMinute', 'outputTokensPerMinute'] as const;
 
@@ -115,6 +136,7 @@ const llmDependency = z.object({
   retry: retryPolicy,
   breaker: breakerPolicy,
   rateLimit: rateLimit.optional(),
+  adaptiveConcurrency: adaptiveConcurrency.optional(),
 });
 
 const toolDependency = z.object({
@@ -126,6 +148,7 @@ const toolDependency = z.object({
   retry: retryPolicy,
   breaker: breakerPolicy,
   rateLimit: rateLimit.optional(),
+  adaptiveConcurrency: adaptiveConcurrency.optional(),
 });
 
 const dependency = z.discriminatedUnion('kind', [llmDependency, toolDependency]);
@@ -535,6 +558,10 @@ export const configSchema = z
       });
     }
     for (const [depName, dep] of Object.entries(cfg.dependencies)) {
+      const adaptive = dep.adaptiveConcurrency;
+      if (adaptive && adaptive.max === undefined && adaptive.min > dep.maxConcurrency) {
+        ctx.addIssue({ code: 'custom', path: ['dependencies', depName, 'adaptiveConcurrency', 'min'], message: 'must not exceed maxConcurrency (the default max)' });
+      }
       if (dep.kind !== 'tool' || !dep.rateLimit) continue;
       for (const field of TOKEN_LIMITS) {
         if (dep.rateLimit[field] !== undefined) ctx.addIssue({ code: 'custom', path: ['dependencies', depName, 'rateLimit', field], message: 'token limits apply to llm dependencies only' });
@@ -564,6 +591,7 @@ export type PricingConfig = SluiceConfig['pricing'];
 export type ModelPrice = PricingConfig['models'][string];
 export type ToolDependencyConfig = Extract<DependencyConfig, { kind: 'tool' }>;
 export type RateLimitConfig = z.infer<typeof rateLimit>;
+export type AdaptiveConcurrencyConfig = z.infer<typeof adaptiveConcurrency>;
 export type PacingConfig = SluiceConfig['processor']['pacing'];
 export type CallTimeouts = z.infer<typeof callTimeouts>;
 export type RedisOutageConfig = SluiceConfig['admission']['redisOutage'];

@@ -8,6 +8,8 @@ import type { PaceTurn } from '../pacing/dependency-pacer.js';
 import type { CallResponse, CallTokens } from '../pacing/pacing-policy.js';
 import { MIN_USEFUL_CALL_MS } from '../runs/deadline.js';
 import { infrastructureCall } from './run-faults.js';
+import { adaptiveBounds, loadSignalOf } from '../permits/adaptive-limit-policy.js';
+import type { AdaptiveLimitStore } from '../permits/adaptive-limit-store.js';
 
 /** The shared breakers: asked before every call, told every call's outcome. */
 export interface SharedBreakers {
@@ -35,6 +37,8 @@ export interface CallGuardDeps {
   dependencyPermits: DependencyPermits;
   /** Absent when `processor.pacing.enabled` is false: calls go out unpaced, with no Redis call. */
   pacer?: CallPacer;
+  /** The shared adaptive concurrency figures; absent when caps are not enforced, so nothing adapts. */
+  adaptiveLimits?: Pick<AdaptiveLimitStore, 'apply'>;
   logger: Logger;
   now: () => number;
 }
@@ -125,6 +129,26 @@ export class CallGuard {
   async takePermit(run: RunRequested, dependency: string): Promise<() => Promise<void>> {
     const release = await infrastructureCall('dependency_permit', dependency, () => this.deps.dependencyPermits.acquire(dependency, run));
     return () => release().catch((err: unknown) => this.deps.logger.warn({ err, runId: run.runId, dependency }, 'could not release a dependency permit; its lease will expire'));
+  }
+
+  /**
+   * Moves the dependency's shared adaptive concurrency figure by how a call went (`error`
+   * undefined: it succeeded) and how long it took holding its permit, when the dependency has
+   * `adaptiveConcurrency`. A figure that cannot be moved must not fail the run: it just misses one call.
+   */
+  async adapt(dependency: string, error: unknown, callMs: number): Promise<void> {
+    const { adaptiveLimits, logger } = this.deps;
+    const dep = ownEntry(this.deps.config.dependencies, dependency);
+    const bounds = dep && adaptiveBounds(dep);
+    if (!adaptiveLimits || !dep?.adaptiveConcurrency || !bounds) return;
+    const signal = loadSignalOf(error, callMs, dep.adaptiveConcurrency.latencyTargetMs);
+    if (!signal) return;
+    try {
+      const after = await adaptiveLimits.apply(dependency, signal, bounds, dep.adaptiveConcurrency);
+      if (after.cut) logger.info({ dependency, limit: after.limit, callMs }, 'congestion: lowered the adaptive concurrency limit');
+    } catch (err) {
+      logger.warn({ err, dependency }, 'could not update the adaptive concurrency limit');
+    }
   }
 
   /** A breaker that cannot be told an outcome must not fail the run: the window just misses one call. */

@@ -121,6 +121,7 @@ export class StepCaller {
     const callStarted = now();
     const headers = { traceparent: run.traceparent, 'X-Sluice-Tenant': run.tenantId, 'X-Sluice-Run': run.runId, 'Idempotency-Key': `${run.runId}:${step.id}` };
     let outcome = 'ok';
+    let failure: unknown;
     try {
       if (step.kind === 'llm' && dep.kind === 'llm') {
         const res = await this.deps.llm({
@@ -145,13 +146,17 @@ export class StepCaller {
       }
       throw new StepError('bad_response', depName, `step "${step.id}" is ${step.kind} but "${depName}" is ${dep.kind}`, false);
     } catch (err) {
+      failure = err;
       outcome = err instanceof StepError ? err.kind : 'error';
       // A failed call keeps its booking: whether the provider counted its tokens is unknown.
       if (err instanceof StepError) await this.deps.guard.afterCall(depName, booked, undefined, { headers: err.responseHeaders, status: err.status, retryAfterSec: err.retryAfterSec });
       throw err;
     } finally {
       metrics.stepCalls.inc({ dependency: depName, outcome });
-      metrics.stepDuration.observe({ dependency: depName, outcome }, (now() - callStarted) / 1000);
+      const callMs = now() - callStarted;
+      metrics.stepDuration.observe({ dependency: depName, outcome }, callMs / 1000);
+      // Before the permit goes back, so the calls it wakes are already held to the new figure.
+      await this.deps.guard.adapt(depName, failure, callMs);
       await releasePermit();
     }
   }

@@ -6,6 +6,7 @@ import type { Metrics } from '../obs/metrics.js';
 import type { RedisKeys } from '../redis/keys.js';
 import { numberField } from '../redis/number-field.js';
 import { limitAtShare } from '../util/limit-share.js';
+import { adaptiveBounds, effectiveDependencyLimit } from './adaptive-limit-policy.js';
 import { limitField, type LimitScope } from './permit-scopes.js';
 
 /** Every configured scope with the field its run-time override lives in. */
@@ -24,15 +25,16 @@ export function configuredScopes(config: SluiceConfig): { name: string; defaultL
  * `sluice_permits_in_use{scope}`, `sluice_permit_limit{scope}` and `sluice_dependency_limit{dependency}`,
  * read from Redis at scrape time (one pipeline per scrape), so every instance reports the
  * cluster-wide truth rather than its own share. The dependency limit is the permit limit at the
- * ramp-up share its breaker's close time gives now (see src/config/ramp-up.ts). While Redis
- * cannot answer, the gauges are left out and the scrape still renders.
+ * ramp-up share its breaker's close time gives now (see src/config/ramp-up.ts), held to its
+ * adaptive concurrency figure when it has one. While Redis cannot answer, the gauges are left out
+ * and the scrape still renders.
  */
 export function registerPermitGauges(metrics: Pick<Metrics, 'registry' | 'scrapeCollectors'>, redis: Pick<Redis, 'pipeline'>, keys: RedisKeys, config: SluiceConfig): void {
   const scopes = configuredScopes(config);
   const scopeGauge = (name: string, help: string) => new Gauge({ name, help, labelNames: ['scope'], registers: [metrics.registry] });
   const inUse = scopeGauge('sluice_permits_in_use', 'Permits held now per scope, across all processors');
   const limit = scopeGauge('sluice_permit_limit', 'Effective concurrency limit per scope (config, or the run-time override)');
-  const dependencyLimit = new Gauge({ name: 'sluice_dependency_limit', help: 'Concurrency cap of a dependency in force now: its permit limit, lowered while it ramps up after its breaker closed', labelNames: ['dependency'], registers: [metrics.registry] });
+  const dependencyLimit = new Gauge({ name: 'sluice_dependency_limit', help: 'Concurrency cap of a dependency in force now: its permit limit, lowered while it ramps up after its breaker closed and to its adaptive concurrency figure', labelNames: ['dependency'], registers: [metrics.registry] });
   const dependencies = Object.keys(config.dependencies);
   metrics.scrapeCollectors.add({
     name: 'permits',
@@ -41,6 +43,7 @@ export function registerPermitGauges(metrics: Pick<Metrics, 'registry' | 'scrape
       const now = Date.now();
       for (const s of scopes) pipeline.zcount(keys.permitScope(s.name), now, '+inf');
       for (const d of dependencies) pipeline.hmget(keys.breaker(d), 'state', 'closedAt');
+      for (const d of dependencies) pipeline.hget(keys.adaptiveLimit(d), 'limit');
       const results = ((await pipeline.exec()) ?? []).map(([err, v]) => {
         if (err) throw err;
         return v;
@@ -49,7 +52,8 @@ export function registerPermitGauges(metrics: Pick<Metrics, 'registry' | 'scrape
       const override = (field: string) => (overrides[field] !== undefined ? Number(overrides[field]) : undefined);
       const globalLimit = override('global') ?? config.limits.global;
       const limits = scopes.map((s) => (s.name === 'class:batch' ? limitAtShare(globalLimit, config.limits.batchShare) : (override(s.name) ?? s.defaultLimit)));
-      const breakers = results.slice(1 + scopes.length) as [string | null, string | null][];
+      const breakers = results.slice(1 + scopes.length, 1 + scopes.length + dependencies.length) as [string | null, string | null][];
+      const figures = results.slice(1 + scopes.length + dependencies.length) as (string | null)[];
       return {
         inUse: scopes.map((_, i) => Number(results[1 + i])),
         limits,
@@ -57,7 +61,8 @@ export function registerPermitGauges(metrics: Pick<Metrics, 'registry' | 'scrape
           const [state, closedAt] = breakers[i]!;
           const closed = numberField(closedAt ?? undefined);
           const since = (state ?? 'closed') === 'closed' && closed !== undefined ? now - closed : undefined;
-          return limitAtShare(limits[scopes.findIndex((s) => s.name === limitField('dependency', d))]!, rampUpShare(config.dependencies[d]!.breaker.rampUp, since));
+          const atRamp = limitAtShare(limits[scopes.findIndex((s) => s.name === limitField('dependency', d))]!, rampUpShare(config.dependencies[d]!.breaker.rampUp, since));
+          return effectiveDependencyLimit(atRamp, adaptiveBounds(config.dependencies[d]!), numberField(figures[i] ?? undefined));
         }),
       };
     },

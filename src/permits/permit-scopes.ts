@@ -3,6 +3,7 @@ import type { SluiceConfig } from '../config/schema.js';
 import type { RunClass } from '../events/schemas.js';
 import type { RedisKeys } from '../redis/keys.js';
 import { limitAtShare } from '../util/limit-share.js';
+import { adaptiveBounds } from './adaptive-limit-policy.js';
 
 /** The scopes whose caps an operator can change at run time (`PUT /v1/admin/limits`). */
 export const LIMIT_SCOPES = ['global', 'tenant', 'workflow', 'dependency'] as const;
@@ -17,8 +18,10 @@ export interface PermitScope {
   /** Field of the limits hash that, when set, replaces `defaultLimit` (the batch class reads `global`). */
   limitField: string;
   defaultLimit: number;
-  /** Part of the limit this scope may use; below 1 only for the batch class. */
+  /** Part of the limit this scope may use; below 1 for the batch class and a ramping dependency. */
   share: number;
+  /** A dependency's adaptive concurrency figure, which holds the limit down: its hash and its max. */
+  adaptive?: { key: string; max: number };
 }
 
 /** Field of the limits hash holding a scope's run-time limit; also that scope's name. */
@@ -68,5 +71,7 @@ export function runScopes(config: SluiceConfig, keys: RedisKeys, run: { tenantId
  * is the part of its limit in force it may use now (below 1 while it ramps up after a close).
  */
 export function dependencyScope(config: SluiceConfig, keys: RedisKeys, dependency: string, share = 1): PermitScope {
-  return { ...configuredScope(config, keys, 'dependency', dependency), share };
+  const scope = { ...configuredScope(config, keys, 'dependency', dependency), share };
+  const bounds = adaptiveBounds(config.dependencies[dependency]!);
+  return bounds ? { ...scope, adaptive: { key: keys.adaptiveLimit(dependency), max: bounds.max } } : scope;
 }

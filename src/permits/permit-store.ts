@@ -36,11 +36,11 @@ export class PermitStore {
     checkTtl(ttlMs);
     const token = `${owner}:${randomBytes(8).toString('hex')}`;
     const keys = scopes.map((s) => s.key);
-    const res = (await this.scripts.run(
-      'permitsAcquire',
-      [...keys, this.keys.permitLimits()],
-      [token, ttlMs, ...scopes.flatMap((s) => [s.limitField, s.defaultLimit, s.share])],
-    )) as [1, number] | [0, number, number, number];
+    const figures: string[] = [];
+    // A scope's adaptive figure is a key after the limits hash; 0 says it has none.
+    const figureIndex = (s: PermitScope) => (s.adaptive ? keys.length + 1 + figures.push(s.adaptive.key) : 0);
+    const args = scopes.flatMap((s) => [s.limitField, s.defaultLimit, s.share, figureIndex(s), s.adaptive?.max ?? 0]);
+    const res = (await this.scripts.run('permitsAcquire', [...keys, this.keys.permitLimits(), ...figures], [token, ttlMs, ...args])) as [1, number] | [0, number, number, number];
     if (res[0] === 1) return { granted: true, lease: { token, scopes: scopes.map((s) => s.name), keys, expiresAt: Number(res[1]) } };
     return { granted: false, blockedBy: scopes[res[1] - 1]!.name, count: Number(res[2]), limit: Number(res[3]) };
   }

@@ -38,6 +38,11 @@ export function redisKeys(namespace: string) {
     permitScope: (scope: string) => `${permits}:scope:${scope}`,
     /** Concurrency limits changed at run time (hash: scope → limit), overriding config on every instance. */
     permitLimits: () => `${permits}:limits`,
+    /**
+     * A dependency's adaptive concurrency figure (hash: limit, decreasedAt), expiring when idle. In the
+     * permit slot, not the dependency's, so permits-acquire.lua reads it in the same atomic step.
+     */
+    adaptiveLimit: (dependency: string) => `${permits}:adaptive:${dependency}`,
     /** Pub/sub channel announcing released permits (payload: the scopes, space-separated). */
     permitReleased: () => `${permits}:released`,
     /** Shared breaker state of a dependency (hash: state, retryAt); written by the breaker scripts. */

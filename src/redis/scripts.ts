@@ -18,6 +18,7 @@ export const SCRIPTS = {
   permitsAcquire: { file: 'permits-acquire.lua', keys: 'any' },
   permitsRenew: { file: 'permits-renew.lua', keys: 'any' },
   permitsRelease: { file: 'permits-release.lua', keys: 'any' },
+  adaptiveLimitUpdate: { file: 'adaptive-limit-update.lua', keys: 1 },
   breakerAdmit: { file: 'breaker-admit.lua', keys: 2 },
   breakerRecord: { file: 'breaker-record.lua', keys: 3 },
   retryBudgetTake: { file: 'retry-budget-take.lua', keys: 1 },

@@ -32,6 +32,7 @@ import { PermitStore } from '../permits/permit-store.js';
 import { DependencyPacer } from '../pacing/dependency-pacer.js';
 import { PacingStore } from '../pacing/pacing-store.js';
 import { PermitWakeups } from '../permits/permit-wakeups.js';
+import { AdaptiveLimitStore } from '../permits/adaptive-limit-store.js';
 import { RedisDependencyPermits, RedisRunPermits } from '../permits/run-permits.js';
 import { UnlimitedPermits } from '../permits/unlimited-permits.js';
 import { registerPermitGauges } from '../permits/permit-metrics.js';
@@ -182,6 +183,7 @@ async function startProcessor(ctx: RoleContext, simulatorUrl: string): Promise<v
     publishStatus: (e) => producer.publishStatus(e, config.processor.produceTimeoutMs),
     cancellation: new RedisCancellations(clients.redis, clients.keys, log),
     dependencyPermits: unlimited ?? new RedisDependencyPermits(permitDeps, rampShare),
+    adaptiveLimits: unlimited ? undefined : new AdaptiveLimitStore(clients.scripts, clients.keys),
     journal: new RedisStepJournal(clients.redis, clients.keys, log),
     breakers: new BreakerStore(clients.scripts, clients.keys, (d) => ownEntry(config.dependencies, d)?.breaker),
     board,

@@ -7,7 +7,6 @@ import { loadConfig } from '../../src/config/load.js';
 import { rampUpShare } from '../../src/config/ramp-up.js';
 import type { LlmDependencyConfig } from '../../src/config/schema.js';
 import { createProviderSim, type ProviderSimStats } from '../../src/dev/sim/provider-sim.js';
-import type { RunRequested } from '../../src/events/schemas.js';
 import { CallGuard } from '../../src/execution/call-guard.js';
 import { createLogger } from '../../src/obs/logger.js';
 import { createMetrics } from '../../src/obs/metrics.js';
@@ -18,11 +17,10 @@ import { PermitWakeups } from '../../src/permits/permit-wakeups.js';
 import { RedisDependencyPermits } from '../../src/permits/run-permits.js';
 import { redisKeys } from '../../src/redis/keys.js';
 import { LuaScripts } from '../../src/redis/scripts.js';
-import { newRunId } from '../../src/runs/run-id.js';
 import { callLlm, createAnthropicClient } from '../../src/steps/llm-call.js';
 import { freePort } from '../../src/util/free-port.js';
 import { sha256Hex } from '../../src/util/sha256-hex.js';
-import { eventually, testNamespace } from './harness.js';
+import { batchRunNow, eventually, testNamespace } from './harness.js';
 import { connectRedis, deleteMatching } from './lua/redis-clients.js';
 
 /**
@@ -80,11 +78,6 @@ async function processor(): Promise<Processor> {
   };
 }
 
-const run = (): RunRequested => {
-  const now = Date.now();
-  return { runId: newRunId(), tenantId: 'tenant-a', workflow: 'support-reply', class: 'batch', admittedAt: now, deadline: now + 60_000, attempt: 1, traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01', input: '{}', idempotencyKey: null, dueAt: null };
-};
-
 describe('a breaker closing with a held backlog', () => {
   const ADMIN_KEY = 'ramp-admin';
   const sim = createProviderSim({ adminKeySha256: sha256Hex(ADMIN_KEY), logger, tools: [], defaults: { anthropic: { latencyMs: LATENCY_MS, jitterMs: 0 } } });
@@ -114,7 +107,7 @@ describe('a breaker closing with a held backlog', () => {
     // Trip the breaker, then close it with one successful probe.
     await a.guard.record(DEP, undefined, 'failure', 1);
     await eventually(async () => (a.board.view(DEP).state === 'open' && b.board.view(DEP).state === 'open' ? true : undefined), 3_000, 'both boards see the trip', 10);
-    const probe = await eventually(async () => a.guard.admit(run(), DEP, 'probe').catch(() => undefined), 3_000, 'a probe admitted', 50);
+    const probe = await eventually(async () => a.guard.admit(batchRunNow(), DEP, 'probe').catch(() => undefined), 3_000, 'a probe admitted', 50);
     expect(probe).toBe('probe');
 
     // The backlog: callers on both processors waiting for the close, as held runs are.
@@ -129,7 +122,7 @@ describe('a breaker closing with a held backlog', () => {
     let inFlight = 0;
     const samples: { sinceClose: number; inFlight: number }[] = [];
     const call = async (p: Processor, closedAt: () => number) => {
-      const r = run();
+      const r = batchRunNow();
       await p.guard.admit(r, DEP, `${r.runId}:call`);
       const release = await p.guard.takePermit(r, DEP);
       inFlight++;

@@ -39,6 +39,7 @@ describe('the sluice CLI, run as a user would', () => {
     [{ api: { port: 'eighty' } }, 'api.port'],
     [{ workflows: { broken: { steps: [{ id: 'x', kind: 'tool', tool: 'no-such-tool' }] } } }, 'workflows.broken.steps.0.tool'],
     [{ pricing: { models: { 'claude-sonnet-4': { inputPerMillionTokens: -3, outputPerMillionTokens: 15 } } } }, 'pricing.models.claude-sonnet-4.inputPerMillionTokens'],
+    [{ dependencies: { anthropic: { adaptiveConcurrency: { min: 1, decreaseFactor: 1.5 } } } }, 'dependencies.anthropic.adaptiveConcurrency.decreaseFactor'],
   ])('exits 2 naming the field when the config is bad (%j)', (override, field) => {
     const r = sluice(['config', '--config', writeTestConfig(override)]);
     expect(r.status).toBe(2);

@@ -5,6 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { inject } from 'vitest';
 import { parse, stringify } from 'yaml';
+import type { RunRequested } from '../../src/events/schemas.js';
+import { newRunId } from '../../src/runs/run-id.js';
 import { packageRoot } from '../../src/util/package-root.js';
 import { freePort } from '../../src/util/free-port.js';
 
@@ -18,6 +20,12 @@ export const ADMIN_KEY = 'local-admin-key';
 /** A fresh namespace (topics, groups, Redis keys) per test file, so files never see each other's state. */
 export function testNamespace(label: string): string {
   return `t-${label}-${Date.now().toString(36)}-${randomBytes(3).toString('hex')}.`;
+}
+
+/** A batch run of support-reply for tenant-a as admission would produce it, admitted now with a minute to go. */
+export function batchRunNow(): RunRequested {
+  const now = Date.now();
+  return { runId: newRunId(), tenantId: 'tenant-a', workflow: 'support-reply', class: 'batch', admittedAt: now, deadline: now + 60_000, attempt: 1, traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01', input: '{}', idempotencyKey: null, dueAt: null };
 }
 
 type Json = Record<string, unknown>;

@@ -87,7 +87,7 @@ describe('permits-acquire.lua', () => {
   it('returns the raw answers {1, expiry} and {0, scope index, count, limit}', async () => {
     const { keys } = fresh();
     const k = [keys.permitScope('x'), keys.permitScope('y'), keys.permitLimits()];
-    const args = (token: string) => [token, TTL, 'x', 5, 1, 'y', 1, 1];
+    const args = (token: string) => [token, TTL, 'x', 5, 1, 0, 0, 'y', 1, 1, 0, 0];
     const ok = (await scriptsA.run('permitsAcquire', k, args('a'))) as number[];
     expect(ok).toHaveLength(2);
     expect(ok[0]).toBe(1);
@@ -176,10 +176,10 @@ describe('permits-acquire.lua', () => {
   it('counts a retried acquisition (same token) once', async () => {
     const { keys } = fresh();
     const k = [keys.permitScope('only'), keys.permitLimits()];
-    expect((await scriptsA.run('permitsAcquire', k, ['tok', TTL, 'only', 1, 1]) as number[])[0]).toBe(1);
-    expect((await scriptsB.run('permitsAcquire', k, ['tok', TTL, 'only', 1, 1]) as number[])[0]).toBe(1);
+    expect((await scriptsA.run('permitsAcquire', k, ['tok', TTL, 'only', 1, 1, 0, 0]) as number[])[0]).toBe(1);
+    expect((await scriptsB.run('permitsAcquire', k, ['tok', TTL, 'only', 1, 1, 0, 0]) as number[])[0]).toBe(1);
     expect(await a.zcard(keys.permitScope('only'))).toBe(1);
-    expect(await scriptsA.run('permitsAcquire', k, ['other', TTL, 'only', 1, 1])).toEqual([0, 1, 1, 1]);
+    expect(await scriptsA.run('permitsAcquire', k, ['other', TTL, 'only', 1, 1, 0, 0])).toEqual([0, 1, 1, 1]);
   });
 
   it('gives a crashed holder’s permits back after the TTL, without anyone releasing them', async () => {

@@ -90,8 +90,9 @@ describe('LuaScripts', () => {
     await scripts.run('idempotencyClaim', [keys.idempotency('t', 'k')], ['h', 'tok', 10_000]);
     await scripts.run('idempotencySettle', [keys.idempotency('t', 'k')], ['tok', 'forget', 0, '', 0]);
     const permitKeys = [keys.permitScope('global'), keys.permitScope('tenant:t')];
-    await scripts.run('permitsAcquire', [...permitKeys, keys.permitLimits()], ['tok', 10_000, 'global', 1, 1, 'tenant:t', 1, 1]);
+    await scripts.run('permitsAcquire', [...permitKeys, keys.permitLimits()], ['tok', 10_000, 'global', 1, 1, 0, 0, 'tenant:t', 1, 1, 0, 0]);
     await scripts.run('permitsRenew', permitKeys, ['tok', 10_000]);
+    await scripts.run('adaptiveLimitUpdate', [keys.adaptiveLimit('d')], ['success', 1, 10, 0.7, 1_000, 60_000]);
     await scripts.run('permitsRelease', permitKeys, ['tok', keys.permitReleased(), 'global', 'tenant:t']);
     await scripts.run('breakerAdmit', [keys.breaker('d'), keys.breakerProbes('d')], ['tok', 1, 1_000, 2_000, keys.breakerChanged(), 'd']);
     await scripts.run('breakerRecord', [keys.breaker('d'), keys.breakerWindow('d'), keys.breakerProbes('d')], ['', 'success', 1, 1_000, 5, 5, 0.5, 1_000, 1, 1_000, 1, 2_000, keys.breakerChanged(), 'd']);

@@ -251,6 +251,43 @@ describe('breaker.rampUp', () => {
   });
 });
 
+describe('dependencies.<name>.adaptiveConcurrency', () => {
+  it('is absent unless configured, and takes its defaults with only min given', () => {
+    expect(parseConfig(baseDoc()).dependencies.anthropic!.adaptiveConcurrency).toBeUndefined();
+    const doc = baseDoc();
+    doc.dependencies.anthropic.adaptiveConcurrency = { min: 1 };
+    expect(parseConfig(doc).dependencies.anthropic!.adaptiveConcurrency).toEqual({ min: 1, decreaseFactor: 0.7, cooldownMs: 1_000, idleResetMs: 600_000 });
+    doc.dependencies.lookup.adaptiveConcurrency = { min: 1, max: 6, decreaseFactor: 0.5, latencyTargetMs: 800, cooldownMs: 0, idleResetMs: 1_000 };
+    expect(parseConfig(doc).dependencies.lookup!.adaptiveConcurrency).toEqual({ min: 1, max: 6, decreaseFactor: 0.5, latencyTargetMs: 800, cooldownMs: 0, idleResetMs: 1_000 });
+  });
+
+  it('names the field of a bad value', () => {
+    const at = 'dependencies.anthropic.adaptiveConcurrency';
+    for (const [adaptive, field] of [
+      [{}, `${at}.min`],
+      [{ min: 0 }, `${at}.min`],
+      [{ min: 1.5 }, `${at}.min`],
+      [{ min: 2, max: 1 }, `${at}.max`],
+      [{ min: 5 }, `${at}.min`],
+      [{ min: 1, decreaseFactor: 1 }, `${at}.decreaseFactor`],
+      [{ min: 1, decreaseFactor: 0 }, `${at}.decreaseFactor`],
+      [{ min: 1, latencyTargetMs: 0 }, `${at}.latencyTargetMs`],
+      [{ min: 1, cooldownMs: -1 }, `${at}.cooldownMs`],
+      [{ min: 1, idleResetMs: 999 }, `${at}.idleResetMs`],
+    ] as const) {
+      const doc = baseDoc();
+      doc.dependencies.anthropic.adaptiveConcurrency = adaptive;
+      expect(configError(() => parseConfig(doc)).fields, JSON.stringify(adaptive)).toEqual([field]);
+    }
+  });
+
+  it('lets min exceed maxConcurrency when max is given (the permit limit may be raised at run time)', () => {
+    const doc = baseDoc();
+    doc.dependencies.anthropic.adaptiveConcurrency = { min: 5, max: 10 };
+    expect(parseConfig(doc).dependencies.anthropic!.adaptiveConcurrency).toMatchObject({ min: 5, max: 10 });
+  });
+});
+
 describe('parseConfig environment overrides', () => {
   it('splits KAFKA_BROKERS on commas, trimming blanks and empty items', () => {
     const cfg = parseConfig(baseDoc(), { KAFKA_BROKERS: ' a.example:9092, b.example:9093 ,,c:1 ' });

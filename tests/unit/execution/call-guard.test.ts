@@ -6,19 +6,34 @@ import type { RunRequested } from '../../../src/events/schemas.js';
 import { CallGuard, DependencyUnavailable, type CallPacer } from '../../../src/execution/call-guard.js';
 import { InfrastructureError } from '../../../src/execution/run-faults.js';
 import { createLogger } from '../../../src/obs/logger.js';
+import type { SluiceConfig } from '../../../src/config/schema.js';
+import type { AdaptiveLimitStore } from '../../../src/permits/adaptive-limit-store.js';
+import { StepError } from '../../../src/steps/step-error.js';
 
 const NOW = Date.UTC(2026, 0, 1, 12, 0, 0);
 const config = loadConfig({ env: {} });
 const openMs = config.dependencies.anthropic!.breaker.openMs;
 const run = { runId: 'r1', class: 'interactive', deadline: NOW + 30_000 } as RunRequested;
 
-function guard(opts: { view?: BreakerView; admit?: () => Promise<BreakerAdmission>; release?: () => Promise<void>; record?: () => Promise<{ state: 'closed'; changed: boolean }>; pacer?: CallPacer } = {}) {
+function guard(
+  opts: {
+    view?: BreakerView;
+    admit?: () => Promise<BreakerAdmission>;
+    release?: () => Promise<void>;
+    record?: () => Promise<{ state: 'closed'; changed: boolean }>;
+    pacer?: CallPacer;
+    config?: SluiceConfig;
+    adaptiveLimits?: Pick<AdaptiveLimitStore, 'apply'>;
+  } = {},
+) {
   const asked: string[] = [];
   const warnings: string[] = [];
+  const infos: string[] = [];
   const logger = createLogger('silent');
   logger.warn = ((_: unknown, msg: string) => void warnings.push(msg)) as typeof logger.warn;
+  logger.info = ((_: unknown, msg: string) => void infos.push(msg)) as typeof logger.info;
   const g = new CallGuard({
-    config,
+    config: opts.config ?? config,
     board: { view: (d) => opts.view ?? { name: d, state: 'closed' } },
     breakers: {
       admit: async (d, token) => {
@@ -29,10 +44,11 @@ function guard(opts: { view?: BreakerView; admit?: () => Promise<BreakerAdmissio
     },
     dependencyPermits: { acquire: async () => opts.release ?? (async () => undefined) },
     pacer: opts.pacer,
+    adaptiveLimits: opts.adaptiveLimits,
     logger,
     now: () => NOW,
   });
-  return { g, asked, warnings };
+  return { g, asked, warnings, infos };
 }
 
 async function refusal(p: Promise<unknown>): Promise<unknown> {
@@ -135,5 +151,55 @@ describe('CallGuard.pace and afterCall', () => {
     const failing = guard({ pacer: pacerOf(async () => ({ kind: 'go', waitMs: 0 }), { learn: async () => Promise.reject(new Error('down')) }) });
     await expect(failing.g.afterCall('anthropic', tokens, tokens, { status: 200 })).resolves.toBeUndefined();
     expect(failing.warnings).toEqual(['could not tell the pacer how a call went']);
+  });
+});
+
+describe('CallGuard.adapt', () => {
+  const policy = { min: 2, decreaseFactor: 0.5, latencyTargetMs: 1_000, cooldownMs: 1_000, idleResetMs: 60_000 };
+  const adaptive = structuredClone(config);
+  adaptive.dependencies.anthropic!.adaptiveConcurrency = policy;
+  const tooMany = new StepError('http_status', 'anthropic', '429', true, 429);
+
+  function adapting(apply: AdaptiveLimitStore['apply'] = async () => ({ limit: 1, cut: false })) {
+    const applied: unknown[] = [];
+    const fixture = guard({ config: adaptive, adaptiveLimits: { apply: async (...args) => (applied.push(args), apply(...args)) } });
+    return { ...fixture, applied };
+  }
+
+  it('applies each call\'s signal to the dependency\'s figure, with its bounds and policy', async () => {
+    const { g, applied } = adapting();
+    await g.adapt('anthropic', undefined, 200);
+    await g.adapt('anthropic', undefined, 1_500);
+    await g.adapt('anthropic', tooMany, 10);
+    const bounds = { min: 2, max: config.dependencies.anthropic!.maxConcurrency };
+    expect(applied).toEqual([
+      ['anthropic', 'success', bounds, policy],
+      ['anthropic', 'congestion', bounds, policy],
+      ['anthropic', 'congestion', bounds, policy],
+    ]);
+  });
+
+  it('applies nothing for a call that says nothing of load', async () => {
+    const { g, applied } = adapting();
+    await g.adapt('anthropic', new StepError('http_status', 'anthropic', '500', true, 500), 10);
+    await g.adapt('anthropic', new Error('cancelled'), 10);
+    expect(applied).toEqual([]);
+  });
+
+  it('applies nothing for a dependency without adaptiveConcurrency, or without a store (caps off)', async () => {
+    const { g, applied } = adapting();
+    await g.adapt('order-lookup', tooMany, 10);
+    await g.adapt('no-such-dependency', tooMany, 10);
+    expect(applied).toEqual([]);
+    await expect(guard({ config: adaptive }).g.adapt('anthropic', tooMany, 10)).resolves.toBeUndefined();
+  });
+
+  it('logs a cut, and logs rather than throws when the figure cannot be moved', async () => {
+    const cutting = adapting(async () => ({ limit: 3, cut: true }));
+    await cutting.g.adapt('anthropic', tooMany, 10);
+    expect(cutting.infos).toEqual(['congestion: lowered the adaptive concurrency limit']);
+    const failing = adapting(() => Promise.reject(new Error('Connection is closed.')));
+    await expect(failing.g.adapt('anthropic', tooMany, 10)).resolves.toBeUndefined();
+    expect(failing.warnings).toEqual(['could not update the adaptive concurrency limit']);
   });
 });

@@ -208,6 +208,19 @@ describe('RunExecutor retries (the one retry layer)', () => {
     expect(llmCalls()).toBe(1); // one call in the window: 10% of it is not a whole retry
     expect(retries).toHaveLength(1);
   });
+
+  it('moves an adaptive dependency\'s figure by each call, before its permit goes back: a 529 cuts, the retried success grows it', async () => {
+    const config = loadConfig({ env: {} });
+    config.dependencies.anthropic!.adaptiveConcurrency = { min: 1, decreaseFactor: 0.5, cooldownMs: 1_000, idleResetMs: 60_000 };
+    const events: string[] = [];
+    const deps: Partial<RunExecutorDeps> = {
+      dependencyPermits: { acquire: async (d) => (events.push(`acquire ${d}`), async () => void events.push(`release ${d}`)) },
+      adaptiveLimits: { apply: async (d, signal) => (events.push(`${signal} ${d}`), { limit: 1, cut: false }) },
+    };
+    const { exec } = executor([], laterSteps(), [overloaded()], config, { deps });
+    expect(await exec.execute(run, ATTEMPT)).toBe('completed');
+    expect(events).toEqual(['acquire anthropic', 'congestion anthropic', 'release anthropic', 'acquire anthropic', 'success anthropic', 'release anthropic']);
+  });
 });
 
 const lastAttempt = { ...ATTEMPT, priorFailures: 2 };

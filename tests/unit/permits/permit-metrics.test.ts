@@ -20,9 +20,10 @@ describe('configuredScopes', () => {
 
 /**
  * A Redis pipeline stand-in: HGETALL answers the overrides, every ZCOUNT `held`, HMGET of a breaker
- * hash its `breakers` entry (state, closedAt) or nothing; `fail` rejects exec as a lost connection does.
+ * hash its `breakers` entry (state, closedAt) or nothing, HGET of an adaptive figure its `figures`
+ * entry or nothing; `fail` rejects exec as a lost connection does.
  */
-function fakeRedis(state: { overrides: Record<string, string>; held: number; fail: boolean; breakers?: Record<string, [string, string]> }): Pick<Redis, 'pipeline'> {
+function fakeRedis(state: { overrides: Record<string, string>; held: number; fail: boolean; breakers?: Record<string, [string, string]>; figures?: Record<string, string> }): Pick<Redis, 'pipeline'> {
   return {
     pipeline: () => {
       const replies: [Error | null, unknown][] = [];
@@ -30,6 +31,7 @@ function fakeRedis(state: { overrides: Record<string, string>; held: number; fai
         hgetall: () => (replies.push([null, state.overrides]), p),
         zcount: () => (replies.push([null, String(state.held)]), p),
         hmget: (key: string) => (replies.push([null, state.breakers?.[key] ?? [null, null]]), p),
+        hget: (key: string) => (replies.push([null, state.figures?.[key] ?? null]), p),
         exec: async () => {
           if (state.fail) throw new Error('Connection is closed.');
           return replies;
@@ -67,6 +69,26 @@ describe('registerPermitGauges', () => {
     expect(text).toContain('sluice_dependency_limit{dependency="anthropic"} 3');
     expect(text).toContain(`sluice_dependency_limit{dependency="order-lookup"} ${config.dependencies['order-lookup']!.maxConcurrency}`);
     expect(text).toContain(`sluice_dependency_limit{dependency="report"} ${config.dependencies.report!.maxConcurrency}`);
+  });
+
+  it('holds a dependency with adaptive concurrency to its figure (rounded down; max while unset) below its ramped limit', async () => {
+    const config = loadConfig({ env: {} });
+    const anthropic = config.dependencies.anthropic!;
+    anthropic.breaker.rampUp = { initialFraction: 0.5, stepFraction: 0.5, intervalMs: 60_000 };
+    anthropic.adaptiveConcurrency = { min: 1, decreaseFactor: 0.7, cooldownMs: 1_000, idleResetMs: 60_000 };
+    config.dependencies.report!.adaptiveConcurrency = { min: 1, max: 2, decreaseFactor: 0.7, cooldownMs: 1_000, idleResetMs: 60_000 };
+    const keys = redisKeys('');
+    const metrics = createMetrics();
+    const state = { overrides: { 'dependency:anthropic': '20' }, held: 0, fail: false, breakers: { [keys.breaker('anthropic')]: ['closed', String(Date.now() - 1_000)] } as Record<string, [string, string]>, figures: { [keys.adaptiveLimit('anthropic')]: '4.7' } };
+    registerPermitGauges(metrics, fakeRedis(state), keys, config);
+    await metrics.scrapeCollectors.collect();
+    let text = await metrics.registry.metrics();
+    expect(text).toContain('sluice_dependency_limit{dependency="anthropic"} 4');
+    expect(text).toContain('sluice_dependency_limit{dependency="report"} 2');
+    state.figures = { [keys.adaptiveLimit('anthropic')]: '15.2' };
+    await metrics.scrapeCollectors.collect();
+    text = await metrics.registry.metrics();
+    expect(text).toContain('sluice_dependency_limit{dependency="anthropic"} 10');
   });
 
   it('leaves both gauges out of a scrape Redis cannot answer, counts it, and shows them again once it can', async () => {

@@ -55,6 +55,14 @@ describe('dependencyScope', () => {
     });
     expect(() => dependencyScope(config, keys, 'toString')).toThrow('no dependency "toString" in the configuration');
   });
+
+  it('names the adaptive concurrency figure of a dependency that has one, in the permit slot, with its max', () => {
+    const adaptive = structuredClone(config);
+    adaptive.dependencies['order-lookup']!.adaptiveConcurrency = { min: 1, decreaseFactor: 0.7, cooldownMs: 1_000, idleResetMs: 60_000 };
+    expect(dependencyScope(adaptive, keys, 'order-lookup', 0.5)).toMatchObject({ share: 0.5, adaptive: { key: '{ns.sluice:permits}:adaptive:order-lookup', max: 8 } });
+    adaptive.dependencies['order-lookup']!.adaptiveConcurrency!.max = 20;
+    expect(dependencyScope(adaptive, keys, 'order-lookup').adaptive).toEqual({ key: keys.adaptiveLimit('order-lookup'), max: 20 });
+  });
 });
 
 describe('limitField and configuredLimit', () => {
