@@ -1,0 +1,82 @@
+/**
+ * The arithmetic of the in-flight and footprint benches (inflight-bench.ts, footprint-bench.ts),
+ * kept pure so it is unit-tested: counter deltas, percentiles, the throughput ratio.
+ */
+
+/** Named counters read twice (commands, topics, tables): what grew, largest first. */
+export function counterDelta(before: ReadonlyMap<string, number>, after: ReadonlyMap<string, number>): [string, number][] {
+  const out: [string, number][] = [];
+  for (const [name, n] of after) {
+    const d = n - (before.get(name) ?? 0);
+    if (d > 0) out.push([name, d]);
+  }
+  return out.sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]));
+}
+
+/** `delta` less `idle` (a rate per second over an idle window) scaled to `windowSec`; nothing goes below 0. */
+export function lessIdle(delta: [string, number][], idlePerSec: ReadonlyMap<string, number>, windowSec: number): [string, number][] {
+  return delta
+    .map(([name, n]): [string, number] => [name, Math.max(0, n - (idlePerSec.get(name) ?? 0) * windowSec)])
+    .filter(([, n]) => n > 0)
+    .sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]));
+}
+
+/** `INFO commandstats`: calls per command. */
+export function parseCommandStats(info: string): Map<string, number> {
+  const calls = new Map<string, number>();
+  for (const m of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) calls.set(m[1]!, Number(m[2]));
+  return calls;
+}
+
+/** A numeric `field:value` line of an INFO section. */
+export function infoField(info: string, field: string): number {
+  const m = new RegExp(`^${field}:(\\d+)`, 'm').exec(info);
+  if (!m) throw new Error(`INFO has no ${field}`);
+  return Number(m[1]);
+}
+
+/** Nearest-rank percentile (p in 0..100) of the values; NaN for none. */
+export function percentile(values: readonly number[], p: number): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const rank = Math.ceil((p / 100) * sorted.length);
+  return sorted[Math.min(sorted.length, Math.max(1, rank)) - 1]!;
+}
+
+export const median = (values: readonly number[]) => percentile(values, 50);
+
+export interface ThroughputFigure {
+  /** Runs finished per second in the measured window. */
+  achievedPerSec: number;
+  /** Runs that can run at once (the smaller of the in-flight total and the binding cap) over one run's simulated latency. */
+  idealPerSec: number;
+  ratio: number;
+}
+
+/**
+ * Little's law: with `concurrent` runs always in flight and each taking `runTimeMs` of simulated
+ * latency, `concurrent / runTime` runs finish per second; the achieved rate is measured against it.
+ */
+export function throughputFigure(finished: number, windowSec: number, concurrent: number, runTimeMs: number): ThroughputFigure {
+  if (windowSec <= 0 || runTimeMs <= 0) throw new Error('window and run time must be positive');
+  const achievedPerSec = finished / windowSec;
+  const idealPerSec = concurrent / (runTimeMs / 1000);
+  return { achievedPerSec, idealPerSec, ratio: achievedPerSec / idealPerSec };
+}
+
+/** The total in flight split over processors as evenly as whole numbers allow (the first ones take the remainder). */
+export function splitInFlight(total: number, processors: number): number[] {
+  if (!Number.isInteger(total) || !Number.isInteger(processors) || processors < 1 || total < processors) throw new Error(`cannot split ${total} runs over ${processors} processors`);
+  const base = Math.floor(total / processors);
+  return Array.from({ length: processors }, (_, i) => base + (i < total % processors ? 1 : 0));
+}
+
+/** Bytes a run in flight costs: memory under load less memory idle, over the runs in flight. */
+export function bytesPerRun(idleBytes: number, loadedBytes: number, inFlight: number): number {
+  return inFlight > 0 ? (loadedBytes - idleBytes) / inFlight : Number.NaN;
+}
+
+/** Sum of the partitions' end offsets per topic, from kafkajs's fetchTopicOffsets answers. */
+export function endOffsetsByTopic(topics: Record<string, readonly { high: string }[]>): Map<string, number> {
+  return new Map(Object.entries(topics).map(([topic, partitions]) => [topic, partitions.reduce((sum, p) => sum + Number(p.high), 0)]));
+}

@@ -1,0 +1,81 @@
+import { describe, expect, it } from 'vitest';
+import {
+  bytesPerRun,
+  counterDelta,
+  endOffsetsByTopic,
+  infoField,
+  lessIdle,
+  median,
+  parseCommandStats,
+  percentile,
+  splitInFlight,
+  throughputFigure,
+} from '../../../../src/dev/bench/sizing-figures.js';
+
+describe('counterDelta', () => {
+  it('keeps what grew, counting a name absent before from zero, largest first', () => {
+    const before = new Map([['evalsha', 10], ['get', 5], ['set', 7]]);
+    const after = new Map([['evalsha', 40], ['get', 5], ['set', 9], ['publish', 2]]);
+    expect(counterDelta(before, after)).toEqual([['evalsha', 30], ['publish', 2], ['set', 2]]);
+  });
+});
+
+describe('lessIdle', () => {
+  it('subtracts the idle rate scaled to the window, never below zero', () => {
+    const idle = new Map([['evalsha', 2], ['ping', 5]]);
+    expect(lessIdle([['evalsha', 30], ['ping', 40], ['set', 3]], idle, 10)).toEqual([['evalsha', 10], ['set', 3]]);
+  });
+});
+
+describe('INFO parsing', () => {
+  const info = '# Commandstats\r\ncmdstat_evalsha:calls=120,usec=900,usec_per_call=7.50\r\ncmdstat_get:calls=3,usec=1\r\n';
+  it('reads calls per command', () => {
+    expect(parseCommandStats(info)).toEqual(new Map([['evalsha', 120], ['get', 3]]));
+  });
+  it('reads one numeric field and refuses a missing one', () => {
+    expect(infoField('# Stats\r\ntotal_net_input_bytes:4096\r\ntotal_net_output_bytes:77\r\n', 'total_net_output_bytes')).toBe(77);
+    expect(() => infoField('# Stats\r\n', 'total_net_input_bytes')).toThrow(/total_net_input_bytes/);
+  });
+});
+
+describe('percentile', () => {
+  it('is the nearest rank', () => {
+    const v = Array.from({ length: 100 }, (_, i) => 100 - i);
+    expect(percentile(v, 99)).toBe(99);
+    expect(percentile(v, 100)).toBe(100);
+    expect(percentile(v, 0)).toBe(1);
+    expect(median([5, 1, 3])).toBe(3);
+    expect(percentile([], 50)).toBeNaN();
+  });
+});
+
+describe('throughputFigure', () => {
+  it('measures runs/s against concurrent runs over the run time', () => {
+    // 1000 in flight, 10 s per run: 100 runs/s ideal; 5 700 runs in 60 s is 95/s.
+    const f = throughputFigure(5_700, 60, 1_000, 10_000);
+    expect(f.idealPerSec).toBe(100);
+    expect(f.achievedPerSec).toBe(95);
+    expect(f.ratio).toBeCloseTo(0.95, 10);
+  });
+  it('refuses an empty window', () => {
+    expect(() => throughputFigure(1, 0, 1, 1)).toThrow();
+  });
+});
+
+describe('splitInFlight', () => {
+  it('splits the total evenly, the remainder on the first processors', () => {
+    expect(splitInFlight(1_000, 3)).toEqual([334, 333, 333]);
+    expect(splitInFlight(1_000, 1)).toEqual([1_000]);
+    expect(() => splitInFlight(2, 3)).toThrow();
+  });
+});
+
+describe('bytesPerRun and endOffsetsByTopic', () => {
+  it('divides the growth by the runs in flight', () => {
+    expect(bytesPerRun(100e6, 150e6, 1_000)).toBe(50_000);
+    expect(bytesPerRun(1, 2, 0)).toBeNaN();
+  });
+  it('sums the partitions\' end offsets per topic', () => {
+    expect(endOffsetsByTopic({ a: [{ high: '3' }, { high: '4' }], b: [] })).toEqual(new Map([['a', 7], ['b', 0]]));
+  });
+});
