@@ -126,6 +126,16 @@ program
   });
 
 program
+  .command('footprint')
+  .description('what one run costs end to end (API → processor → status sink): Redis commands and bytes, Kafka records and bytes per topic, Postgres rows per table')
+  .option('--runs <n>', 'runs measured', bounded(10, 20_000), 200)
+  .option('--json', 'print the figures as JSON instead of a table', false)
+  .action(async (o: { runs: number; json: boolean }) => {
+    const { benchFootprint } = await import('./footprint-bench.js');
+    await benchFootprint({ runs: o.runs, json: o.json });
+  });
+
+program
   .command('bullmq-worker', { hidden: true })
   .requiredOption('--redis <url>', 'Redis URL')
   .requiredOption('--queue <name>', 'queue name')
