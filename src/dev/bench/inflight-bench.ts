@@ -87,6 +87,8 @@ export interface ProcessorFigures {
   loaded: { rssBytes: number; heapBytes: number };
   perRunBytes: { rss: number; heap: number };
   cpuMsPerRun: number;
+  /** Mean milliseconds, from the processor's histograms over the window: a run's execution, one LLM call, a run's wait for permits and a slot. */
+  meanMs: { execution: number; llmCall: number; queueWait: number };
 }
 
 export interface InflightResult {
@@ -121,8 +123,21 @@ function runRequest(i: number, deadlineMs: number): RunRequested {
   };
 }
 
-/** Figures of one processor from its samples: idle ones (before any run) and those of the window. */
-function processorFigures(maxInFlight: number, idle: Sample[], window: Sample[], idealShare: number): ProcessorFigures {
+/** Sum of a sample over the label sets whose labels contain `labels` (e.g. `dependency="anthropic"`). */
+function promSumWith(text: string, name: string, labels: string): number {
+  let sum = 0;
+  for (const m of text.matchAll(new RegExp(`^${name}\\{([^}]*)\\} (\\S+)$`, 'gm'))) if (m[1]!.includes(labels)) sum += Number(m[2]);
+  return sum;
+}
+
+/** Mean of a histogram over the window, in ms, from its _sum and _count at both ends. */
+function windowMeanMs(first: string, last: string, name: string, labels = ''): number {
+  const d = (suffix: string) => promSumWith(last, `${name}_${suffix}`, labels) - promSumWith(first, `${name}_${suffix}`, labels);
+  return (d('sum') * 1000) / d('count');
+}
+
+/** Figures of one processor from its samples (idle ones before any run, those of the window) and its metrics at both ends of the window. */
+function processorFigures(maxInFlight: number, idle: Sample[], window: Sample[], idealShare: number, texts: { first: string; last: string }): ProcessorFigures {
   const first = window[0]!;
   const last = window[window.length - 1]!;
   const finished = last.finished - first.finished;
@@ -144,6 +159,11 @@ function processorFigures(maxInFlight: number, idle: Sample[], window: Sample[],
     loaded: { rssBytes: loadedRss, heapBytes: loadedHeap },
     perRunBytes: { rss: bytesPerRun(idleRss, loadedRss, medianInFlight), heap: bytesPerRun(idleHeap, loadedHeap, medianInFlight) },
     cpuMsPerRun: finished > 0 ? ((last.cpuSec - first.cpuSec) * 1000) / finished : Number.NaN,
+    meanMs: {
+      execution: windowMeanMs(texts.first, texts.last, 'sluice_run_execution_seconds'),
+      llmCall: windowMeanMs(texts.first, texts.last, 'sluice_step_call_seconds', 'dependency="anthropic"'),
+      queueWait: windowMeanMs(texts.first, texts.last, 'sluice_run_queue_wait_seconds'),
+    },
   };
 }
 
@@ -265,7 +285,7 @@ export async function runInflight(opts: InflightBenchOptions): Promise<InflightR
         windowSec,
         concurrent,
         throughput,
-        processors: shares.map((share, i) => processorFigures(share, idle[i]!, window[i]!, (throughput.idealPerSec * share) / opts.inFlight)),
+        processors: shares.map((share, i) => processorFigures(share, idle[i]!, window[i]!, (throughput.idealPerSec * share) / opts.inFlight, { first: firstTexts[i]!, last: lastTexts[i]! })),
         outcomes,
         llmPeakConcurrent,
         capsExact: llmPeakConcurrent <= opts.llmCap,
@@ -301,12 +321,12 @@ export function inflightTable(r: InflightResult): string {
     `| LLM calls in flight at most (simulator) | ${r.llmPeakConcurrent} | <= cap ${o.llmCap}: ${r.capsExact ? 'exact' : 'EXCEEDED'} |`,
     `| outcomes in the window | ${Object.entries(r.outcomes).map(([s, n]) => `${s} ${n}`).join(', ')} | |`,
     '',
-    '| processor | maxInFlight | median in flight | runs/s | of its share | event-loop p99 median / worst 1 s (ms) | RSS idle → loaded (MiB) | heap idle → loaded (MiB) | RSS per run (KiB) | heap per run (KiB) | CPU ms per run |',
-    '|---|---|---|---|---|---|---|---|---|---|---|',
+    '| processor | maxInFlight | median in flight | runs/s | of its share | event-loop p99 median / worst 1 s (ms) | RSS idle → loaded (MiB) | heap idle → loaded (MiB) | RSS per run (KiB) | heap per run (KiB) | CPU ms per run | mean ms: run execution / LLM call / wait for permits |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|',
   ];
   r.processors.forEach((p, i) => {
     lines.push(
-      `| ${i} | ${p.maxInFlight} | ${p.medianInFlight} | ${p.runsPerSec.toFixed(2)} | ${p.ratioOfShare.toFixed(3)} | ${p.lagP99Ms.median.toFixed(1)} / ${p.lagP99Ms.worst.toFixed(1)} ${p.lagP99Ms.worst <= LAG_TARGET_MS ? '(<= 50 met)' : '(> 50)'} | ${mib(p.idle.rssBytes)} → ${mib(p.loaded.rssBytes)} | ${mib(p.idle.heapBytes)} → ${mib(p.loaded.heapBytes)} | ${kib(p.perRunBytes.rss)} | ${kib(p.perRunBytes.heap)} | ${p.cpuMsPerRun.toFixed(2)} |`,
+      `| ${i} | ${p.maxInFlight} | ${p.medianInFlight} | ${p.runsPerSec.toFixed(2)} | ${p.ratioOfShare.toFixed(3)} | ${p.lagP99Ms.median.toFixed(1)} / ${p.lagP99Ms.worst.toFixed(1)} ${p.lagP99Ms.worst <= LAG_TARGET_MS ? '(<= 50 met)' : '(> 50)'} | ${mib(p.idle.rssBytes)} → ${mib(p.loaded.rssBytes)} | ${mib(p.idle.heapBytes)} → ${mib(p.loaded.heapBytes)} | ${kib(p.perRunBytes.rss)} | ${kib(p.perRunBytes.heap)} | ${p.cpuMsPerRun.toFixed(2)} | ${p.meanMs.execution.toFixed(0)} / ${p.meanMs.llmCall.toFixed(0)} / ${p.meanMs.queueWait.toFixed(0)} |`,
     );
   });
   if (r.processors.length > 1) {

@@ -13,7 +13,10 @@ export interface StackConfig {
   opsPort: number;
   registryDir: string;
   simulatorUrl: string;
-  /** processor.maxInFlight of this process (and its partitionBuffer, so read-ahead never binds first). */
+  /**
+   * processor.maxInFlight of this process. Its partitionBuffer is twice that: a partition paused
+   * for a full buffer resumes at half, so even one partition then still holds a full maxInFlight.
+   */
   maxInFlight: number;
   /** The anthropic dependency's concurrency cap across every processor. */
   llmCap: number;
@@ -32,7 +35,7 @@ export function stackConfigDoc(o: StackConfig): Record<string, any> {
   c.anthropic = { baseUrl: o.simulatorUrl };
   c.limits = { global: o.otherCaps };
   c.admission = { maxBacklog: 100_000_000 };
-  c.processor = { maxInFlight: o.maxInFlight, partitionBuffer: o.maxInFlight, shutdownGraceMs: 2_000 };
+  c.processor = { maxInFlight: o.maxInFlight, partitionBuffer: Math.min(100_000, o.maxInFlight * 2), shutdownGraceMs: 2_000 };
   for (const t of Object.values<any>(c.tenants)) {
     t.maxConcurrency = o.otherCaps;
     t.admission = { bucket: { capacity: 1_000_000, refillPerSec: 1_000_000 }, maxBacklog: 10_000_000 };
