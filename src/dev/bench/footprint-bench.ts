@@ -5,6 +5,7 @@
  * namespace on the shared broker.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import type { Kafka } from 'kafkajs';
@@ -14,6 +15,7 @@ import { migrate } from '../../db/migrate.js';
 import { createKafka } from '../../kafka/client.js';
 import { groupId, topicNames } from '../../kafka/topics.js';
 import { createLogger } from '../../obs/logger.js';
+import { SCRIPTS, scriptSource, type ScriptName } from '../../redis/scripts.js';
 import { TERMINAL_STATUSES } from '../../status/run-history.js';
 import { freePort } from '../../util/free-port.js';
 import { ensureExecutable } from '../infra/apt.js';
@@ -23,7 +25,7 @@ import { redisServerPid } from '../infra/redis.js';
 import { waitForHttp } from './admission-bench.js';
 import { childEnv, withBenchHarness, writeYaml } from './processor-bench.js';
 import { BENCH_WORKFLOW, stackConfigDoc } from './sizing-stack.js';
-import { counterDelta, endOffsetsByTopic, infoField, lessIdle, parseCommandStats } from './sizing-figures.js';
+import { counterDelta, endOffsetsByTopic, firstKey, infoField, lessIdle, parseCommandStats, slotGroup } from './sizing-figures.js';
 
 export interface FootprintOptions {
   runs: number;
@@ -32,6 +34,8 @@ export interface FootprintOptions {
 
 const TENANT_KEYS = ['local-key-a', 'local-key-b', 'local-key-c'];
 const WARMUP_RUNS = 5;
+/** Runs watched with MONITOR (which costs Redis CPU and output bytes, so it has a window of its own). */
+const MONITORED_RUNS = 100;
 /**
  * Idle window before the measurement: Redis's idle traffic (breaker polls, lease renewals) is
  * measured over it and subtracted, and it outlasts Postgres 15's 10 s idle flush of a backend's
@@ -68,20 +72,28 @@ interface RedisSnapshot {
   commands: Map<string, number>;
   inBytes: number;
   outBytes: number;
+  /** used_cpu_user + used_cpu_sys of the server, seconds. */
+  cpuSec: number;
   /** Bytes of this INFO reply: sent after the counters were read, so counted in the next snapshot's delta. */
   replyBytes: number;
 }
 
 async function redisSnapshot(redis: Redis): Promise<RedisSnapshot> {
-  const info = (await redis.call('INFO', 'stats', 'commandstats')) as string;
-  return { commands: parseCommandStats(info), inBytes: infoField(info, 'total_net_input_bytes'), outBytes: infoField(info, 'total_net_output_bytes'), replyBytes: Buffer.byteLength(info) };
+  const info = (await redis.call('INFO', 'stats', 'cpu', 'commandstats')) as string;
+  return {
+    commands: parseCommandStats(info),
+    inBytes: infoField(info, 'total_net_input_bytes'),
+    outBytes: infoField(info, 'total_net_output_bytes'),
+    cpuSec: infoField(info, 'used_cpu_user') + infoField(info, 'used_cpu_sys'),
+    replyBytes: Buffer.byteLength(info),
+  };
 }
 
 /** What Redis did between two snapshots, the bench's own INFO call left out. */
 function redisDelta(a: RedisSnapshot, b: RedisSnapshot) {
   const commands = counterDelta(a.commands, b.commands).filter(([c]) => c !== 'info');
   // The request of the second INFO is about 40 bytes in; the first's reply is out.
-  return { commands, inBytes: b.inBytes - a.inBytes - 40, outBytes: b.outBytes - a.outBytes - a.replyBytes };
+  return { commands, inBytes: b.inBytes - a.inBytes - 40, outBytes: b.outBytes - a.outBytes - a.replyBytes, cpuSec: b.cpuSec - a.cpuSec };
 }
 
 async function tableRows(pool: pg.Pool): Promise<{ inserted: Map<string, number>; updated: Map<string, number> }> {
@@ -151,10 +163,46 @@ async function partitionOffsets(kafka: Kafka, topics: string[]): Promise<Map<str
   }
 }
 
+/** What MONITOR saw clients send (commands scripts run inside Redis left out). */
+interface RoundTrips {
+  runs: number;
+  byCommand: [string, number][];
+  byScript: [string, number][];
+  bySlotGroup: [string, number][];
+}
+
+/** Counts the commands clients send while `work` runs, by command, by Lua script and by slot group. */
+async function watchRoundTrips(redisUrl: string, namespace: string, runs: number, work: () => Promise<void>): Promise<RoundTrips> {
+  const scriptBySha = new Map((Object.keys(SCRIPTS) as ScriptName[]).map((name) => [createHash('sha1').update(scriptSource(name)).digest('hex'), name]));
+  const byCommand = new Map<string, number>();
+  const byScript = new Map<string, number>();
+  const bySlot = new Map<string, number>();
+  const bump = (m: Map<string, number>, k: string) => m.set(k, (m.get(k) ?? 0) + 1);
+  const client = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
+  const monitor = await client.monitor();
+  monitor.on('monitor', (_time: string, args: string[], source: string) => {
+    if (source === 'lua') return;
+    const cmd = args[0]!.toLowerCase();
+    bump(byCommand, cmd);
+    if (cmd === 'evalsha') bump(byScript, scriptBySha.get(args[1]!.toLowerCase()) ?? `unknown ${args[1]}`);
+    const key = firstKey(args);
+    bump(bySlot, key === undefined ? '(no key)' : slotGroup(key, namespace));
+  });
+  try {
+    await work();
+  } finally {
+    monitor.disconnect();
+    client.disconnect();
+  }
+  const empty = new Map<string, number>();
+  return { runs, byCommand: counterDelta(empty, byCommand), byScript: counterDelta(empty, byScript), bySlotGroup: counterDelta(empty, bySlot) };
+}
+
 export interface FootprintResult {
   runs: number;
   windowSec: number;
-  redis: { commands: [string, number][]; totalCommands: number; inBytes: number; outBytes: number; idleCommandsPerSec: number };
+  redis: { commands: [string, number][]; totalCommands: number; inBytes: number; outBytes: number; cpuSec: number; idleCommandsPerSec: number };
+  roundTrips: RoundTrips;
   kafka: { topic: string; records: number; bytes: number }[];
   postgres: { table: string; inserted: number; updated: number }[];
   outcomes: Record<string, number>;
@@ -219,6 +267,11 @@ export async function runFootprint(opts: FootprintOptions): Promise<FootprintRes
 
       // Warm-up: scripts loaded, consumers joined, connections open.
       await Promise.race([submitAll(apiUrl, WARMUP_RUNS).then(() => waitFinished(pool, WARMUP_RUNS)), died]);
+      const monitored = Math.min(MONITORED_RUNS, opts.runs);
+      const roundTrips = await watchRoundTrips(ownR.url, namespace, monitored, () =>
+        Promise.race([submitAll(apiUrl, monitored).then(() => waitFinished(pool, WARMUP_RUNS + monitored)), died]),
+      );
+      const before = WARMUP_RUNS + monitored;
       const topics = Object.values(topicNames(namespace));
       const idle0 = await redisSnapshot(redis);
       await sleep(IDLE_MS);
@@ -232,7 +285,7 @@ export async function runFootprint(opts: FootprintOptions): Promise<FootprintRes
       const p0 = await partitionOffsets(kafka, topics);
       const r0 = await redisSnapshot(redis);
       const t0 = Date.now();
-      await Promise.race([submitAll(apiUrl, opts.runs).then(() => waitFinished(pool, WARMUP_RUNS + opts.runs)), died]);
+      await Promise.race([submitAll(apiUrl, opts.runs).then(() => waitFinished(pool, before + opts.runs)), died]);
       const r1 = await redisSnapshot(redis);
       const windowSec = (Date.now() - t0) / 1000;
       const k1 = await endOffsets(kafka, topics);
@@ -257,10 +310,12 @@ export async function runFootprint(opts: FootprintOptions): Promise<FootprintRes
           totalCommands: commands.reduce((s, [, n]) => s + n, 0),
           inBytes: Math.max(0, measured.inBytes - idle.inBytes * scaleIdle),
           outBytes: Math.max(0, measured.outBytes - idle.outBytes * scaleIdle),
+          cpuSec: Math.max(0, measured.cpuSec - idle.cpuSec * scaleIdle),
           idleCommandsPerSec: idle.commands.reduce((s, [, n]) => s + n, 0) / idleSec,
         },
         kafka: topics.map((t) => ({ topic: t.slice(namespace.length), records: kafkaRecords.get(t) ?? 0, bytes: bytes.get(t) ?? 0 })),
         postgres: tables.map((t) => ({ table: t, inserted: ins.get(t) ?? 0, updated: upd.get(t) ?? 0 })),
+        roundTrips,
         outcomes: Object.fromEntries(outcomeRows.map((r) => [r.status, Number(r.n)])),
       };
     } finally {
@@ -296,11 +351,21 @@ export function footprintTable(r: FootprintResult): string {
     ...r.redis.commands.map(([c, n]) => `| Redis ${c} | ${per(n, r.runs)} |`),
     `| Redis bytes in (client → server) | ${per(r.redis.inBytes, r.runs, 0)} |`,
     `| Redis bytes out (server → client) | ${per(r.redis.outBytes, r.runs, 0)} |`,
+    `| Redis server CPU (used_cpu_user + used_cpu_sys), µs | ${per(r.redis.cpuSec * 1e6, r.runs, 0)} |`,
     ...r.kafka.filter((k) => k.records > 0).map((k) => `| Kafka ${k.topic}: records / bytes | ${per(k.records, r.runs)} / ${per(k.bytes, r.runs, 0)} |`),
     `| Kafka all topics: records / bytes | ${per(r.kafka.reduce((s, k) => s + k.records, 0), r.runs)} / ${per(r.kafka.reduce((s, k) => s + k.bytes, 0), r.runs, 0)} |`,
     ...r.postgres.map((p) => `| Postgres ${p.table}: rows inserted / updated | ${per(p.inserted, r.runs)} / ${per(p.updated, r.runs)} |`),
     '',
-    `outcomes (warm-up included): ${Object.entries(r.outcomes).map(([s, n]) => `${s} ${n}`).join(', ')}`,
+    `Redis round trips per run, from MONITOR over ${r.roundTrips.runs} other runs (what clients send; commands inside scripts left out):`,
+    '',
+    '| per run | round trips |',
+    '|---|---|',
+    `| all | ${per(r.roundTrips.byCommand.reduce((s, [, n]) => s + n, 0), r.roundTrips.runs)} |`,
+    ...r.roundTrips.byCommand.map(([c, n]) => `| ${c} | ${per(n, r.roundTrips.runs)} |`),
+    ...r.roundTrips.byScript.map(([c, n]) => `| evalsha ${c} | ${per(n, r.roundTrips.runs)} |`),
+    ...r.roundTrips.bySlotGroup.map(([g, n]) => `| slot group ${g} | ${per(n, r.roundTrips.runs)} |`),
+    '',
+    `outcomes (warm-up and monitored runs included): ${Object.entries(r.outcomes).map(([s, n]) => `${s} ${n}`).join(', ')}`,
   ];
   return `${lines.join('\n')}\n`;
 }

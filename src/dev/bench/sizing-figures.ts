@@ -28,9 +28,9 @@ export function parseCommandStats(info: string): Map<string, number> {
   return calls;
 }
 
-/** A numeric `field:value` line of an INFO section. */
+/** A numeric `field:value` line of an INFO section (whole or decimal, as used_cpu_user is). */
 export function infoField(info: string, field: string): number {
-  const m = new RegExp(`^${field}:(\\d+)`, 'm').exec(info);
+  const m = new RegExp(`^${field}:(\\d+(?:\\.\\d+)?)`, 'm').exec(info);
   if (!m) throw new Error(`INFO has no ${field}`);
   return Number(m[1]);
 }
@@ -79,4 +79,24 @@ export function bytesPerRun(idleBytes: number, loadedBytes: number, inFlight: nu
 /** Sum of the partitions' end offsets per topic, from kafkajs's fetchTopicOffsets answers. */
 export function endOffsetsByTopic(topics: Record<string, readonly { high: string }[]>): Map<string, number> {
   return new Map(Object.entries(topics).map(([topic, partitions]) => [topic, partitions.reduce((sum, p) => sum + Number(p.high), 0)]));
+}
+
+/**
+ * The Redis Cluster slot group a key belongs to: its hash tag with the namespace left out, and
+ * per-run tags (a UUID) folded into one `{run}`, so the groups name where load concentrates.
+ */
+export function slotGroup(key: string, namespace: string): string {
+  const open = key.indexOf('{');
+  const close = open < 0 ? -1 : key.indexOf('}', open + 1);
+  if (close <= open + 1) return '(no hash tag)';
+  const tag = key.slice(open + 1, close);
+  const bare = tag.startsWith(`${namespace}sluice:`) ? tag.slice(namespace.length + 'sluice:'.length) : tag;
+  return /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(bare) ? '{run}' : `{${bare}}`;
+}
+
+/** The first key a command names: EVALSHA's after its key count, anything else's first argument. */
+export function firstKey(args: readonly string[]): string | undefined {
+  const cmd = args[0]?.toLowerCase();
+  if (cmd === 'evalsha' || cmd === 'eval') return Number(args[2]) > 0 ? args[3] : undefined;
+  return args[1];
 }

@@ -3,11 +3,13 @@ import {
   bytesPerRun,
   counterDelta,
   endOffsetsByTopic,
+  firstKey,
   infoField,
   lessIdle,
   median,
   parseCommandStats,
   percentile,
+  slotGroup,
   splitInFlight,
   throughputFigure,
 } from '../../../../src/dev/bench/sizing-figures.js';
@@ -35,6 +37,7 @@ describe('INFO parsing', () => {
   it('reads one numeric field and refuses a missing one', () => {
     expect(infoField('# Stats\r\ntotal_net_input_bytes:4096\r\ntotal_net_output_bytes:77\r\n', 'total_net_output_bytes')).toBe(77);
     expect(() => infoField('# Stats\r\n', 'total_net_input_bytes')).toThrow(/total_net_input_bytes/);
+    expect(infoField('# CPU\r\nused_cpu_sys:1.250000\r\nused_cpu_user:3.5\r\n', 'used_cpu_sys')).toBe(1.25);
   });
 });
 
@@ -77,5 +80,23 @@ describe('bytesPerRun and endOffsetsByTopic', () => {
   });
   it('sums the partitions\' end offsets per topic', () => {
     expect(endOffsetsByTopic({ a: [{ high: '3' }, { high: '4' }], b: [] })).toEqual(new Map([['a', 7], ['b', 0]]));
+  });
+});
+
+describe('slotGroup and firstKey', () => {
+  const ns = 'bench-x.';
+  it('names the hash tag without the namespace, one group for every run', () => {
+    expect(slotGroup('bench-x.sluice:permits}', ns)).toBe('(no hash tag)');
+    expect(slotGroup('{bench-x.sluice:permits}:scope:global', ns)).toBe('{permits}');
+    expect(slotGroup('bench-x.sluice:breaker:{anthropic}:window', ns)).toBe('{anthropic}');
+    expect(slotGroup('bench-x.sluice:step:{0190f3a1-7c2b-7d6e-8f00-123456789abc}:reply', ns)).toBe('{run}');
+    expect(slotGroup('bench-x.sluice:breaker-changed', ns)).toBe('(no hash tag)');
+    expect(slotGroup('a{}b', ns)).toBe('(no hash tag)');
+  });
+  it('takes EVALSHA\'s first key after the key count', () => {
+    expect(firstKey(['evalsha', 'abc', '2', 'k1', 'k2', 'arg'])).toBe('k1');
+    expect(firstKey(['EVALSHA', 'abc', '0', 'arg'])).toBeUndefined();
+    expect(firstKey(['publish', 'chan', 'msg'])).toBe('chan');
+    expect(firstKey(['time'])).toBeUndefined();
   });
 });
