@@ -69,10 +69,20 @@ function sample(text: string, at: number): Sample {
   };
 }
 
-/** Outcomes counted by sluice_runs_finished_total's status label. */
-function finishedByStatus(text: string): Map<string, number> {
+/** A counter summed by one of its labels: runs finished by status, run retries by reason. */
+function byLabel(text: string, name: string, label: string): Map<string, number> {
   const out = new Map<string, number>();
-  for (const m of text.matchAll(/^sluice_runs_finished_total\{[^}]*status="([^"]+)"[^}]*\} (\S+)$/gm)) out.set(m[1]!, (out.get(m[1]!) ?? 0) + Number(m[2]));
+  for (const m of text.matchAll(new RegExp(`^${name}\\{[^}]*${label}="([^"]+)"[^}]*\\} (\\S+)$`, 'gm'))) out.set(m[1]!, (out.get(m[1]!) ?? 0) + Number(m[2]));
+  return out;
+}
+
+/** How much each label value of a counter grew over the window, over every processor. */
+function windowByLabel(first: string[], last: string[], name: string, label: string): Record<string, number> {
+  const out: Record<string, number> = {};
+  last.forEach((t, i) => {
+    const before = byLabel(first[i]!, name, label);
+    for (const [value, n] of byLabel(t, name, label)) if (n > (before.get(value) ?? 0)) out[value] = (out[value] ?? 0) + n - (before.get(value) ?? 0);
+  });
   return out;
 }
 
@@ -100,6 +110,8 @@ export interface InflightResult {
   throughput: ThroughputFigure;
   processors: ProcessorFigures[];
   outcomes: Record<string, number>;
+  /** Runs sent to the retry topic in the window, by reason. */
+  retries: Record<string, number>;
   /** The most LLM calls in flight at once the simulator saw, from the first run to the end. */
   llmPeakConcurrent: number;
   capsExact: boolean;
@@ -274,11 +286,6 @@ export async function runInflight(opts: InflightBenchOptions): Promise<InflightR
       const totalLast = window.reduce((sum, w) => sum + w[w.length - 1]!.finished, 0);
       const windowSec = (window[0]![window[0]!.length - 1]!.at - window[0]![0]!.at) / 1000;
       const throughput = throughputFigure(totalLast - totalFirst, windowSec, concurrent, runTimeMs);
-      const outcomes: Record<string, number> = {};
-      lastTexts.forEach((t, i) => {
-        const before = finishedByStatus(firstTexts[i]!);
-        for (const [status, n] of finishedByStatus(t)) outcomes[status] = (outcomes[status] ?? 0) + n - (before.get(status) ?? 0);
-      });
       return {
         options: opts,
         runTimeMs,
@@ -286,7 +293,8 @@ export async function runInflight(opts: InflightBenchOptions): Promise<InflightR
         concurrent,
         throughput,
         processors: shares.map((share, i) => processorFigures(share, idle[i]!, window[i]!, (throughput.idealPerSec * share) / opts.inFlight, { first: firstTexts[i]!, last: lastTexts[i]! })),
-        outcomes,
+        outcomes: windowByLabel(firstTexts, lastTexts, 'sluice_runs_finished_total', 'status'),
+        retries: windowByLabel(firstTexts, lastTexts, 'sluice_run_retries_total', 'reason'),
         llmPeakConcurrent,
         capsExact: llmPeakConcurrent <= opts.llmCap,
         published,
@@ -320,6 +328,7 @@ export function inflightTable(r: InflightResult): string {
     `| ratio achieved / ideal | ${t.ratio.toFixed(3)} | >= ${RATIO_TARGET} ${t.ratio >= RATIO_TARGET ? 'met' : 'NOT met'} |`,
     `| LLM calls in flight at most (simulator) | ${r.llmPeakConcurrent} | <= cap ${o.llmCap}: ${r.capsExact ? 'exact' : 'EXCEEDED'} |`,
     `| outcomes in the window | ${Object.entries(r.outcomes).map(([s, n]) => `${s} ${n}`).join(', ')} | |`,
+    `| runs retried in the window, by reason | ${Object.entries(r.retries).map(([s, n]) => `${s} ${n}`).join(', ') || 'none'} | |`,
     '',
     '| processor | maxInFlight | median in flight | runs/s | of its share | event-loop p99 median / worst 1 s (ms) | RSS idle → loaded (MiB) | heap idle → loaded (MiB) | RSS per run (KiB) | heap per run (KiB) | CPU ms per run | mean ms: run execution / LLM call / wait for permits |',
     '|---|---|---|---|---|---|---|---|---|---|---|---|',
