@@ -112,6 +112,8 @@ export interface InflightResult {
   outcomes: Record<string, number>;
   /** Runs sent to the retry topic in the window, by reason. */
   retries: Record<string, number>;
+  /** Dependency calls in the window, by outcome (every dependency). */
+  calls: Record<string, number>;
   /** The most LLM calls in flight at once the simulator saw, from the first run to the end. */
   llmPeakConcurrent: number;
   capsExact: boolean;
@@ -295,6 +297,7 @@ export async function runInflight(opts: InflightBenchOptions): Promise<InflightR
         processors: shares.map((share, i) => processorFigures(share, idle[i]!, window[i]!, (throughput.idealPerSec * share) / opts.inFlight, { first: firstTexts[i]!, last: lastTexts[i]! })),
         outcomes: windowByLabel(firstTexts, lastTexts, 'sluice_runs_finished_total', 'status'),
         retries: windowByLabel(firstTexts, lastTexts, 'sluice_run_retries_total', 'reason'),
+        calls: windowByLabel(firstTexts, lastTexts, 'sluice_step_calls_total', 'outcome'),
         llmPeakConcurrent,
         capsExact: llmPeakConcurrent <= opts.llmCap,
         published,
@@ -328,6 +331,7 @@ export function inflightTable(r: InflightResult): string {
     `| ratio achieved / ideal | ${t.ratio.toFixed(3)} | >= ${RATIO_TARGET} ${t.ratio >= RATIO_TARGET ? 'met' : 'NOT met'} |`,
     `| LLM calls in flight at most (simulator) | ${r.llmPeakConcurrent} | <= cap ${o.llmCap}: ${r.capsExact ? 'exact' : 'EXCEEDED'} |`,
     `| outcomes in the window | ${Object.entries(r.outcomes).map(([s, n]) => `${s} ${n}`).join(', ')} | |`,
+    `| dependency calls in the window, by outcome | ${Object.entries(r.calls).map(([s, n]) => `${s} ${n}`).join(', ')} | |`,
     `| runs retried in the window, by reason | ${Object.entries(r.retries).map(([s, n]) => `${s} ${n}`).join(', ') || 'none'} | |`,
     '',
     '| processor | maxInFlight | median in flight | runs/s | of its share | event-loop p99 median / worst 1 s (ms) | RSS idle → loaded (MiB) | heap idle → loaded (MiB) | RSS per run (KiB) | heap per run (KiB) | CPU ms per run | mean ms: run execution / LLM call / wait for permits |',
