@@ -86,6 +86,13 @@ function windowByLabel(first: string[], last: string[], name: string, label: str
   return out;
 }
 
+/** Per label value, the largest count any one processor reported. */
+function mostSeen(perProcessor: Record<string, number>[]): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const counts of perProcessor) for (const [k, n] of Object.entries(counts)) out[k] = Math.max(out[k] ?? 0, n);
+  return out;
+}
+
 export interface ProcessorFigures {
   maxInFlight: number;
   runsPerSec: number;
@@ -114,6 +121,8 @@ export interface InflightResult {
   retries: Record<string, number>;
   /** Dependency calls in the window, by outcome (every dependency). */
   calls: Record<string, number>;
+  /** Breaker transitions in the window, by the state entered: the most any one processor saw (each sees every one). */
+  breakerTransitions: Record<string, number>;
   /** The most LLM calls in flight at once the simulator saw, from the first run to the end. */
   llmPeakConcurrent: number;
   capsExact: boolean;
@@ -298,6 +307,7 @@ export async function runInflight(opts: InflightBenchOptions): Promise<InflightR
         outcomes: windowByLabel(firstTexts, lastTexts, 'sluice_runs_finished_total', 'status'),
         retries: windowByLabel(firstTexts, lastTexts, 'sluice_run_retries_total', 'reason'),
         calls: windowByLabel(firstTexts, lastTexts, 'sluice_step_calls_total', 'outcome'),
+        breakerTransitions: mostSeen(firstTexts.map((t, i) => windowByLabel([t], [lastTexts[i]!], 'sluice_breaker_transitions_total', 'to'))),
         llmPeakConcurrent,
         capsExact: llmPeakConcurrent <= opts.llmCap,
         published,
@@ -332,6 +342,7 @@ export function inflightTable(r: InflightResult): string {
     `| LLM calls in flight at most (simulator) | ${r.llmPeakConcurrent} | <= cap ${o.llmCap}: ${r.capsExact ? 'exact' : 'EXCEEDED'} |`,
     `| outcomes in the window | ${Object.entries(r.outcomes).map(([s, n]) => `${s} ${n}`).join(', ')} | |`,
     `| dependency calls in the window, by outcome | ${Object.entries(r.calls).map(([s, n]) => `${s} ${n}`).join(', ')} | |`,
+    `| breaker transitions in the window, by state entered | ${Object.entries(r.breakerTransitions).map(([s, n]) => `${s} ${n}`).join(', ') || 'none'} | |`,
     `| runs retried in the window, by reason | ${Object.entries(r.retries).map(([s, n]) => `${s} ${n}`).join(', ') || 'none'} | |`,
     '',
     '| processor | maxInFlight | median in flight | runs/s | of its share | event-loop p99 median / worst 1 s (ms) | RSS idle → loaded (MiB) | heap idle → loaded (MiB) | RSS per run (KiB) | heap per run (KiB) | CPU ms per run | mean ms: run execution / LLM call / wait for permits |',
