@@ -22,7 +22,7 @@ import { waitForHttp } from './admission-bench.js';
 import { deleteKeys } from './bench-redis.js';
 import { childEnv, localConfig, promSum, scrape, withBenchHarness, writeYaml } from './processor-bench.js';
 import { BENCH_WORKFLOW, LLM_CALLS_PER_RUN, setLatencies, simAdmin, stackConfigDoc } from './sizing-stack.js';
-import { bytesPerRun, median, splitInFlight, throughputFigure, type ThroughputFigure } from './sizing-figures.js';
+import { bytesPerRun, median, mostSeen, splitInFlight, throughputFigure, windowByLabel, windowMeanMs, type ThroughputFigure } from './sizing-figures.js';
 
 export interface InflightBenchOptions {
   processors: number;
@@ -67,30 +67,6 @@ function sample(text: string, at: number): Sample {
     inFlight: promSum(text, 'sluice_processor_runs_in_flight'),
     lagP99Ms: promSum(text, 'sluice_process_nodejs_eventloop_lag_p99_seconds') * 1000,
   };
-}
-
-/** A counter summed by one of its labels: runs finished by status, run retries by reason. */
-function byLabel(text: string, name: string, label: string): Map<string, number> {
-  const out = new Map<string, number>();
-  for (const m of text.matchAll(new RegExp(`^${name}\\{[^}]*${label}="([^"]+)"[^}]*\\} (\\S+)$`, 'gm'))) out.set(m[1]!, (out.get(m[1]!) ?? 0) + Number(m[2]));
-  return out;
-}
-
-/** How much each label value of a counter grew over the window, over every processor. */
-function windowByLabel(first: string[], last: string[], name: string, label: string): Record<string, number> {
-  const out: Record<string, number> = {};
-  last.forEach((t, i) => {
-    const before = byLabel(first[i]!, name, label);
-    for (const [value, n] of byLabel(t, name, label)) if (n > (before.get(value) ?? 0)) out[value] = (out[value] ?? 0) + n - (before.get(value) ?? 0);
-  });
-  return out;
-}
-
-/** Per label value, the largest count any one processor reported. */
-function mostSeen(perProcessor: Record<string, number>[]): Record<string, number> {
-  const out: Record<string, number> = {};
-  for (const counts of perProcessor) for (const [k, n] of Object.entries(counts)) out[k] = Math.max(out[k] ?? 0, n);
-  return out;
 }
 
 export interface ProcessorFigures {
@@ -144,19 +120,6 @@ function runRequest(i: number, deadlineMs: number): RunRequested {
     idempotencyKey: null,
     dueAt: null,
   };
-}
-
-/** Sum of a sample over the label sets whose labels contain `labels` (e.g. `dependency="anthropic"`). */
-function promSumWith(text: string, name: string, labels: string): number {
-  let sum = 0;
-  for (const m of text.matchAll(new RegExp(`^${name}\\{([^}]*)\\} (\\S+)$`, 'gm'))) if (m[1]!.includes(labels)) sum += Number(m[2]);
-  return sum;
-}
-
-/** Mean of a histogram over the window, in ms, from its _sum and _count at both ends. */
-function windowMeanMs(first: string, last: string, name: string, labels = ''): number {
-  const d = (suffix: string) => promSumWith(last, `${name}_${suffix}`, labels) - promSumWith(first, `${name}_${suffix}`, labels);
-  return (d('sum') * 1000) / d('count');
 }
 
 /** Figures of one processor from its samples (idle ones before any run, those of the window) and its metrics at both ends of the window. */

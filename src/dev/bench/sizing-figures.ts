@@ -100,3 +100,42 @@ export function firstKey(args: readonly string[]): string | undefined {
   if (cmd === 'evalsha' || cmd === 'eval') return Number(args[2]) > 0 ? args[3] : undefined;
   return args[1];
 }
+
+// Prometheus text read by the in-flight bench: one processor's /metrics at both ends of a window.
+
+/** Sum of a sample over the label sets whose labels contain `labels` (e.g. `dependency="anthropic"`). */
+export function promSumWith(text: string, name: string, labels: string): number {
+  let sum = 0;
+  for (const m of text.matchAll(new RegExp(`^${name}\\{([^}]*)\\} (\\S+)$`, 'gm'))) if (m[1]!.includes(labels)) sum += Number(m[2]);
+  return sum;
+}
+
+/** Mean of a histogram over the window, in ms, from its _sum and _count at both ends. */
+export function windowMeanMs(first: string, last: string, name: string, labels = ''): number {
+  const d = (suffix: string) => promSumWith(last, `${name}_${suffix}`, labels) - promSumWith(first, `${name}_${suffix}`, labels);
+  return (d('sum') * 1000) / d('count');
+}
+
+/** A counter summed by one of its labels: runs finished by status, run retries by reason. */
+export function byLabel(text: string, name: string, label: string): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const m of text.matchAll(new RegExp(`^${name}\\{(?:[^}]*,)?${label}="([^"]+)"[^}]*\\} (\\S+)$`, 'gm'))) out.set(m[1]!, (out.get(m[1]!) ?? 0) + Number(m[2]));
+  return out;
+}
+
+/** How much each label value of a counter grew over the window, over every processor. */
+export function windowByLabel(first: string[], last: string[], name: string, label: string): Record<string, number> {
+  const out: Record<string, number> = {};
+  last.forEach((t, i) => {
+    const before = byLabel(first[i]!, name, label);
+    for (const [value, n] of byLabel(t, name, label)) if (n > (before.get(value) ?? 0)) out[value] = (out[value] ?? 0) + n - (before.get(value) ?? 0);
+  });
+  return out;
+}
+
+/** Per label value, the largest count any one processor reported. */
+export function mostSeen(perProcessor: Record<string, number>[]): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const counts of perProcessor) for (const [k, n] of Object.entries(counts)) out[k] = Math.max(out[k] ?? 0, n);
+  return out;
+}

@@ -1,17 +1,22 @@
 import { describe, expect, it } from 'vitest';
 import {
+  byLabel,
   bytesPerRun,
   counterDelta,
   endOffsetsByTopic,
   firstKey,
   infoField,
   lessIdle,
+  mostSeen,
   median,
   parseCommandStats,
   percentile,
+  promSumWith,
   slotGroup,
   splitInFlight,
   throughputFigure,
+  windowByLabel,
+  windowMeanMs,
 } from '../../../../src/dev/bench/sizing-figures.js';
 
 describe('counterDelta', () => {
@@ -98,5 +103,39 @@ describe('slotGroup and firstKey', () => {
     expect(firstKey(['EVALSHA', 'abc', '0', 'arg'])).toBeUndefined();
     expect(firstKey(['publish', 'chan', 'msg'])).toBe('chan');
     expect(firstKey(['time'])).toBeUndefined();
+  });
+});
+
+describe('Prometheus text over a window', () => {
+  const at = (calls: number, sum: number, toOpen: number) =>
+    [
+      `sluice_step_call_seconds_sum{dependency="anthropic",outcome="ok"} ${sum}`,
+      `sluice_step_call_seconds_count{dependency="anthropic",outcome="ok"} ${calls}`,
+      'sluice_step_call_seconds_sum{dependency="order-lookup",outcome="ok"} 0.5',
+      'sluice_step_call_seconds_count{dependency="order-lookup",outcome="ok"} 100',
+      `sluice_breaker_transitions_total{dependency="anthropic",from="closed",to="open"} ${toOpen}`,
+      'sluice_breaker_transitions_total{dependency="anthropic",from="open",to="half_open"} 1',
+      'sluice_breaker_transitions_total{proto="h2",dependency="x"} 7',
+      '',
+    ].join('\n');
+
+  it('sums the label sets that match', () => {
+    expect(promSumWith(at(10, 50, 0), 'sluice_step_call_seconds_count', 'dependency="anthropic"')).toBe(10);
+    expect(promSumWith(at(10, 50, 0), 'sluice_step_call_seconds_count', '')).toBe(110);
+  });
+
+  it('takes a histogram\'s mean over the window from its sum and count', () => {
+    // 20 calls taking 110 s in all between the scrapes: 5.5 s each.
+    expect(windowMeanMs(at(10, 50, 0), at(30, 160, 0), 'sluice_step_call_seconds', 'dependency="anthropic"')).toBe(5_500);
+  });
+
+  it('reads a counter by one label, not by a label that ends the same way', () => {
+    expect(byLabel(at(1, 1, 2), 'sluice_breaker_transitions_total', 'to')).toEqual(new Map([['open', 2], ['half_open', 1]]));
+  });
+
+  it('adds the growth of every processor, and keeps the most any one saw', () => {
+    const grown = windowByLabel([at(1, 1, 0), at(1, 1, 1)], [at(1, 1, 2), at(1, 1, 3)], 'sluice_breaker_transitions_total', 'to');
+    expect(grown).toEqual({ open: 4 });
+    expect(mostSeen([{ open: 2 }, { open: 3, closed: 1 }])).toEqual({ open: 3, closed: 1 });
   });
 });
