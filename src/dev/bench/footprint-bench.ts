@@ -108,11 +108,14 @@ async function tableRows(pool: pg.Pool): Promise<{ inserted: Map<string, number>
   }
 }
 
-async function endOffsets(kafka: Kafka, topics: string[]): Promise<Map<string, number>> {
+type TopicOffsets = Record<string, { partition: number; high: string }[]>;
+
+/** Every partition's end offset, per topic. */
+async function topicOffsets(kafka: Kafka, topics: string[]): Promise<TopicOffsets> {
   const admin = kafka.admin();
   await admin.connect();
   try {
-    return endOffsetsByTopic(Object.fromEntries(await Promise.all(topics.map(async (t) => [t, await admin.fetchTopicOffsets(t)] as const))));
+    return Object.fromEntries(await Promise.all(topics.map(async (t) => [t, await admin.fetchTopicOffsets(t)] as const)));
   } finally {
     await admin.disconnect();
   }
@@ -122,10 +125,11 @@ async function endOffsets(kafka: Kafka, topics: string[]): Promise<Map<string, n
  * Bytes of the records each topic got past `from` (per partition): keys, values and header keys
  * and values as produced, without Kafka's batch and record framing.
  */
-async function recordBytes(kafka: Kafka, namespace: string, topics: string[], from: Map<string, number>, to: Map<string, number>): Promise<Map<string, number>> {
+async function recordBytes(kafka: Kafka, namespace: string, topics: string[], from: TopicOffsets, to: TopicOffsets): Promise<Map<string, number>> {
   const bytes = new Map(topics.map((t) => [t, 0]));
-  // Fresh topics: every partition starts at offset 0, so its end offset is its record count.
-  const remaining = new Map(topics.map((t) => [t, [...to].filter(([k]) => k.startsWith(`${t}:`)).reduce((s, [, n]) => s + n, 0)]));
+  const start = new Map(Object.entries(from).flatMap(([t, ps]) => ps.map((p) => [`${t}:${p.partition}`, Number(p.high)] as const)));
+  // Fresh topics: every partition starts at offset 0, so the end offsets sum to the records to read.
+  const remaining = endOffsetsByTopic(to);
   const consumer = kafka.consumer({ groupId: `${namespace}bench.footprint-bytes`, maxWaitTimeInMs: 100, allowAutoTopicCreation: false });
   await consumer.connect();
   try {
@@ -136,7 +140,7 @@ async function recordBytes(kafka: Kafka, namespace: string, topics: string[], fr
     await consumer.run({
       eachMessage: async ({ topic, partition, message }) => {
         remaining.set(topic, remaining.get(topic)! - 1);
-        if (Number(message.offset) >= (from.get(`${topic}:${partition}`) ?? 0)) {
+        if (Number(message.offset) >= (start.get(`${topic}:${partition}`) ?? 0)) {
           let n = (message.key?.length ?? 0) + (message.value?.length ?? 0);
           for (const [k, v] of Object.entries(message.headers ?? {})) n += Buffer.byteLength(k) + (Array.isArray(v) ? v : [v]).reduce((s, x) => s + (x ? Buffer.byteLength(x) : 0), 0);
           bytes.set(topic, bytes.get(topic)! + n);
@@ -149,18 +153,6 @@ async function recordBytes(kafka: Kafka, namespace: string, topics: string[], fr
     await consumer.disconnect();
   }
   return bytes;
-}
-
-async function partitionOffsets(kafka: Kafka, topics: string[]): Promise<Map<string, number>> {
-  const admin = kafka.admin();
-  await admin.connect();
-  try {
-    const out = new Map<string, number>();
-    for (const t of topics) for (const p of await admin.fetchTopicOffsets(t)) out.set(`${t}:${p.partition}`, Number(p.high));
-    return out;
-  } finally {
-    await admin.disconnect();
-  }
 }
 
 /** What MONITOR saw clients send (commands scripts run inside Redis left out). */
@@ -281,14 +273,13 @@ export async function runFootprint(opts: FootprintOptions): Promise<FootprintRes
       const idlePerSec = new Map(idle.commands.map(([c, n]) => [c, n / idleSec]));
 
       const pg0 = await tableRows(pool);
-      const k0 = await endOffsets(kafka, topics);
-      const p0 = await partitionOffsets(kafka, topics);
+      const k0 = await topicOffsets(kafka, topics);
       const r0 = await redisSnapshot(redis);
       const t0 = Date.now();
       await Promise.race([submitAll(apiUrl, opts.runs).then(() => waitFinished(pool, before + opts.runs)), died]);
       const r1 = await redisSnapshot(redis);
       const windowSec = (Date.now() - t0) / 1000;
-      const k1 = await endOffsets(kafka, topics);
+      const k1 = await topicOffsets(kafka, topics);
       const measured = redisDelta(r0, r1);
       const commands = lessIdle(measured.commands, idlePerSec, windowSec);
       const scaleIdle = windowSec / idleSec;
@@ -300,8 +291,8 @@ export async function runFootprint(opts: FootprintOptions): Promise<FootprintRes
       const ins = new Map(counterDelta(pg0.inserted, pg1.inserted));
       const upd = new Map(counterDelta(pg0.updated, pg1.updated));
       const tables = [...new Set([...ins.keys(), ...upd.keys()])].sort();
-      const kafkaRecords = new Map(counterDelta(k0, k1));
-      const bytes = await recordBytes(kafka, namespace, topics, p0, await partitionOffsets(kafka, topics));
+      const kafkaRecords = new Map(counterDelta(endOffsetsByTopic(k0), endOffsetsByTopic(k1)));
+      const bytes = await recordBytes(kafka, namespace, topics, k0, k1);
       return {
         runs: opts.runs,
         windowSec,
