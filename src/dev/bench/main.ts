@@ -110,6 +110,32 @@ program
   });
 
 program
+  .command('inflight')
+  .description('processors holding many slow runs at once: runs/s against in flight / run time, event-loop delay, memory and CPU per run, caps exact')
+  .option('--processors <n>', 'processor processes (1 or 3)', bounded(1, 3), 1)
+  .option('--in-flight <n>', 'runs in flight at once over all processors: their maxInFlight values add up to it', bounded(3, 10_000), 1_000)
+  .option('--latency-ms <ms>', 'latency of every LLM call (support-reply makes 2; its tool call is at 0 ms)', bounded(10, 60_000), 5_000)
+  .option('--duration-s <sec>', 'seconds of the measured window, after a warm-up of one run time', bounded(5, 600), 60)
+  .option('--cap <n>', 'the LLM dependency\'s concurrency cap over all processors (default: twice the in-flight total with 1 processor, 80% of it with more, so it binds)', bounded(1, 100_000))
+  .option('--json', 'print the figures as JSON instead of a table', false)
+  .action(async (o: { processors: number; inFlight: number; latencyMs: number; durationS: number; cap?: number; json: boolean }) => {
+    if (o.processors !== 1 && o.processors !== 3) throw new Error(`--processors must be 1 or 3, got ${o.processors}`);
+    const llmCap = o.cap ?? (o.processors === 1 ? o.inFlight * 2 : Math.floor(o.inFlight * 0.8));
+    const { benchInflight } = await import('./inflight-bench.js');
+    await benchInflight({ processors: o.processors, inFlight: o.inFlight, latencyMs: o.latencyMs, durationSec: o.durationS, llmCap, json: o.json });
+  });
+
+program
+  .command('footprint')
+  .description('what one run costs end to end (API → processor → status sink): Redis commands and bytes, Kafka records and bytes per topic, Postgres rows per table')
+  .option('--runs <n>', 'runs measured', bounded(10, 20_000), 200)
+  .option('--json', 'print the figures as JSON instead of a table', false)
+  .action(async (o: { runs: number; json: boolean }) => {
+    const { benchFootprint } = await import('./footprint-bench.js');
+    await benchFootprint({ runs: o.runs, json: o.json });
+  });
+
+program
   .command('bullmq-worker', { hidden: true })
   .requiredOption('--redis <url>', 'Redis URL')
   .requiredOption('--queue <name>', 'queue name')
