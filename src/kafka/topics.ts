@@ -142,7 +142,8 @@ export async function ensureTopics(admin: Admin, cfg: SluiceConfig['kafka'], nam
     const replication = resolveReplication(cfg, (await admin.describeCluster()).brokers.length);
     const missing = topicSpecs(cfg, namespace, replication).filter((s) => !existing.has(s.topic));
     // Another instance may create the same topics at the same moment; createTopics tolerates that.
-    await admin.createTopics({ topics: missing, timeout: 30_000 });
+    // Its own leader wait (on by default) gives up on the first metadata error; ours, below, does not.
+    await admin.createTopics({ topics: missing, waitForLeaders: false, timeout: 30_000 });
   }
   // A topic found may have other partition counts than the config's (reported below): wait for what it has.
   await waitForLeaders(admin, new Map([...partitionsOf].map(([t, n]) => [t, existing.has(t) ? 1 : n])));
