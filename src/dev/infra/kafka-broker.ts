@@ -90,7 +90,7 @@ const clusterDir = (clusterSize: number): string => (clusterSize === 1 ? 'kafka'
 /** Where node `nodeId` of a `clusterSize`-node cluster keeps its files (default: the single node). */
 export function brokerPaths(stateDir: string, nodeId = 1, clusterSize = 1): BrokerPaths {
   // Absolute, because the pid check matches these paths against the broker's command line.
-  const dir = clusterSize === 1 ? resolve(stateDir, 'kafka') : resolve(stateDir, clusterDir(clusterSize), `node-${nodeId}`);
+  const dir = resolve(stateDir, clusterDir(clusterSize), clusterSize === 1 ? '' : `node-${nodeId}`);
   const logDir = join(dir, 'logs');
   return {
     dir,
@@ -294,7 +294,8 @@ const brokerMarkers = (paths: BrokerPaths): string[] => ['kafka.Kafka', paths.pr
 
 /** Every node directory under the state dir, of whatever cluster size, with its node id. */
 async function nodeDirs(stateDir: string): Promise<{ nodeId: number; clusterSize: number; paths: BrokerPaths }[]> {
-  const found = existsSync(brokerPaths(stateDir).dir) ? [{ nodeId: 1, clusterSize: 1, paths: brokerPaths(stateDir) }] : [];
+  const single = brokerPaths(stateDir);
+  const found = existsSync(single.dir) ? [{ nodeId: 1, clusterSize: 1, paths: single }] : [];
   for (const entry of await readdir(resolve(stateDir)).catch(() => [] as string[])) {
     const size = /^kafka-(\d+)-nodes$/.exec(entry)?.[1];
     if (size === undefined) continue;
