@@ -249,9 +249,11 @@ async function formatStorageOnce(java: string, kafkaHome: string, nodePaths: Bro
  * takes, which a log line or an open port does not prove. With `groups`, the group coordinator
  * must answer too: right after a start it is still loading, and consumers that join then crash
  * and restart, so our own broker counts as ready only after that. (Not for brokers we do not
- * run: their ACLs may forbid describing groups.)
+ * run: their ACLs may forbid describing groups.) With `clusterSize`, the metadata must list that
+ * many brokers: a node answers before the others' registrations reach it, and topics created
+ * then would get fewer copies.
  */
-export async function probeKafka(brokers: string[], timeoutMs = 5_000, groups = false): Promise<boolean> {
+export async function probeKafka(brokers: string[], timeoutMs = 5_000, own: { groups?: boolean; clusterSize?: number } = {}): Promise<boolean> {
   const admin = new Kafka({
     clientId: 'sluice-infra-probe',
     brokers,
@@ -265,7 +267,8 @@ export async function probeKafka(brokers: string[], timeoutMs = 5_000, groups = 
       (async () => {
         await admin.connect();
         await admin.listTopics();
-        if (groups) await admin.describeGroups(['sluice-infra-probe']);
+        if (own.groups) await admin.describeGroups(['sluice-infra-probe']);
+        if (own.clusterSize !== undefined && (await admin.describeCluster()).brokers.length < own.clusterSize) throw new Error('brokers missing from the metadata');
       })(),
       timeoutMs,
       'Kafka probe',
@@ -282,11 +285,11 @@ export async function probeKafka(brokers: string[], timeoutMs = 5_000, groups = 
 async function waitForKafka(
   brokers: string[],
   timeoutMs: number,
-  opts: { groups: boolean; gaveUp?: () => string | undefined },
+  opts: { groups: boolean; clusterSize?: number; gaveUp?: () => string | undefined },
 ) {
   return waitFor(timeoutMs, 500, async () => {
     if (opts.gaveUp?.()) return false;
-    return (await probeKafka(brokers, 5_000, opts.groups)) ? true : undefined;
+    return (await probeKafka(brokers, 5_000, opts)) ? true : undefined;
   });
 }
 
@@ -397,7 +400,7 @@ async function startNodes(opts: ClusterOptions, toStart: BrokerNode[]): Promise<
     const failures = await Promise.all(
       toStart.map(async (node) => {
         const broker = launched.get(node.nodeId)!;
-        const ready = await waitForKafka(brokerList([node]), READY_TIMEOUT_MS, { groups: true, gaveUp: broker.exitReason });
+        const ready = await waitForKafka(brokerList([node]), READY_TIMEOUT_MS, { groups: true, clusterSize: nodes.length, gaveUp: broker.exitReason });
         if (ready === true) return undefined;
         const why = broker.exitReason() ?? `did not answer within ${READY_TIMEOUT_MS} ms`;
         return `Kafka broker ${node.nodeId} on 127.0.0.1:${node.port} ${why}\n${await brokerLogTail(pathsOf(node))}`;
@@ -471,7 +474,7 @@ export async function ensureKafkaCluster(opts: ClusterOptions): Promise<ClusterH
   }
   const reused = nodes.filter((n) => !toStart.includes(n));
   if (reused.length > 0) {
-    const answers = await Promise.all(reused.map((n) => waitForKafka(brokerList([n]), READY_TIMEOUT_MS, { groups: true })));
+    const answers = await Promise.all(reused.map((n) => waitForKafka(brokerList([n]), READY_TIMEOUT_MS, { groups: true, clusterSize: nodes.length })));
     const silent = reused.filter((_, i) => answers[i] !== true);
     if (silent.length > 0) {
       const tails = await Promise.all(silent.map((n) => brokerLogTail(brokerPaths(stateDir, n.nodeId, nodes.length))));
