@@ -290,7 +290,10 @@ export const configSchema = z
             dlq: z.number().int().min(1).max(1000).default(3),
           })
           .prefault({}),
-        replicationFactor: z.number().int().min(1).max(7).default(1),
+        /** Copies of each partition of the topics Sluice creates; default min(3, live brokers). */
+        replicationFactor: z.number().int().min(1).max(7).optional(),
+        /** Copies that must hold a record before acks=all succeeds (a topic config); default 2 with 3+ copies, else 1. */
+        minInsyncReplicas: z.number().int().min(1).max(7).optional(),
         /** How long the submit adapter waits for acks=all before answering 503 instead of 202. */
         produceTimeoutMs: ms(100, 60_000).default(5_000),
         sessionTimeoutMs: ms(6_000, 300_000).default(30_000),
@@ -578,6 +581,9 @@ export const configSchema = z
     }
     if (cfg.api.deadlineMs.min > cfg.api.deadlineMs.max) {
       ctx.addIssue({ code: 'custom', path: ['api', 'deadlineMs', 'min'], message: 'must not exceed api.deadlineMs.max' });
+    }
+    if (cfg.kafka.minInsyncReplicas !== undefined && cfg.kafka.replicationFactor !== undefined && cfg.kafka.minInsyncReplicas > cfg.kafka.replicationFactor) {
+      ctx.addIssue({ code: 'custom', path: ['kafka', 'minInsyncReplicas'], message: 'must not exceed kafka.replicationFactor' });
     }
   });
 

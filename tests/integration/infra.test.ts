@@ -10,6 +10,7 @@ import { DEFAULT_DATABASE_URL, maintenanceUrl } from '../../src/dev/infra/postgr
 import { isAlive, isPortOpen, waitFor } from '../../src/dev/infra/process.js';
 import { DEFAULT_REDIS_URL, ensureRedis, redisServerPid, stopRedis } from '../../src/dev/infra/redis.js';
 import { createLogger } from '../../src/obs/logger.js';
+import { readOwnership } from '../../src/dev/infra/ownership.js';
 
 // Not the default ports, so a developer's own broker on 9092 is neither reused nor disturbed.
 const KAFKA_PORT = 19192;
@@ -182,6 +183,43 @@ describe('local infrastructure', () => {
     await admin.disconnect();
     expect((await infraDown(opts)).stopped).toContain('kafka');
   });
+});
+
+describe('a three-broker cluster', () => {
+  // Nodes two ports apart from the base ports: 19292/19293, 19294/19295, 19296/19297.
+  const BASE = 19292;
+  const ports = [0, 1, 2, 3, 4, 5].map((i) => BASE + i);
+  const brokers = [0, 2, 4].map((i) => `127.0.0.1:${BASE + i}`);
+
+  it('starts every node, lists them in the state file and status, is reused as last started, and stops entirely on down', async () => {
+    for (const port of ports) if (await isPortOpen(port)) throw new Error(`port ${port} is busy: stop whatever listens there before this test`);
+    const cluster = { ...opts, stateDir: await newStateDir(), kafkaPort: BASE, controllerPort: BASE + 1 };
+    const up = await infraUp({ ...cluster, brokers: 3 });
+    expect(up.started.kafka).toBe(true);
+    expect(up.kafkaBrokers).toEqual(brokers);
+
+    const record = await readOwnership(cluster.stateDir);
+    expect(record.kafka?.nodes.map((n) => [n.nodeId, n.port, n.controllerPort])).toEqual([[1, BASE, BASE + 1], [2, BASE + 2, BASE + 3], [3, BASE + 4, BASE + 5]]);
+    const pids = record.kafka!.nodes.map((n) => n.pid);
+    const status = await infraStatus(cluster);
+    expect(status.kafka).toMatchObject({ running: true, owned: true, endpoint: brokers.join(','), ports });
+    expect(status.kafka.nodes?.map((n) => n.pid)).toEqual(pids);
+
+    const admin = new Kafka({ clientId: 'infra-test', brokers, logLevel: logLevel.NOTHING }).admin();
+    await admin.connect();
+    expect((await admin.describeCluster()).brokers.map((b) => b.nodeId).sort()).toEqual([1, 2, 3]);
+    await admin.disconnect();
+
+    // Without --brokers, `up` keeps the size last started; another size must wait for `down`.
+    expect((await infraUp(cluster)).started.kafka).toBe(false);
+    await expect(infraUp({ ...cluster, brokers: 1 })).rejects.toThrow(/a 3-broker cluster started from .* runs .*sluice infra down/);
+
+    expect((await infraDown(cluster)).stopped).toContain('kafka');
+    for (const pid of pids) expect(await isAlive(pid)).toBe(false);
+    const open: number[] = [];
+    for (const port of ports) if (await isPortOpen(port)) open.push(port);
+    expect(open, 'ports still open after down').toEqual([]);
+  }, 120_000);
 });
 
 describe('a Redis of our own', () => {

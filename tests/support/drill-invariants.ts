@@ -1,7 +1,7 @@
 import { expect } from 'vitest';
 import type { SluiceConfig } from '../../src/config/schema.js';
 import { ADMIN_KEY, http, type SluiceProcess } from '../integration/harness.js';
-import type { DrillLog, Exchange } from './drill-load.js';
+import type { DrillLog, Exchange, LoadStream } from './drill-load.js';
 
 /** The contract's terminal statuses: a run that reads one of these is done for good. */
 export const TERMINAL = ['completed', 'failed', 'expired', 'cancelled', 'dead_lettered'];
@@ -163,4 +163,19 @@ export function expectDrillInvariants(v: DrillVerdict): void {
   expect.soft(v.extraEffects, 'each tool step takes effect at most once').toBe(0);
   expect.soft(v.missingEffects, 'each tool output in a completed result took effect').toBe(0);
   expect.soft(v.exited, 'Sluice is still running').toEqual([]);
+}
+
+/**
+ * Submissions the API refused with 503 because Kafka did not acknowledge them, and those of them
+ * that ran anyway (their event landed late): a 503 says "not accepted", so that list must be empty.
+ */
+export async function refusedSubmissions(front: SluiceProcess, log: DrillLog, streams: LoadStream[]): Promise<{ refused: number; ranAnyway: { runId: string; status: unknown }[] }> {
+  const refused = front.logs.filter((l) => l.msg === 'Kafka did not acknowledge a submission' && typeof l.runId === 'string');
+  const ranAnyway: { runId: string; status: unknown }[] = [];
+  for (const l of refused) {
+    const stream = streams.find((t) => t.tenant === l.tenantId)!;
+    const r = await log.call(stream.tenant, stream.key, 'GET', `/v1/runs/${String(l.runId)}`);
+    if (r.status === 200 && (r.body as { status?: string }).status !== 'cancelled') ranAnyway.push({ runId: String(l.runId), status: (r.body as { status?: string }).status });
+  }
+  return { refused: refused.length, ranAnyway };
 }

@@ -1,4 +1,4 @@
-import { Command } from 'commander';
+import { Command, InvalidArgumentError } from 'commander';
 import type { SluiceConfig } from '../../config/schema.js';
 import { createLogger } from '../../obs/logger.js';
 import { redactUrl } from '../../util/url.js';
@@ -17,18 +17,33 @@ const INFRA_ACTIONS = {
   status: { description: 'what runs, who owns it, pids and ports', level: 'warn', run: infraStatus },
 } as const;
 
+const MAX_BROKERS = 5;
+
+function brokerCount(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1 || n > MAX_BROKERS) throw new InvalidArgumentError(`a whole number from 1 to ${MAX_BROKERS}`);
+  return n;
+}
+
 /** `sluice infra up|down|status`; the state dir comes from the config, loaded as every command loads it. */
 export function infraCommand(deps: { loadConfig: (path: string | undefined) => SluiceConfig }): Command {
   const infra = new Command('infra').description('local Kafka (from Maven jars), Redis and Postgres without Docker');
   for (const [name, action] of Object.entries(INFRA_ACTIONS)) {
-    infra
+    const command = infra
       .command(name)
       .description(action.description)
-      .option('-c, --config <file>', 'config file')
-      .action(async (opts: { config?: string }) => {
-        const result = await action.run({ stateDir: deps.loadConfig(opts.config).stateDir, logger: createLogger(action.level) });
-        process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
-      });
+      .option('-c, --config <file>', 'config file');
+    if (name === 'up') {
+      command.option(
+        '--brokers <n>',
+        'Kafka brokers to run, each also a controller, on ports 9092, 9094, ... (default: as last started, else 1)',
+        brokerCount,
+      );
+    }
+    command.action(async (opts: { config?: string; brokers?: number }) => {
+      const result = await action.run({ stateDir: deps.loadConfig(opts.config).stateDir, logger: createLogger(action.level), brokers: opts.brokers });
+      process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+    });
   }
   return infra;
 }

@@ -7,6 +7,7 @@ import { delimiter, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Kafka, logLevel } from 'kafkajs';
 import type { Logger } from '../../obs/logger.js';
+import { defaultReplication } from '../../kafka/replication.js';
 import { withLock } from './lock.js';
 import {
   findExecutable,
@@ -21,8 +22,11 @@ import {
 import { withTimeout } from '../../util/with-timeout.js';
 
 /**
- * A single-node KRaft Kafka broker run from the Apache jars on Maven Central (no Docker, no
- * tarball). Its files live in `<stateDir>/kafka`; the jars are shared by every state dir.
+ * A KRaft Kafka cluster run from the Apache jars on Maven Central (no Docker, no tarball): one
+ * node, or several, each a combined broker and controller, so any majority of them keeps the
+ * controller quorum. A single node lives in `<stateDir>/kafka`, node i of an n-node cluster in
+ * `<stateDir>/kafka-<n>-nodes/node-<i>`, so clusters of different sizes never share data. The
+ * jars are shared by every state dir.
  */
 
 const MVN_TIMEOUT_MS = 10 * 60_000; // a cold ~60 MB download on a slow link
@@ -32,26 +36,43 @@ const READY_TIMEOUT_MS = 90_000;
 const FOREIGN_BROKER_PROBE_MS = 15_000;
 // A combined broker/controller shuts down in a few seconds; this leaves room for a slow disk.
 const STOP_GRACE_MS = 30_000;
+// A cluster stops all its nodes at once; the last to go has lost the controller quorum, which its
+// controlled shutdown waits for in vain, so it is killed sooner (its log recovers on the next start).
+const CLUSTER_STOP_GRACE_MS = 8_000;
 const JARS_MARKER = '.sluice-jars.json';
 
-export interface BrokerOptions {
-  stateDir: string;
+/** One node of the cluster: its id, client port and controller port. */
+export interface BrokerNode {
+  nodeId: number;
   port: number;
   controllerPort: number;
+}
+
+export interface ClusterOptions {
+  stateDir: string;
+  /** Every node of the cluster, ids 1..n. */
+  nodes: BrokerNode[];
   logger: Logger;
   /** Directory holding pom.xml, log4j2.properties and libs/; defaults to the repo's infra/kafka. */
   kafkaHome?: string;
 }
 
-export interface BrokerHandle {
+export interface ClusterHandle {
   brokers: string[];
-  /** Set when the broker is ours (started from this state dir). */
-  pid?: number;
-  /** True if this call started it. */
+  /** The nodes with their pids, when the cluster is ours (started from this state dir). */
+  nodes: (BrokerNode & { pid: number })[];
+  /** True if this call started any node. */
   started: boolean;
   /** True if it was started from this state dir, now or earlier; only then may `down` stop it. */
   owned: boolean;
 }
+
+/** `count` nodes from the base ports, two ports apart: 9092/9093, 9094/9095, 9096/9097... */
+export function clusterNodes(count: number, port: number, controllerPort: number): BrokerNode[] {
+  return Array.from({ length: count }, (_, i) => ({ nodeId: i + 1, port: port + 2 * i, controllerPort: controllerPort + 2 * i }));
+}
+
+export const brokerList = (nodes: readonly BrokerNode[]): string[] => nodes.map((n) => `127.0.0.1:${n.port}`);
 
 export interface BrokerPaths {
   dir: string;
@@ -64,9 +85,12 @@ export interface BrokerPaths {
   serverLog: string;
 }
 
-export function brokerPaths(stateDir: string): BrokerPaths {
+const clusterDir = (clusterSize: number): string => (clusterSize === 1 ? 'kafka' : `kafka-${clusterSize}-nodes`);
+
+/** Where node `nodeId` of a `clusterSize`-node cluster keeps its files (default: the single node). */
+export function brokerPaths(stateDir: string, nodeId = 1, clusterSize = 1): BrokerPaths {
   // Absolute, because the pid check matches these paths against the broker's command line.
-  const dir = resolve(stateDir, 'kafka');
+  const dir = resolve(stateDir, clusterDir(clusterSize), clusterSize === 1 ? '' : `node-${nodeId}`);
   const logDir = join(dir, 'logs');
   return {
     dir,
@@ -79,24 +103,29 @@ export function brokerPaths(stateDir: string): BrokerPaths {
   };
 }
 
-export function renderServerProperties(p: { port: number; controllerPort: number; dataDir: string }): string {
+/** The properties of `node` in a cluster of `nodes` (all of them controllers too). */
+export function renderServerProperties(p: { node: BrokerNode; nodes: readonly BrokerNode[]; dataDir: string }): string {
+  const { node } = p;
+  // Internal topics and topics created without their own settings replicate as Sluice's do.
+  const { replicationFactor: rf, minInsyncReplicas: isr } = defaultReplication(p.nodes.length);
   return [
     '# Written by `sluice infra up` on every start; edits are overwritten.',
     'process.roles=broker,controller',
-    'node.id=1',
-    `controller.quorum.voters=1@127.0.0.1:${p.controllerPort}`,
-    `listeners=PLAINTEXT://127.0.0.1:${p.port},CONTROLLER://127.0.0.1:${p.controllerPort}`,
-    `advertised.listeners=PLAINTEXT://127.0.0.1:${p.port}`,
+    `node.id=${node.nodeId}`,
+    `controller.quorum.voters=${p.nodes.map((n) => `${n.nodeId}@127.0.0.1:${n.controllerPort}`).join(',')}`,
+    `listeners=PLAINTEXT://127.0.0.1:${node.port},CONTROLLER://127.0.0.1:${node.controllerPort}`,
+    `advertised.listeners=PLAINTEXT://127.0.0.1:${node.port}`,
     'controller.listener.names=CONTROLLER',
     'listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT',
     'inter.broker.listener.name=PLAINTEXT',
     `log.dirs=${p.dataDir}`,
-    // One node: every internal topic must fit on it.
-    'offsets.topic.replication.factor=1',
-    'transaction.state.log.replication.factor=1',
-    'transaction.state.log.min.isr=1',
-    'share.coordinator.state.topic.replication.factor=1',
-    'share.coordinator.state.topic.min.isr=1',
+    `default.replication.factor=${rf}`,
+    `min.insync.replicas=${isr}`,
+    `offsets.topic.replication.factor=${rf}`,
+    `transaction.state.log.replication.factor=${rf}`,
+    `transaction.state.log.min.isr=${isr}`,
+    `share.coordinator.state.topic.replication.factor=${rf}`,
+    `share.coordinator.state.topic.min.isr=${isr}`,
     'group.initial.rebalance.delay.ms=0',
     // Topics are created deliberately, with their partition counts, never by a typo.
     'auto.create.topics.enable=false',
@@ -185,17 +214,34 @@ async function findJava(): Promise<string> {
   return java;
 }
 
-/** Formats the storage dir unless it already holds a formatted log, so topics survive restarts. */
-async function formatStorageOnce(java: string, kafkaHome: string, paths: BrokerPaths, logger: Logger): Promise<void> {
-  if (existsSync(join(paths.dataDir, 'meta.properties'))) return;
-  const clusterId = newClusterId();
+const formatted = (paths: BrokerPaths): boolean => existsSync(join(paths.dataDir, 'meta.properties'));
+
+/** The cluster id a node's storage was formatted with, if it was. */
+async function formattedClusterId(paths: BrokerPaths): Promise<string | undefined> {
+  const meta = await readFile(join(paths.dataDir, 'meta.properties'), 'utf8').catch(() => '');
+  return /^cluster\.id=(.+)$/m.exec(meta)?.[1]?.trim();
+}
+
+/**
+ * Formats each node's storage unless it already holds a formatted log, so topics survive
+ * restarts. Every node of a cluster must carry one cluster id: a node formatted earlier lends its own.
+ */
+async function formatStorageOnce(java: string, kafkaHome: string, nodePaths: BrokerPaths[], logger: Logger): Promise<void> {
+  const todo = nodePaths.filter((p) => !formatted(p));
+  if (todo.length === 0) return;
+  const ids = await Promise.all(nodePaths.filter(formatted).map(formattedClusterId));
+  const clusterId = ids.find((id) => id !== undefined) ?? newClusterId();
   const t0 = Date.now();
-  await runChecked(
-    java,
-    ['-cp', classpath(kafkaHome), 'kafka.tools.StorageTool', 'format', '-t', clusterId, '-c', paths.propertiesFile],
-    { timeoutMs: FORMAT_TIMEOUT_MS },
+  await Promise.all(
+    todo.map((paths) =>
+      runChecked(
+        java,
+        ['-cp', classpath(kafkaHome), 'kafka.tools.StorageTool', 'format', '-t', clusterId, '-c', paths.propertiesFile],
+        { timeoutMs: FORMAT_TIMEOUT_MS },
+      ),
+    ),
   );
-  logger.info({ clusterId, dataDir: paths.dataDir, durationMs: Date.now() - t0 }, 'Kafka storage formatted');
+  logger.info({ clusterId, dataDirs: todo.map((p) => p.dataDir), durationMs: Date.now() - t0 }, 'Kafka storage formatted');
 }
 
 /**
@@ -203,9 +249,11 @@ async function formatStorageOnce(java: string, kafkaHome: string, paths: BrokerP
  * takes, which a log line or an open port does not prove. With `groups`, the group coordinator
  * must answer too: right after a start it is still loading, and consumers that join then crash
  * and restart, so our own broker counts as ready only after that. (Not for brokers we do not
- * run: their ACLs may forbid describing groups.)
+ * run: their ACLs may forbid describing groups.) With `clusterSize`, the metadata must list that
+ * many brokers: a node answers before the others' registrations reach it, and topics created
+ * then would get fewer copies.
  */
-export async function probeKafka(brokers: string[], timeoutMs = 5_000, groups = false): Promise<boolean> {
+export async function probeKafka(brokers: string[], timeoutMs = 5_000, own: { groups?: boolean; clusterSize?: number } = {}): Promise<boolean> {
   const admin = new Kafka({
     clientId: 'sluice-infra-probe',
     brokers,
@@ -219,7 +267,8 @@ export async function probeKafka(brokers: string[], timeoutMs = 5_000, groups = 
       (async () => {
         await admin.connect();
         await admin.listTopics();
-        if (groups) await admin.describeGroups(['sluice-infra-probe']);
+        if (own.groups) await admin.describeGroups(['sluice-infra-probe']);
+        if (own.clusterSize !== undefined && (await admin.describeCluster()).brokers.length < own.clusterSize) throw new Error('brokers missing from the metadata');
       })(),
       timeoutMs,
       'Kafka probe',
@@ -236,21 +285,45 @@ export async function probeKafka(brokers: string[], timeoutMs = 5_000, groups = 
 async function waitForKafka(
   brokers: string[],
   timeoutMs: number,
-  opts: { groups: boolean; gaveUp?: () => string | undefined },
+  opts: { groups: boolean; clusterSize?: number; gaveUp?: () => string | undefined },
 ) {
   return waitFor(timeoutMs, 500, async () => {
     if (opts.gaveUp?.()) return false;
-    return (await probeKafka(brokers, 5_000, opts.groups)) ? true : undefined;
+    return (await probeKafka(brokers, 5_000, opts)) ? true : undefined;
   });
 }
 
 const brokerMarkers = (paths: BrokerPaths): string[] => ['kafka.Kafka', paths.propertiesFile];
 
-/** The pid of the broker started from this state dir, if it still runs. */
-export async function brokerPid(stateDir: string): Promise<number | undefined> {
-  const paths = brokerPaths(stateDir);
-  const s = await inspectPidFile(paths.pidFile, brokerMarkers(paths));
-  return s.state === 'running' ? s.pid : undefined;
+/** Every node directory under the state dir, of whatever cluster size, with its node id. */
+async function nodeDirs(stateDir: string): Promise<{ nodeId: number; clusterSize: number; paths: BrokerPaths }[]> {
+  const single = brokerPaths(stateDir);
+  const found = existsSync(single.dir) ? [{ nodeId: 1, clusterSize: 1, paths: single }] : [];
+  for (const entry of await readdir(resolve(stateDir)).catch(() => [] as string[])) {
+    const size = /^kafka-(\d+)-nodes$/.exec(entry)?.[1];
+    if (size === undefined) continue;
+    for (const node of await readdir(resolve(stateDir, entry)).catch(() => [] as string[])) {
+      const id = /^node-(\d+)$/.exec(node)?.[1];
+      if (id !== undefined) found.push({ nodeId: Number(id), clusterSize: Number(size), paths: brokerPaths(stateDir, Number(id), Number(size)) });
+    }
+  }
+  return found;
+}
+
+export interface RunningNode {
+  nodeId: number;
+  clusterSize: number;
+  pid: number;
+}
+
+/** The nodes started from this state dir that still run, whatever cluster they belong to. */
+export async function runningNodes(stateDir: string): Promise<RunningNode[]> {
+  const running: RunningNode[] = [];
+  for (const n of await nodeDirs(stateDir)) {
+    const s = await inspectPidFile(n.paths.pidFile, brokerMarkers(n.paths));
+    if (s.state === 'running') running.push({ nodeId: n.nodeId, clusterSize: n.clusterSize, pid: s.pid });
+  }
+  return running.sort((x, y) => x.clusterSize - y.clusterSize || x.nodeId - y.nodeId);
 }
 
 interface Launched {
@@ -298,85 +371,134 @@ async function brokerLogTail(paths: BrokerPaths): Promise<string> {
     .join('\n');
 }
 
-async function startBroker(opts: BrokerOptions, paths: BrokerPaths, brokers: string[]): Promise<number> {
-  const { logger } = opts;
+/**
+ * Launches the given nodes of a cluster (the others already run) and waits until each answers.
+ * All are launched before any is waited for: a node is ready only once a majority of the
+ * controllers run. If any does not become ready, the nodes launched here are stopped again.
+ */
+async function startNodes(opts: ClusterOptions, toStart: BrokerNode[]): Promise<Map<number, number>> {
+  const { logger, nodes } = opts;
   const kafkaHome = opts.kafkaHome ?? defaultKafkaHome();
   const java = await findJava();
   await ensureKafkaJars(kafkaHome, logger);
-  await mkdir(paths.logDir, { recursive: true });
-  await writeFile(
-    paths.propertiesFile,
-    renderServerProperties({ port: opts.port, controllerPort: opts.controllerPort, dataDir: paths.dataDir }),
-  );
-  await formatStorageOnce(java, kafkaHome, paths, logger);
+  const pathsOf = (n: BrokerNode) => brokerPaths(opts.stateDir, n.nodeId, nodes.length);
+  for (const node of nodes) {
+    const paths = pathsOf(node);
+    await mkdir(paths.logDir, { recursive: true });
+    await writeFile(paths.propertiesFile, renderServerProperties({ node, nodes, dataDir: paths.dataDir }));
+  }
+  await formatStorageOnce(java, kafkaHome, nodes.map(pathsOf), logger);
 
   const t0 = Date.now();
-  const broker = launchBroker(java, kafkaHome, paths);
-  await writePidFile(paths.pidFile, broker.pid);
-  const ready = await waitForKafka(brokers, READY_TIMEOUT_MS, { groups: true, gaveUp: broker.exitReason });
-  if (ready !== true) {
-    await terminate(broker.pid, 5_000).catch(() => undefined);
-    await rm(paths.pidFile, { force: true });
-    const why = broker.exitReason() ?? `did not answer within ${READY_TIMEOUT_MS} ms`;
-    throw new Error(`Kafka broker on 127.0.0.1:${opts.port} ${why}\n${await brokerLogTail(paths)}`);
+  const launched = new Map<number, Launched>();
+  try {
+    for (const node of toStart) {
+      const broker = launchBroker(java, kafkaHome, pathsOf(node));
+      launched.set(node.nodeId, broker);
+      await writePidFile(pathsOf(node).pidFile, broker.pid);
+    }
+    const failures = await Promise.all(
+      toStart.map(async (node) => {
+        const broker = launched.get(node.nodeId)!;
+        const ready = await waitForKafka(brokerList([node]), READY_TIMEOUT_MS, { groups: true, clusterSize: nodes.length, gaveUp: broker.exitReason });
+        if (ready === true) return undefined;
+        const why = broker.exitReason() ?? `did not answer within ${READY_TIMEOUT_MS} ms`;
+        return `Kafka broker ${node.nodeId} on 127.0.0.1:${node.port} ${why}\n${await brokerLogTail(pathsOf(node))}`;
+      }),
+    );
+    const failed = failures.filter((f): f is string => f !== undefined);
+    if (failed.length > 0) throw new Error(failed.join('\n'));
+  } catch (err) {
+    await Promise.all(
+      toStart.map(async (node) => {
+        const broker = launched.get(node.nodeId);
+        if (broker) await terminate(broker.pid, 5_000).catch(() => undefined);
+        await rm(pathsOf(node).pidFile, { force: true });
+      }),
+    );
+    throw err;
   }
-  logger.info({ pid: broker.pid, port: opts.port, readyMs: Date.now() - t0 }, 'Kafka broker ready');
-  return broker.pid;
+  const pids = new Map([...launched].map(([id, l]) => [id, l.pid]));
+  logger.info({ nodes: toStart.map((n) => ({ nodeId: n.nodeId, port: n.port, pid: pids.get(n.nodeId) })), readyMs: Date.now() - t0 }, 'Kafka brokers ready');
+  return pids;
 }
 
 /**
- * Makes a broker answer on 127.0.0.1:`port`: the one this state dir started if it runs, else a
- * broker someone else runs on that port (reused, not owned), else a new one. Call it with the
- * infra lock held.
+ * Makes the cluster of `nodes` answer: the nodes this state dir started are reused if they run
+ * and the others started, else a broker someone else runs on the first node's port is reused (not
+ * owned), else all are started. Call it with the infra lock held.
  */
-export async function ensureBroker(opts: BrokerOptions): Promise<BrokerHandle> {
-  const { logger, port, controllerPort } = opts;
-  const paths = brokerPaths(opts.stateDir);
-  const brokers = [`127.0.0.1:${port}`];
-
-  const own = await inspectPidFile(paths.pidFile, brokerMarkers(paths));
-  if (own.state === 'running') {
-    const props = await readFile(paths.propertiesFile, 'utf8').catch(() => '');
-    if (props !== renderServerProperties({ port, controllerPort, dataDir: paths.dataDir })) {
-      throw new Error(
-        `the broker started from ${opts.stateDir} (pid ${own.pid}) runs with other ports (see ${paths.propertiesFile}); ` +
-          'run `sluice infra down` first',
-      );
-    }
-    if ((await waitForKafka(brokers, READY_TIMEOUT_MS, { groups: true })) !== true) {
-      throw new Error(`our broker (pid ${own.pid}) runs but does not answer on ${brokers[0]}\n${await brokerLogTail(paths)}`);
-    }
-    logger.info({ pid: own.pid, port }, 'reusing the Kafka broker started earlier from this state dir');
-    return { brokers, pid: own.pid, started: false, owned: true };
-  }
-  if (own.state === 'stale') {
-    logger.warn({ pidFile: paths.pidFile, pid: own.pid }, 'removing stale Kafka pid file');
-    await rm(paths.pidFile, { force: true });
+export async function ensureKafkaCluster(opts: ClusterOptions): Promise<ClusterHandle> {
+  const { logger, nodes, stateDir } = opts;
+  const brokers = brokerList(nodes);
+  const other = (await runningNodes(stateDir)).find((n) => n.clusterSize !== nodes.length);
+  if (other) {
+    throw new Error(`a ${other.clusterSize}-broker cluster started from ${stateDir} runs (pid ${other.pid}); run \`sluice infra down\` first`);
   }
 
-  if (await isPortOpen(port)) {
-    if ((await waitForKafka(brokers, FOREIGN_BROKER_PROBE_MS, { groups: false })) === true) {
-      logger.info({ port }, 'a Kafka broker we did not start answers on the port: using it, `down` will leave it running');
-      return { brokers, started: false, owned: false };
+  const pids = new Map<number, number>();
+  for (const node of nodes) {
+    const paths = brokerPaths(stateDir, node.nodeId, nodes.length);
+    const own = await inspectPidFile(paths.pidFile, brokerMarkers(paths));
+    if (own.state === 'running') {
+      const props = await readFile(paths.propertiesFile, 'utf8').catch(() => '');
+      if (props !== renderServerProperties({ node, nodes, dataDir: paths.dataDir })) {
+        throw new Error(
+          `the broker started from ${stateDir} (pid ${own.pid}) runs with other ports (see ${paths.propertiesFile}); ` +
+            'run `sluice infra down` first',
+        );
+      }
+      pids.set(node.nodeId, own.pid);
+    } else if (own.state === 'stale') {
+      logger.warn({ pidFile: paths.pidFile, pid: own.pid }, 'removing stale Kafka pid file');
+      await rm(paths.pidFile, { force: true });
     }
-    throw new Error(`port ${port} is in use by a process that does not answer as a Kafka broker; free it or choose another port`);
   }
-  if (await isPortOpen(controllerPort)) {
-    throw new Error(`Kafka controller port ${controllerPort} is already in use; free it or choose another port`);
+
+  const first = nodes[0]!;
+  if (pids.size === 0 && (await isPortOpen(first.port))) {
+    if ((await waitForKafka([brokers[0]!], FOREIGN_BROKER_PROBE_MS, { groups: false })) === true) {
+      logger.info({ port: first.port }, 'a Kafka broker we did not start answers on the port: using it, `down` will leave it running');
+      return { brokers, nodes: [], started: false, owned: false };
+    }
+    throw new Error(`port ${first.port} is in use by a process that does not answer as a Kafka broker; free it or choose another port`);
   }
-  const pid = await startBroker(opts, paths, brokers);
-  return { brokers, pid, started: true, owned: true };
+  const toStart = nodes.filter((n) => !pids.has(n.nodeId));
+  for (const node of toStart) {
+    for (const [what, port] of [['Kafka', node.port], ['Kafka controller', node.controllerPort]] as const) {
+      if (await isPortOpen(port)) throw new Error(`${what} port ${port} (node ${node.nodeId}) is already in use; free it or choose another port`);
+    }
+  }
+  if (toStart.length > 0) {
+    for (const [id, pid] of await startNodes(opts, toStart)) pids.set(id, pid);
+  }
+  const reused = nodes.filter((n) => !toStart.includes(n));
+  if (reused.length > 0) {
+    const answers = await Promise.all(reused.map((n) => waitForKafka(brokerList([n]), READY_TIMEOUT_MS, { groups: true, clusterSize: nodes.length })));
+    const silent = reused.filter((_, i) => answers[i] !== true);
+    if (silent.length > 0) {
+      const tails = await Promise.all(silent.map((n) => brokerLogTail(brokerPaths(stateDir, n.nodeId, nodes.length))));
+      throw new Error(`our brokers (${silent.map((n) => `node ${n.nodeId} pid ${pids.get(n.nodeId)}`).join(', ')}) run but do not answer\n${tails.join('\n')}`);
+    }
+    logger.info({ nodes: reused.map((n) => n.nodeId) }, 'reusing the Kafka brokers started earlier from this state dir');
+  }
+  return { brokers, nodes: nodes.map((n) => ({ ...n, pid: pids.get(n.nodeId)! })), started: toStart.length > 0, owned: true };
 }
 
-/** Stops the broker started from this state dir, if it runs; returns whether there was one. */
-export async function stopBroker(stateDir: string, logger: Logger): Promise<boolean> {
-  const paths = brokerPaths(stateDir);
-  const own = await inspectPidFile(paths.pidFile, brokerMarkers(paths));
-  if (own.state === 'running') {
-    const t0 = Date.now();
-    const how = await terminate(own.pid, STOP_GRACE_MS);
-    logger.info({ pid: own.pid, how, durationMs: Date.now() - t0 }, 'Kafka broker stopped');
-  }
-  await rm(paths.pidFile, { force: true });
-  return own.state === 'running';
+/** Stops every broker started from this state dir (all at once: a quorum stops together); returns whether one ran. */
+export async function stopKafka(stateDir: string, logger: Logger): Promise<boolean> {
+  const dirs = await nodeDirs(stateDir);
+  const ran = await Promise.all(
+    dirs.map(async ({ nodeId, clusterSize, paths }) => {
+      const own = await inspectPidFile(paths.pidFile, brokerMarkers(paths));
+      if (own.state === 'running') {
+        const t0 = Date.now();
+        const how = await terminate(own.pid, clusterSize === 1 ? STOP_GRACE_MS : CLUSTER_STOP_GRACE_MS);
+        logger.info({ nodeId, pid: own.pid, how, durationMs: Date.now() - t0 }, 'Kafka broker stopped');
+      }
+      await rm(paths.pidFile, { force: true });
+      return own.state === 'running';
+    }),
+  );
+  return ran.includes(true);
 }

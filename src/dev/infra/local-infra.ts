@@ -3,7 +3,7 @@ import { join, resolve } from 'node:path';
 import type { SluiceConfig } from '../../config/schema.js';
 import type { Logger } from '../../obs/logger.js';
 import { APT_INSTALL_BOUND_MS } from './apt.js';
-import { brokerPid, ensureBroker, probeKafka, stopBroker } from './kafka-broker.js';
+import { brokerList, clusterNodes, ensureKafkaCluster, probeKafka, runningNodes, stopKafka } from './kafka-broker.js';
 import { withLock } from './lock.js';
 import { type OwnershipRecord, readOwnership, SERVICES, type ServiceName, writeOwnership } from './ownership.js';
 import {
@@ -18,7 +18,7 @@ import { DEFAULT_REDIS_URL, ensureRedis, redisServerPid, stopRedis } from './red
 import { redactUrl, urlPort } from '../../util/url.js';
 
 /**
- * Local infrastructure for development and tests: a Kafka broker, Redis and PostgreSQL, started
+ * Local infrastructure for development and tests: Kafka (one broker or a cluster), Redis and PostgreSQL, started
  * when absent and stopped only by the state dir that started them. KAFKA_BROKERS, REDIS_URL and
  * DATABASE_URL point at existing services instead; those are checked but never started.
  */
@@ -31,6 +31,11 @@ export interface InfraOptions {
   logger: Logger;
   kafkaPort?: number;
   controllerPort?: number;
+  /**
+   * Kafka brokers to run (each also a controller); further nodes take the ports two above the
+   * previous one's. Defaults to the size of the cluster this state dir last started, else 1.
+   */
+  brokers?: number;
   /** Where KAFKA_BROKERS, REDIS_URL and DATABASE_URL are read from; defaults to process.env. */
   env?: NodeJS.ProcessEnv;
 }
@@ -58,6 +63,8 @@ export interface ServiceStatus {
   endpoint: string;
   pid?: number;
   ports: number[];
+  /** Kafka only: each node of our cluster, and whether it runs. */
+  nodes?: { nodeId: number; port: number; controllerPort: number; pid?: number }[];
 }
 
 export interface InfraStatus {
@@ -85,6 +92,7 @@ interface Resolved {
   env: NodeJS.ProcessEnv;
   kafkaPort: number;
   controllerPort: number;
+  brokers: number;
 }
 
 function resolveOptions(opts: InfraOptions, record: OwnershipRecord = {}): Resolved {
@@ -95,6 +103,7 @@ function resolveOptions(opts: InfraOptions, record: OwnershipRecord = {}): Resol
     env: opts.env ?? process.env,
     kafkaPort: opts.kafkaPort ?? record.kafka?.port ?? DEFAULT_KAFKA_PORT,
     controllerPort: opts.controllerPort ?? record.kafka?.controllerPort ?? DEFAULT_CONTROLLER_PORT,
+    brokers: opts.brokers ?? record.kafka?.nodes?.length ?? 1,
   };
 }
 
@@ -106,12 +115,12 @@ async function upKafka(o: Resolved, record: OwnershipRecord): Promise<{ brokers:
     }
     return { brokers, started: false };
   }
-  const broker = await ensureBroker({ stateDir: o.stateDir, port: o.kafkaPort, controllerPort: o.controllerPort, logger: o.log });
-  if (!broker.owned || broker.pid === undefined) delete record.kafka;
-  else if (broker.started || record.kafka?.pid !== broker.pid) {
-    record.kafka = { pid: broker.pid, port: o.kafkaPort, controllerPort: o.controllerPort, startedAt: now() };
+  const cluster = await ensureKafkaCluster({ stateDir: o.stateDir, nodes: clusterNodes(o.brokers, o.kafkaPort, o.controllerPort), logger: o.log });
+  if (!cluster.owned) delete record.kafka;
+  else if (cluster.started || record.kafka?.nodes?.map((n) => n.pid).join() !== cluster.nodes.map((n) => n.pid).join()) {
+    record.kafka = { port: o.kafkaPort, controllerPort: o.controllerPort, nodes: cluster.nodes, startedAt: now() };
   }
-  return { brokers: broker.brokers, started: broker.started };
+  return { brokers: cluster.brokers, started: cluster.started };
 }
 
 async function upRedis(o: Resolved, record: OwnershipRecord): Promise<{ url: string; started: boolean }> {
@@ -137,10 +146,11 @@ async function upPostgres(o: Resolved, record: OwnershipRecord): Promise<{ url: 
  * runs; concurrent calls (also from other processes) on one state dir are serialised by a lock.
  */
 export async function infraUp(opts: InfraOptions): Promise<InfraEndpoints> {
-  const o = resolveOptions(opts);
-  await mkdir(o.stateDir, { recursive: true });
-  return withLock(lockFile(o.stateDir), { timeoutMs: LOCK_WAIT_MS, logger: o.log }, async () => {
-    const record = await readOwnership(o.stateDir);
+  await mkdir(resolve(opts.stateDir), { recursive: true });
+  return withLock(lockFile(resolve(opts.stateDir)), { timeoutMs: LOCK_WAIT_MS, logger: opts.logger }, async () => {
+    const record = await readOwnership(resolve(opts.stateDir));
+    // The record, read under the lock, gives the cluster size and ports last used.
+    const o = resolveOptions(opts, record);
     // Kafka takes seconds to start; the stores are checked meanwhile, one after the other because
     // both may need apt-get, which cannot run twice at once.
     const [kafka, stores] = await Promise.allSettled([
@@ -169,7 +179,7 @@ async function downService(service: ServiceName, o: Resolved, record: OwnershipR
   switch (service) {
     case 'kafka':
       // The pid file, not the record, is authoritative: it also covers a crash before the record was written.
-      return stopBroker(o.stateDir, o.log);
+      return stopKafka(o.stateDir, o.log);
     case 'redis':
       return record.redis ? stopRedis(o.stateDir, record.redis.pid, o.log) : false;
     case 'postgres':
@@ -199,15 +209,21 @@ export async function infraDown(opts: InfraDownOptions): Promise<{ stopped: Serv
 
 async function kafkaStatus(o: Resolved): Promise<ServiceStatus> {
   const fromEnv = Boolean(o.env.KAFKA_BROKERS);
-  const brokers = fromEnv ? splitBrokers(o.env.KAFKA_BROKERS ?? '') : [`127.0.0.1:${o.kafkaPort}`];
-  const pid = fromEnv ? undefined : await brokerPid(o.stateDir);
+  if (fromEnv) {
+    const brokers = splitBrokers(o.env.KAFKA_BROKERS ?? '');
+    return { running: await probeKafka(brokers, 3_000), owned: false, fromEnv, endpoint: brokers.join(','), ports: [] };
+  }
+  const layout = clusterNodes(o.brokers, o.kafkaPort, o.controllerPort);
+  const running = (await runningNodes(o.stateDir)).filter((n) => n.clusterSize === layout.length);
+  const nodes = layout.map((n) => ({ ...n, pid: running.find((r) => r.nodeId === n.nodeId)?.pid }));
   return {
-    running: await probeKafka(brokers, 3_000),
-    owned: pid !== undefined,
+    running: await probeKafka(brokerList(layout), 3_000),
+    owned: running.length > 0,
     fromEnv,
-    endpoint: brokers.join(','),
-    pid,
-    ports: fromEnv ? [] : [o.kafkaPort, o.controllerPort],
+    endpoint: brokerList(layout).join(','),
+    pid: nodes[0]?.pid,
+    ports: layout.flatMap((n) => [n.port, n.controllerPort]),
+    nodes,
   };
 }
 

@@ -7,7 +7,8 @@ import { join } from 'node:path';
  * already running (the machine's Redis and Postgres, or someone else's broker).
  */
 export interface OwnershipRecord {
-  kafka?: { pid: number; port: number; controllerPort: number; startedAt: string };
+  /** `port`/`controllerPort` are the first node's; further nodes follow two ports apart. */
+  kafka?: { port: number; controllerPort: number; nodes: { nodeId: number; pid: number; port: number; controllerPort: number }[]; startedAt: string };
   redis?: { pid: number; url: string; startedAt: string };
   postgres?: { pid: number; version: string; cluster: string; startedAt: string };
 }

@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { constants as fsConstants } from 'node:fs';
-import { access, open, readFile, writeFile } from 'node:fs/promises';
+import { access, open, readdir, readFile, writeFile } from 'node:fs/promises';
 import { delimiter, join } from 'node:path';
 import { connect } from 'node:net';
 
@@ -45,7 +45,11 @@ export async function isAlive(pid: number): Promise<boolean> {
   if (stat === undefined) return signalable(pid);
   // The state field follows the parenthesised command name, which may itself contain ") ".
   const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
-  return state !== 'Z';
+  if (state !== 'Z') return true;
+  // A multi-threaded process (a JVM being killed) can show its exited main thread as a zombie
+  // while other threads still run and hold its sockets: it is gone only once they are.
+  const tasks = await readdir(`/proc/${pid}/task`).catch(() => [] as string[]);
+  return tasks.length > 1;
 }
 
 /** The process's command line with arguments joined by spaces, or undefined if it is gone. */

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { expectDrillInvariants, resetSimStats, settleAndWeigh } from '../../support/drill-invariants.js';
+import { expectDrillInvariants, refusedSubmissions, resetSimStats, settleAndWeigh } from '../../support/drill-invariants.js';
 import { DrillLog, MIXED_TENANTS, steadyLoad } from '../../support/drill-load.js';
 import { startDrillStack, type DrillStack } from '../../support/drill-stack.js';
 import { startThrowawayKafka, type ThrowawayKafka } from '../../support/throwaway-kafka.js';
@@ -39,14 +39,8 @@ describe('drill: Kafka broker restarted', () => {
     expectDrillInvariants(verdict);
     expect.soft(log.exchanges.filter((e) => e.method === 'POST' && e.at > restartedAt + 5_000 && e.status === 202).length, 'submissions are admitted again once the broker is back').toBeGreaterThan(0);
     // A 503 says "it was not accepted": a refused submission whose event lands late must not run.
-    const refused = stack.front.logs.filter((l) => l.msg === 'Kafka did not acknowledge a submission' && typeof l.runId === 'string');
-    const ranAnyway: { runId: string; status: unknown }[] = [];
-    for (const l of refused) {
-      const stream = MIXED_TENANTS.find((t) => t.tenant === l.tenantId)!;
-      const r = await log.call(stream.tenant, stream.key, 'GET', `/v1/runs/${String(l.runId)}`);
-      if (r.status === 200 && (r.body as { status?: string }).status !== 'cancelled') ranAnyway.push({ runId: String(l.runId), status: (r.body as { status?: string }).status });
-    }
-    console.log(`DRILL kafka-broker-restart: refused with 503=${refused.length} of which ran anyway=${ranAnyway.length}`);
+    const { refused, ranAnyway } = await refusedSubmissions(stack.front, log, MIXED_TENANTS);
+    console.log(`DRILL kafka-broker-restart: refused with 503=${refused} of which ran anyway=${ranAnyway.length}`);
     expect.soft(ranAnyway, 'a submission refused with 503 does not run later').toEqual([]);
   }, 150_000);
 });

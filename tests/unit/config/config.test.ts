@@ -156,7 +156,6 @@ describe('parseConfig defaults', () => {
       brokers: ['127.0.0.1:9092'],
       clientId: 'sluice',
       partitions: { interactive: 6, batch: 6, retry: 3, status: 6, dlq: 3 },
-      replicationFactor: 1,
       produceTimeoutMs: 5000,
       sessionTimeoutMs: 30000,
       heartbeatIntervalMs: 3000,
@@ -567,6 +566,15 @@ describe('parseConfig errors name the field path', () => {
     const doc = baseDoc();
     doc.tenants.t1.reads = { bucket: { refillPerSec: 0.5 } };
     expect(parseConfig(doc).tenants.t1!.reads).toEqual({ bucket: { capacity: 200, refillPerSec: 0.5 }, maxStreams: 100 });
+  });
+
+  it('more in-sync replicas than copies', () => {
+    const doc = baseDoc();
+    doc.kafka = { replicationFactor: 2, minInsyncReplicas: 3 };
+    const err = configError(() => parseConfig(doc));
+    expect(err.fields).toEqual(['kafka.minInsyncReplicas']);
+    expect(err.message).toContain('kafka.minInsyncReplicas: must not exceed kafka.replicationFactor');
+    expect(parseConfig({ ...baseDoc(), kafka: { replicationFactor: 3, minInsyncReplicas: 2 } }).kafka).toMatchObject({ replicationFactor: 3, minInsyncReplicas: 2 });
   });
 
   it('deadline min greater than max', () => {

@@ -3,7 +3,7 @@ import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { brokerPaths, jarsUpToDate, newClusterId, probeKafka, renderServerProperties } from '../../../../src/dev/infra/kafka-broker.js';
+import { brokerPaths, clusterNodes, jarsUpToDate, newClusterId, probeKafka, renderServerProperties } from '../../../../src/dev/infra/kafka-broker.js';
 
 function parseProperties(text: string): Map<string, string> {
   const entries = text
@@ -17,7 +17,8 @@ function parseProperties(text: string): Map<string, string> {
 }
 
 describe('renderServerProperties', () => {
-  const props = parseProperties(renderServerProperties({ port: 19192, controllerPort: 19193, dataDir: '/state/kafka/data' }));
+  const single = { nodeId: 1, port: 19192, controllerPort: 19193 };
+  const props = parseProperties(renderServerProperties({ node: single, nodes: [single], dataDir: '/state/kafka/data' }));
 
   it('describes a combined single-node KRaft broker on the given ports', () => {
     expect(props.get('process.roles')).toBe('broker,controller');
@@ -38,6 +39,8 @@ describe('renderServerProperties', () => {
       'transaction.state.log.min.isr',
       'share.coordinator.state.topic.replication.factor',
       'share.coordinator.state.topic.min.isr',
+      'default.replication.factor',
+      'min.insync.replicas',
     ]) {
       expect(props.get(key), key).toBe('1');
     }
@@ -46,9 +49,46 @@ describe('renderServerProperties', () => {
   });
 
   it('is deterministic, so a running broker can be compared with the requested ports', () => {
-    const a = renderServerProperties({ port: 9092, controllerPort: 9093, dataDir: '/d' });
-    expect(renderServerProperties({ port: 9092, controllerPort: 9093, dataDir: '/d' })).toBe(a);
-    expect(renderServerProperties({ port: 9094, controllerPort: 9093, dataDir: '/d' })).not.toBe(a);
+    const at = (port: number) => ({ nodeId: 1, port, controllerPort: 9093 });
+    const a = renderServerProperties({ node: at(9092), nodes: [at(9092)], dataDir: '/d' });
+    expect(renderServerProperties({ node: at(9092), nodes: [at(9092)], dataDir: '/d' })).toBe(a);
+    expect(renderServerProperties({ node: at(9094), nodes: [at(9094)], dataDir: '/d' })).not.toBe(a);
+  });
+});
+
+describe('a three-node cluster', () => {
+  const nodes = clusterNodes(3, 9092, 9093);
+
+  it('lays nodes out two ports apart from the base ports', () => {
+    expect(nodes).toEqual([
+      { nodeId: 1, port: 9092, controllerPort: 9093 },
+      { nodeId: 2, port: 9094, controllerPort: 9095 },
+      { nodeId: 3, port: 9096, controllerPort: 9097 },
+    ]);
+  });
+
+  it('makes every node a voter of one quorum, listening on its own ports', () => {
+    const second = parseProperties(renderServerProperties({ node: nodes[1]!, nodes, dataDir: '/d2' }));
+    expect(second.get('node.id')).toBe('2');
+    expect(second.get('controller.quorum.voters')).toBe('1@127.0.0.1:9093,2@127.0.0.1:9095,3@127.0.0.1:9097');
+    expect(second.get('listeners')).toBe('PLAINTEXT://127.0.0.1:9094,CONTROLLER://127.0.0.1:9095');
+    expect(second.get('advertised.listeners')).toBe('PLAINTEXT://127.0.0.1:9094');
+  });
+
+  it('replicates internal and default topics three times with two in sync', () => {
+    const props = parseProperties(renderServerProperties({ node: nodes[0]!, nodes, dataDir: '/d1' }));
+    for (const key of ['default.replication.factor', 'offsets.topic.replication.factor', 'transaction.state.log.replication.factor', 'share.coordinator.state.topic.replication.factor']) {
+      expect(props.get(key), key).toBe('3');
+    }
+    for (const key of ['min.insync.replicas', 'transaction.state.log.min.isr', 'share.coordinator.state.topic.min.isr']) {
+      expect(props.get(key), key).toBe('2');
+    }
+  });
+
+  it('keeps each node in its own directory, apart from a single node of the same state dir', () => {
+    const dirs = [1, 2, 3].map((id) => brokerPaths('/s', id, 3).dir);
+    expect(dirs).toEqual(['/s/kafka-3-nodes/node-1', '/s/kafka-3-nodes/node-2', '/s/kafka-3-nodes/node-3']);
+    expect(brokerPaths('/s').dir).toBe('/s/kafka');
   });
 });
 

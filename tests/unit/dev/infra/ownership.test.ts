@@ -17,7 +17,7 @@ describe('ownership record', () => {
 
   it('round-trips and leaves no temporary file behind', async () => {
     const record: OwnershipRecord = {
-      kafka: { pid: 10, port: 19192, controllerPort: 19193, startedAt: '2025-01-01T00:00:00.000Z' },
+      kafka: { port: 19192, controllerPort: 19193, nodes: [{ nodeId: 1, pid: 10, port: 19192, controllerPort: 19193 }], startedAt: '2025-01-01T00:00:00.000Z' },
       redis: { pid: 11, url: 'redis://127.0.0.1:6379', startedAt: '2025-01-01T00:00:00.000Z' },
     };
     await writeOwnership(dir, record);
