@@ -601,7 +601,7 @@ function table(results: PhaseResult[], opts: ProcessorBenchOptions): string {
   const lines = [
     `processor bench: ${opts.runs} runs per phase (+${opts.warmup} warm-up), workflow ${WORKFLOW} (llm → order-lookup → llm), every simulator target at 0 ms, concurrency ${opts.concurrency}`,
     'runs/s = runs / (last completion − first submit); redis per run = INFO commandstats deltas / runs, idle rate subtracted; cmds include those run inside Lua, the round trips column leaves out every command some Lua script also runs (so GET, SET…): the exact count is the "Redis round trips per run" line',
-    'exec ms = mean time a run spends executing (Sluice: RunExecutor.execute incl. its 4 status publishes; BullMQ: the processor function); in flight = Σexec / total (Little); cpu ms = processor/worker process CPU per run',
+    'exec ms = mean time a run spends executing (Sluice: RunExecutor.execute incl. acknowledging its 4 status events, of which only the outcome is waited for; BullMQ: the processor function); in flight = Σexec / total (Little); cpu ms = processor/worker process CPU per run',
     '  phase                                     runs  submit s   total s    runs/s  exec ms  in flight  cpu ms  redis cmds/run  round trips/run  sim calls/run  outcomes',
   ];
   for (const r of results) {

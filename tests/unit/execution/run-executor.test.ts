@@ -45,11 +45,15 @@ function executor(cancelAnswers: (CancelReason | undefined)[], journal: Map<stri
     },
     simulatorUrl: 'http://127.0.0.1:1',
     publishStatus: async (e) => void published.push(e),
-    cancellation: { cancelReason: async () => cancelAnswers[checks++] },
     dependencyPermits: { acquire: async () => async () => undefined },
-    journal: {
-      recall: async (_runId: string, stepId: string) => (journal.has(stepId) ? { output: journal.get(stepId) } : undefined),
-      record: async (_runId: string, stepId: string, output: unknown) => void journal.set(stepId, output),
+    // Every read of the cancellation takes the next answer: at the start, with each recorded step, or alone.
+    progress: {
+      open: async () => ({ done: new Map(journal), cancelled: cancelAnswers[checks++] }),
+      record: async (_runId: string, stepId: string, output: unknown) => {
+        journal.set(stepId, output);
+        return cancelAnswers[checks++];
+      },
+      cancelReason: async () => cancelAnswers[checks++],
     },
     breakers: {
       admit: async () => opts.admit?.shift() ?? { allowed: true, probe: false },
@@ -89,7 +93,7 @@ describe('RunExecutor cancellation', () => {
     expect(published[0]!.message).toMatch(/^cancelled: stopped because its submission was answered 503 .* before it started$/);
   });
 
-  it('stops at the next step boundary, before the tool call', async () => {
+  it('stops at the next step boundary, before the tool call, as read when the first step was recorded', async () => {
     const { exec, published, llmCalls, checks } = executor([undefined, 'requested']);
     expect(await exec.execute(run, ATTEMPT)).toBe('cancelled');
     expect(llmCalls()).toBe(1);
@@ -97,6 +101,33 @@ describe('RunExecutor cancellation', () => {
     expect(published.map((e) => e.status)).toEqual(['running', 'cancelled']);
     expect(published[1]!.message).toContain('at the step boundary before step 2/3 (lookup-order)');
     expect(published[1]!.error).toBeNull();
+  });
+});
+
+describe('RunExecutor step boundaries', () => {
+  const reading = (journal: Map<string, unknown>, reads: string[]) =>
+    executor([], journal, [], loadConfig({ env: {} }), {
+      deps: {
+        progress: {
+          open: async () => (reads.push('open'), { done: new Map(journal), cancelled: undefined }),
+          record: async (_runId, stepId) => (reads.push(`record ${stepId}`), undefined),
+          cancelReason: async () => (reads.push('check'), undefined),
+        },
+      },
+    });
+
+  it('reads the cancellation once per boundary: with the step just recorded, or alone after a step already done', async () => {
+    const reads: string[] = [];
+    const { exec } = reading(new Map([['lookup-order', { orderId: '42' }]]), reads);
+    expect(await exec.execute(run, ATTEMPT)).toBe('completed');
+    expect(reads).toEqual(['open', 'record understand', 'check', 'record reply']);
+  });
+
+  it('records nothing for steps already done', async () => {
+    const reads: string[] = [];
+    const { exec } = reading(new Map<string, unknown>([['understand', { text: 'order 42' }], ['lookup-order', { orderId: '42' }]]), reads);
+    expect(await exec.execute(run, ATTEMPT)).toBe('completed');
+    expect(reads).toEqual(['open', 'check', 'check', 'record reply']);
   });
 });
 
