@@ -21,6 +21,7 @@ export const SCRIPTS = {
   adaptiveLimitUpdate: { file: 'adaptive-limit-update.lua', keys: 1 },
   breakerAdmit: { file: 'breaker-admit.lua', keys: 2 },
   breakerRecord: { file: 'breaker-record.lua', keys: 3 },
+  breakerTally: { file: 'breaker-tally.lua', keys: 2 },
   retryBudgetTake: { file: 'retry-budget-take.lua', keys: 1 },
   pacingReserve: { file: 'pacing-reserve.lua', keys: 3 },
   pacingSettle: { file: 'pacing-settle.lua', keys: 1 },
