@@ -61,8 +61,13 @@ function executor(cancelAnswers: (CancelReason | undefined)[], journal: Map<stri
         recorded.push({ dependency, token, outcome });
         return { state: 'closed', changed: false };
       },
+      tally: async (dependency, calls) => {
+        for (let i = 0; i < calls; i++) recorded.push({ dependency, token: undefined, outcome: 'success' });
+        return true;
+      },
     },
-    board: { view: (d) => (opts.breaker?.name === d ? opts.breaker : { name: d, state: 'closed' }) },
+    // Not live: every call asks the breaker, as the tests of its answers need.
+    board: { view: (d) => (opts.breaker?.name === d ? opts.breaker : { name: d, state: 'closed' }), live: () => false },
     enqueueRetry: async (r, headers) => void retries.push({ run: r, headers }),
     deadLetters: { publishDeadLetter: async (envelope, headers) => void deadLetters.push({ envelope, headers }) },
     retryBudgets: new RetryBudgets(() => NOW),
@@ -355,16 +360,14 @@ describe('RunExecutor and the shared breakers', () => {
     expect(result.steps[1]).toMatchObject({ id: 'lookup-order', output: { unavailable: true } });
   });
 
-  it('tells the breaker each call\'s outcome, under the probe token when the call was a probe', async () => {
+  it('tells the breaker a failed call\'s outcome at once, under the probe token when the call was a probe', async () => {
     const badRequest = () => Anthropic.APIError.generate(400, { type: 'error', error: { type: 'invalid_request_error', message: 'no' } }, 'bad', new Headers());
     const { exec, recorded } = executor([], new Map([['lookup-order', {}], ['reply', { text: 'x' }]]), [Anthropic.APIError.generate(529, {}, 'busy', new Headers()), badRequest()], undefined, {
       admit: [{ allowed: true, probe: true }, { allowed: true, probe: false }],
     });
     expect(await exec.execute(run, ATTEMPT)).toBe('failed');
-    expect(recorded).toEqual([
-      { dependency: 'anthropic', token: `${run.runId}:1:understand:1`, outcome: 'failure' },
-      { dependency: 'anthropic', token: undefined, outcome: 'success' },
-    ]);
+    // The 400 is a prompt success of a call that was no probe: counted here, sent in bulk later (CallGuard.record).
+    expect(recorded).toEqual([{ dependency: 'anthropic', token: `${run.runId}:1:understand:1`, outcome: 'failure' }]);
   });
 
   it('publishes one waiting event in the attempt\'s slot 0 for a run held before it starts', async () => {
@@ -454,7 +457,7 @@ describe('RunExecutor names the infrastructure call that failed, so the attempt 
   const rejection = async (p: Promise<unknown>) => p.then(() => undefined, (err: unknown) => err);
 
   it('the shared breaker (Redis) during admission', async () => {
-    const { exec, llmCalls, deadLetters } = executor([], new Map(), [], undefined, { deps: { breakers: { admit: failing('Connection is closed.'), record: async () => ({ state: 'closed', changed: false }) } } });
+    const { exec, llmCalls, deadLetters } = executor([], new Map(), [], undefined, { deps: { breakers: { admit: failing('Connection is closed.'), record: async () => ({ state: 'closed', changed: false }), tally: async () => true } } });
     const err = await rejection(exec.execute(run, ATTEMPT));
     expect(err).toBeInstanceOf(InfrastructureError);
     expect(err).toMatchObject({ operation: 'breaker_admission', message: 'asking the shared breaker for anthropic (Redis) failed: Connection is closed.' });
