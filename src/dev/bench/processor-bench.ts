@@ -136,39 +136,53 @@ function luaInnerCommands(): Set<string> {
 /**
  * What one run asks of Redis, counted exactly: MONITOR shows each command a client sent (a Lua
  * script's own commands are marked `lua` and left out), and only commands naming the phase's
- * namespace count, so other users of the same Redis do not. Every Sluice Redis call is one command
- * (one EVALSHA or one plain command, no pipelines on its run path), so commands are round trips.
+ * namespace count, so other users of the same Redis do not. Every Sluice Redis call on a run's
+ * path is one command (one EVALSHA or one plain command, no pipelines), so commands are round
+ * trips. The processor's background (breaker polls, lease renewals, retry budget reports), counted
+ * over an idle second just before, is subtracted at its rate; `withIdle` keeps it.
  */
 export interface RunRoundTrips {
   runs: number;
   commands: number;
   evalsha: number;
+  withIdle: number;
 }
 
-/** Counts the Redis commands naming `namespace` while `body` runs. */
+interface Counted {
+  commands: number;
+  evalsha: number;
+}
+
+/** Counts the Redis commands naming `namespace` over an idle second, then while `body` runs. */
 async function countRoundTrips(redis: Redis, namespace: string, runs: number, body: () => Promise<void>): Promise<RunRoundTrips> {
   const monitor = await redis.monitor();
-  let commands = 0;
-  let evalsha = 0;
+  let window: Counted = { commands: 0, evalsha: 0 };
   let counting = true;
   let failure: Error | undefined;
   monitor.on('monitor', (_time: string, args: string[], source: string) => {
     if (!counting || source === 'lua' || !args.some((a) => a.includes(namespace))) return;
-    commands++;
-    if (args[0]?.toLowerCase() === 'evalsha') evalsha++;
+    window.commands++;
+    if (args[0]?.toLowerCase() === 'evalsha') window.evalsha++;
   });
   // Lines still arriving while the connection closes are an ioredis 'error' on it: harmless then.
   monitor.on('error', (err: Error) => {
     if (counting) failure ??= err;
   });
+  let idle: Counted;
+  let scale: number;
   try {
+    await sleep(IDLE_BASELINE_MS);
+    idle = window;
+    window = { commands: 0, evalsha: 0 };
+    const started = Date.now();
     await body();
+    scale = (Date.now() - started) / IDLE_BASELINE_MS;
   } finally {
     counting = false;
     monitor.disconnect();
   }
   if (failure) throw new Error(`the MONITOR connection failed while counting: ${failure.message}`);
-  return { runs, commands, evalsha };
+  return { runs, commands: Math.max(0, window.commands - idle.commands * scale), evalsha: Math.max(0, window.evalsha - idle.evalsha * scale), withIdle: window.commands };
 }
 
 interface RedisDelta {
@@ -626,7 +640,7 @@ function table(results: PhaseResult[], opts: ProcessorBenchOptions): string {
   lines.push(`idle Redis calls subtracted (per s, measured 1 s before each phase): ${results.map((r) => `${r.label.split(' ')[0]} ${r.idlePerSec.all.toFixed(1)}`).join(', ')}`);
   for (const r of results) {
     const c = r.roundTripCount;
-    if (c) lines.push(`  ${r.label.split(' ')[0]} Redis round trips per run: ${(c.commands / c.runs).toFixed(2)}, of which EVALSHA ${(c.evalsha / c.runs).toFixed(2)} (every client command naming the phase's namespace, counted with MONITOR over ${c.runs} more runs, idle ones included)`);
+    if (c) lines.push(`  ${r.label.split(' ')[0]} Redis round trips per run: ${(c.commands / c.runs).toFixed(2)}, of which EVALSHA ${(c.evalsha / c.runs).toFixed(2)}; ${(c.withIdle / c.runs).toFixed(2)} with the idle background (every client command naming the phase's namespace, counted with MONITOR over ${c.runs} more runs)`);
   }
   for (const r of results.filter((x) => x.roundTrips)) {
     lines.push(`  ${r.label.split(' ')[0]} commands per run: ${r.redis.byCommand.map(([cmd, n]) => `${cmd} ${(n / r.runs).toFixed(2)}`).join(', ')}`);
