@@ -36,8 +36,9 @@ type FailedStep = { outcome: Promise<RunOutcome> } | { gone: Unavailability };
 /**
  * One attempt of a run, step by step: before each step the cancellation and the deadline are
  * checked and its progress is published; a step already done is not called again; an output is
- * bounded, then recorded, which reads the cancellation for the next step in the same round trip. A step that cannot be served ends the attempt (retried,
- * failed) or is left to the tenant's fallback policy.
+ * bounded, then recorded, which reads the cancellation for the next step in the same round trip.
+ * A step that cannot be served ends the attempt (retried, failed) or is left to the tenant's
+ * fallback policy.
  */
 export class StepLoop {
   constructor(private readonly deps: StepLoopDeps) {}
