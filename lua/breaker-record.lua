@@ -1,7 +1,9 @@
+-- uses: breaker-window
 -- Records one call's outcome against the breaker every instance shares, and trips or settles it,
 -- atomically: two instances recording at once can neither both open it nor lose a probe's verdict.
--- Closed: the call goes into a sliding window of time buckets (width windowMs / 10) holding calls,
+-- Closed: the call goes into a sliding window of time buckets (lib/breaker-window.lua) holding calls,
 -- failures and slow calls; buckets older than the window are dropped here, so the hash stays small.
+-- Prompt successes may come in bulk instead (breaker-tally.lua).
 -- Half-open: only a probe's outcome counts (its lease is taken back); other calls were let through
 -- before the trip or by no one, and say nothing about the dependency's recovery.
 -- Open: outcomes are late answers to calls made before the trip and are ignored.
@@ -55,24 +57,13 @@ end
 if state == 'open' or outcome == 'released' then return {state, 0} end
 
 local window = tonumber(ARGV[4])
-local width = math.max(1, math.floor(window / 10))
-local bucket = math.floor(now / width)
+local bucket = breaker_bucket(now, window)
 redis.call('HINCRBY', KEYS[2], bucket .. ':c', 1)
 if outcome == 'failure' then redis.call('HINCRBY', KEYS[2], bucket .. ':f', 1) end
 if tonumber(ARGV[3]) >= tonumber(ARGV[8]) then redis.call('HINCRBY', KEYS[2], bucket .. ':s', 1) end
 redis.call('PEXPIRE', KEYS[2], window)
 
--- A bucket counts while its start is inside the window, so no call older than windowMs ever does.
-local sums = {c = 0, f = 0, s = 0}
-local fields = redis.call('HGETALL', KEYS[2])
-for i = 1, #fields, 2 do
-  local b, kind = string.match(fields[i], '^(%d+):(%a)$')
-  if tonumber(b) * width > now - window then
-    sums[kind] = sums[kind] + tonumber(fields[i + 1])
-  else
-    redis.call('HDEL', KEYS[2], fields[i])
-  end
-end
+local sums = breaker_window_sums(KEYS[2], now, window)
 
 local calls = sums.c
 if calls >= tonumber(ARGV[5]) and (sums.f >= tonumber(ARGV[6]) or sums.f / calls >= tonumber(ARGV[7]) or sums.s / calls >= tonumber(ARGV[9])) then

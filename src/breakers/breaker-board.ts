@@ -46,6 +46,8 @@ export class BreakerBoard {
   private readonly now: () => number;
   private readonly known: Set<string>;
   private timer: NodeJS.Timeout | undefined;
+  /** Subscribed, and every state read since (re)connecting: the view changes as soon as the shared state does. */
+  private following = false;
   /** One read at a time: two overlapping reads could land out of order and restore an older state. */
   private reading: Promise<void> | undefined;
   private closed = false;
@@ -67,7 +69,9 @@ export class BreakerBoard {
     this.subscriber.on('message', (channel: string, payload: string) => {
       if (channel === keys.breakerChanged()) this.onAnnouncement(payload);
     });
-    this.subscriber.on('ready', () => void this.refreshQuietly());
+    this.subscriber.on('ready', () => void this.catchUp());
+    // Announcements sent while reconnecting are lost: the view lags until the read after 'ready'.
+    this.subscriber.on('close', () => (this.following = false));
     this.subscriber.on('error', (err: Error) => this.log.warn({ err }, 'breaker subscriber error; falling back to reading the state every poll'));
   }
 
@@ -75,16 +79,26 @@ export class BreakerBoard {
   async start(): Promise<void> {
     await this.subscriber.subscribe(this.keys.breakerChanged());
     await this.refresh();
+    this.following = this.subscriber.status === 'ready';
     this.timer = setInterval(() => void this.refreshQuietly(), this.opts.pollMs);
     this.timer.unref();
   }
 
   async close(): Promise<void> {
     this.closed = true;
+    this.following = false;
     clearInterval(this.timer);
     this.listeners.clear();
     await this.reading?.catch(() => undefined);
     await this.subscriber.quit().catch(() => this.subscriber.disconnect());
+  }
+
+  /**
+   * Whether the view follows the shared state live: subscribed to the announcements, and read
+   * since the subscription last (re)connected. Only then does a closed view stand for Redis's answer.
+   */
+  live(): boolean {
+    return this.following;
   }
 
   all(): ReadonlyMap<string, BreakerView> {
@@ -120,6 +134,17 @@ export class BreakerBoard {
       if ((this.announcedAt.get(d) ?? -1) >= startedAt) return;
       this.apply(parseBreakerHash(d, (hash ?? {}) as Record<string, string>), 'read');
     });
+  }
+
+  /** After (re)connecting: read every state, and follow live from then on. */
+  private async catchUp(): Promise<void> {
+    try {
+      await this.refresh();
+    } catch (err) {
+      this.log.warn({ err }, 'could not read breaker states; keeping the last view');
+      return;
+    }
+    if (!this.closed && this.subscriber.status === 'ready') this.following = true;
   }
 
   private refreshQuietly(): Promise<void> {

@@ -102,6 +102,16 @@ export class BreakerStore {
     return { state, changed: changed === 1 };
   }
 
+  /**
+   * Adds `calls` that succeeded promptly outside any probe, counted by this instance while the
+   * breaker was closed, to its window; resolves to whether they counted (the breaker was closed).
+   */
+  async tally(dependency: string, calls: number): Promise<boolean> {
+    if (!Number.isInteger(calls) || calls <= 0) throw new RangeError(`a tally is a positive number of calls, got ${calls}`);
+    const counted = await this.scripts.run('breakerTally', [this.keys.breaker(dependency), this.keys.breakerWindow(dependency)], [calls, this.policy(dependency).windowMs]);
+    return counted === 1;
+  }
+
   private policy(dependency: string): BreakerPolicy {
     const policy = this.policyOf(dependency);
     if (!policy) throw new Error(`no breaker policy for dependency "${dependency}"`);

@@ -1,5 +1,6 @@
 import { gateRun, type BreakerView } from '../breakers/breaker-gate.js';
 import type { BreakerAdmission, BreakerOutcome, BreakerStateName } from '../breakers/breaker-store.js';
+import { SuccessTally, tallyWindows } from '../breakers/success-tally.js';
 import { ownEntry } from '../config/lookup.js';
 import type { SluiceConfig } from '../config/schema.js';
 import type { RunRequested } from '../events/schemas.js';
@@ -11,10 +12,14 @@ import { infrastructureCall } from './run-faults.js';
 import { adaptiveBounds, loadSignalOf } from '../permits/adaptive-limit-policy.js';
 import type { AdaptiveLimitStore } from '../permits/adaptive-limit-store.js';
 
-/** The shared breakers: asked before every call, told every call's outcome. */
+/**
+ * The shared breakers: asked before a call unless this instance follows them live and sees them
+ * closed, told every call's outcome (prompt successes while closed in bulk, by `tally`).
+ */
 export interface SharedBreakers {
   admit(dependency: string, token: string): Promise<BreakerAdmission>;
   record(dependency: string, token: string | undefined, outcome: BreakerOutcome, durationMs: number): Promise<{ state: BreakerStateName; changed: boolean }>;
+  tally(dependency: string, calls: number): Promise<boolean>;
 }
 
 /** A permit per call at the dependency's scope; resolves to its release, or throws at the deadline. */
@@ -32,8 +37,8 @@ export interface CallPacer {
 export interface CallGuardDeps {
   config: Pick<SluiceConfig, 'dependencies'>;
   breakers: SharedBreakers;
-  /** This instance's view of the breakers, so an open one is not even asked. */
-  board: { view(dependency: string): BreakerView };
+  /** This instance's view of the breakers, so an open one is not even asked, nor a closed one while `live`. */
+  board: { view(dependency: string): BreakerView; live(): boolean };
   dependencyPermits: DependencyPermits;
   /** Absent when `processor.pacing.enabled` is false: calls go out unpaced, with no Redis call. */
   pacer?: CallPacer;
@@ -75,16 +80,22 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
  * the breaker is told how the call went.
  */
 export class CallGuard {
+  private readonly successes = new SuccessTally();
+
   constructor(private readonly deps: CallGuardDeps) {}
 
   /**
    * Asks the dependency's breaker whether this call may go out; resolves to the probe token when
-   * it goes out as a half-open probe. An open breaker this instance already knows of is not asked.
+   * it goes out as a half-open probe. An open breaker this instance already knows of is not asked;
+   * nor is a closed one while the board follows the breakers live: Redis would admit the call,
+   * and a trip elsewhere reaches the board as fast as it would reach a question.
    */
   async admit(run: RunRequested, dependency: string, token: string): Promise<string | undefined> {
     const { deps } = this;
-    const gate = gateRun({ runClass: run.class, deadline: run.deadline, needed: [dependency], views: new Map([[dependency, deps.board.view(dependency)]]), now: deps.now(), minCallMs: MIN_USEFUL_CALL_MS, probeRoom: () => true });
+    const view = deps.board.view(dependency);
+    const gate = gateRun({ runClass: run.class, deadline: run.deadline, needed: [dependency], views: new Map([[dependency, view]]), now: deps.now(), minCallMs: MIN_USEFUL_CALL_MS, probeRoom: () => true });
     if (gate.kind !== 'go') throw new DependencyUnavailable(dependency, gate.until, gate.kind === 'wait');
+    if (view.state === 'closed' && deps.board.live()) return undefined;
     const admission = await infrastructureCall('breaker_admission', dependency, () => deps.breakers.admit(dependency, token));
     if (admission.allowed) return admission.probe ? token : undefined;
     // Half-open with its probes taken: the verdict comes with their answers, and a failed probe
@@ -151,13 +162,28 @@ export class CallGuard {
     }
   }
 
-  /** A breaker that cannot be told an outcome must not fail the run: the window just misses one call. */
+  /**
+   * Tells the breaker how a call went. A prompt success of a call that was no probe, while the
+   * board sees the breaker closed, is counted here and sent in bulk (`SuccessTally`); any other
+   * outcome goes at once, after the successes counted so far. A breaker that cannot be told an
+   * outcome must not fail the run: the window just misses those calls.
+   */
   async record(dependency: string, probe: string | undefined, outcome: BreakerOutcome, durationMs: number): Promise<void> {
+    const { deps } = this;
+    const policy = ownEntry(deps.config.dependencies, dependency)?.breaker;
+    const now = deps.now();
     try {
-      const after = await this.deps.breakers.record(dependency, probe, outcome, durationMs);
-      if (after.changed) this.deps.logger.warn({ dependency, state: after.state, outcome }, 'this call moved the breaker');
+      if (policy && probe === undefined && outcome === 'success' && durationMs < policy.slowCallMs && deps.board.view(dependency).state === 'closed') {
+        const calls = this.successes.add(dependency, now, tallyWindows(policy.windowMs));
+        if (calls > 0) await deps.breakers.tally(dependency, calls);
+        return;
+      }
+      const earlier = policy ? this.successes.take(dependency, now, policy.windowMs) : 0;
+      // One connection, in order: the tally lands before the outcome is judged.
+      const [, after] = await Promise.all([earlier > 0 ? deps.breakers.tally(dependency, earlier) : undefined, deps.breakers.record(dependency, probe, outcome, durationMs)]);
+      if (after.changed) deps.logger.warn({ dependency, state: after.state, outcome }, 'this call moved the breaker');
     } catch (err) {
-      this.deps.logger.warn({ err, dependency }, 'could not record a call outcome with the breaker');
+      deps.logger.warn({ err, dependency }, 'could not record a call outcome with the breaker');
     }
   }
 }

@@ -82,12 +82,16 @@ export function statusEvent(run: RunRequested, report: StatusReport, at: { occur
 
 /**
  * Tells how an attempt goes and how it ends: running and held events, and the outcomes (completed,
- * failed, expired, cancelled, retried). An outcome is acknowledged before its promise resolves,
- * after what must precede it: a failed run's dead letter, a retried run's next attempt.
+ * failed, expired, cancelled, retried). Running and held events are not waited for: a run goes on
+ * while Kafka acknowledges them. An outcome is acknowledged before its promise resolves, after what
+ * must precede it: the run's earlier events, a failed run's dead letter, a retried run's next
+ * attempt. The producer sends requests one at a time in call order, so a run's events keep their order.
  */
 export class OutcomePublisher {
   /** When each attempt in progress started; keyed by the event object, so nothing outlives the attempt. */
   private readonly attemptStarts = new WeakMap<RunRequested, number>();
+  /** Each attempt's running and held events not known to be settled: its outcome waits for them. */
+  private readonly earlier = new WeakMap<RunRequested, Promise<unknown>>();
 
   constructor(private readonly deps: OutcomePublisherDeps) {}
 
@@ -96,23 +100,24 @@ export class OutcomePublisher {
     this.attemptStarts.set(run, at);
   }
 
-  /** Tells the run's reader it waits, before starting, for a dependency whose breaker is open. */
-  async held(run: RunRequested, dependency: string, until: number): Promise<void> {
+  /** Tells the run's reader it waits, before starting, for a dependency whose breaker is open; resolves once settled. */
+  held(run: RunRequested, dependency: string, until: number): Promise<void> {
     const at = new Date(until).toISOString();
-    try {
-      await this.deps.publishStatus(this.event(run, { status: 'waiting_dependency', sequence: heldSequence(run.attempt), message: `waiting for ${dependency} (breaker open); next probe at ${at}` }));
-    } catch (err) {
-      this.deps.logger.warn({ err, runId: run.runId }, 'could not publish a waiting event');
-    }
+    const event = this.event(run, { status: 'waiting_dependency', sequence: heldSequence(run.attempt), message: `waiting for ${dependency} (breaker open); next probe at ${at}` });
+    return this.informative(run, event, (err) => this.deps.logger.warn({ err, runId: run.runId }, 'could not publish a waiting event'));
   }
 
-  /** Progress events are informative: a failure to publish one is logged and the run goes on. */
-  async running(run: RunRequested, progress: { sequence: number; message: string; step: string }): Promise<void> {
-    try {
-      await this.deps.publishStatus(this.event(run, { status: 'running', ...progress }));
-    } catch (err) {
-      this.deps.logger.warn({ err, runId: run.runId, sequence: progress.sequence }, 'could not publish a progress event');
-    }
+  /** Progress events are informative: a failure to publish one is logged and the run goes on, without waiting for it. */
+  running(run: RunRequested, progress: { sequence: number; message: string; step: string }): void {
+    void this.informative(run, this.event(run, { status: 'running', ...progress }), (err) => this.deps.logger.warn({ err, runId: run.runId, sequence: progress.sequence }, 'could not publish a progress event'));
+  }
+
+  /** Publishes an event whose failure only `onError` hears of, and holds the run's outcome until it settles. */
+  private informative(run: RunRequested, event: RunStatusChanged, onError: (err: unknown) => void): Promise<void> {
+    const published = this.deps.publishStatus(event).catch(onError);
+    const before = this.earlier.get(run);
+    this.earlier.set(run, before ? Promise.all([before, published]) : published);
+    return published;
   }
 
   /**
@@ -187,12 +192,15 @@ export class OutcomePublisher {
     this.deps.metrics.deadLettered.inc({ topic: context.record.topic, reason });
   }
 
-  /** The attempt's last event, tried a few times: the caller commits the record only once it is acknowledged. */
+  /**
+   * The attempt's last event, tried a few times: the caller commits the record only once it and
+   * every earlier event of the attempt are settled, so no event of a finished run is still in flight.
+   */
   private async finish<S extends RunStatus>(run: RunRequested, report: Omit<StatusReport, 'sequence'> & { status: S }): Promise<S> {
     const event = this.event(run, { ...report, sequence: terminalSequence(run.attempt) });
     for (let attempt = 1; ; attempt++) {
       try {
-        await this.deps.publishStatus(event);
+        await Promise.all([this.deps.publishStatus(event), this.earlier.get(run)]);
         if (isTerminal(report.status)) this.deps.metrics.runEndToEnd.observe({ class: run.class, status: report.status }, secondsSinceAdmission(run.admittedAt, event.occurredAt));
         return report.status;
       } catch (err) {

@@ -4,7 +4,7 @@ import { dependencyOf } from '../config/workflows.js';
 import type { RunRequested } from '../events/schemas.js';
 import type { Metrics } from '../obs/metrics.js';
 import { breakerRetryAt, deferredStepRetryAt, transientRetryAt } from '../retries/run-retry.js';
-import type { CancellationCheck } from '../runs/cancellation.js';
+import type { CancelReason } from '../runs/cancellation.js';
 import { MIN_USEFUL_CALL_MS, isExpired } from '../runs/deadline.js';
 import { stepSequence } from '../runs/status-sequence.js';
 import { StepError } from '../steps/step-error.js';
@@ -17,13 +17,12 @@ import { runUsage } from './llm-usage.js';
 import { resolveRunConfig } from './run-faults.js';
 import { secondsSinceAdmission } from './run-signals.js';
 import { StepRetryLater, type StepCaller, type StepOutputs } from './step-caller.js';
-import type { StepJournal } from './step-journal.js';
+import type { RunProgress } from './run-progress.js';
 
 export interface StepLoopDeps {
   config: Pick<SluiceConfig, 'tenants' | 'workflows' | 'dependencies' | 'processor' | 'pricing'>;
-  cancellation: CancellationCheck;
-  /** Outputs of completed steps: a redelivered run skips them instead of repeating their side effects. */
-  journal: StepJournal;
+  /** Completed steps (a redelivered run skips them instead of repeating their side effects) and the cancellation. */
+  progress: RunProgress;
   caller: Pick<StepCaller, 'call'>;
   outcomes: OutcomePublisher;
   metrics: Metrics;
@@ -36,9 +35,10 @@ type FailedStep = { outcome: Promise<RunOutcome> } | { gone: Unavailability };
 
 /**
  * One attempt of a run, step by step: before each step the cancellation and the deadline are
- * checked and its progress is published; a step the journal remembers is not called again; an
- * output is bounded, then journaled. A step that cannot be served ends the attempt (retried,
- * failed) or is left to the tenant's fallback policy.
+ * checked and its progress is published; a step already done is not called again; an output is
+ * bounded, then recorded, which reads the cancellation for the next step in the same round trip.
+ * A step that cannot be served ends the attempt (retried, failed) or is left to the tenant's
+ * fallback policy.
  */
 export class StepLoop {
   constructor(private readonly deps: StepLoopDeps) {}
@@ -51,8 +51,8 @@ export class StepLoop {
     if (!configured.ok) return outcomes.deadLettered(run, context, configured.failure);
     const { tenant, workflow } = configured;
     // Cancellation before expiry: the caller's explicit request is the more useful thing to report.
-    const cancelled = await this.deps.cancellation.cancelReason(run.runId);
-    if (cancelled) return outcomes.cancelled(run, cancelled, 'before it started');
+    const start = await this.deps.progress.open(run.runId);
+    if (start.cancelled) return outcomes.cancelled(run, start.cancelled, 'before it started');
     if (isExpired(run.deadline, now())) return outcomes.expired(run, context, 'before it started');
 
     let input: unknown;
@@ -64,7 +64,7 @@ export class StepLoop {
 
     /**
      * Whether the run has had its first useful output (a step answered by its dependency): in an
-     * earlier attempt, or in an earlier delivery of this one (a step taken from the journal).
+     * earlier attempt, or in an earlier delivery of this one (a step already done).
      * `sluice_run_first_output_seconds` is observed once per run, when this turns true by a call.
      */
     let outputSeen = context.outputSeen === true;
@@ -73,18 +73,20 @@ export class StepLoop {
     let keptBytes = 0;
     const unavailable: Unavailability[] = [];
     let lastText: string | undefined;
+    /** The cancellation read when the last step was recorded: then the boundary needs no check of its own. */
+    let readAtRecord: { cancelled: CancelReason | undefined } | undefined;
     const steps = workflow.steps;
     for (const [i, step] of steps.entries()) {
       const where = `step ${i + 1}/${steps.length} (${step.id})`;
-      const cancelledNow = i > 0 ? await this.deps.cancellation.cancelReason(run.runId) : undefined;
+      const cancelledNow = i === 0 ? undefined : readAtRecord ? readAtRecord.cancelled : await this.deps.progress.cancelReason(run.runId);
+      readAtRecord = undefined;
       if (cancelledNow) return outcomes.cancelled(run, cancelledNow, `at the step boundary before ${where}`);
       if (isExpired(run.deadline, now())) return outcomes.expired(run, context, `before ${where}`);
-      await outcomes.running(run, { sequence: stepSequence(run.attempt, i), message: `running: ${where} calling ${dependencyOf(step)}`, step: step.id });
+      outcomes.running(run, { sequence: stepSequence(run.attempt, i), message: `running: ${where} calling ${dependencyOf(step)}`, step: step.id });
+      const remembered = start.done.has(step.id);
       let output: unknown;
-      let remembered: { output: unknown } | undefined;
       try {
-        remembered = await this.deps.journal.recall(run.runId, step.id);
-        output = remembered ? remembered.output : await this.deps.caller.call(run, step, input, outputs);
+        output = remembered ? start.done.get(step.id) : await this.deps.caller.call(run, step, input, outputs);
       } catch (err) {
         if (isExpired(run.deadline, now())) return outcomes.expired(run, context, `during ${where}`);
         const failed = this.afterFailedCall(run, context, step, where, err, outputSeen);
@@ -105,13 +107,13 @@ export class StepLoop {
         outputs[step.id] = { unavailable: true, reason: gone.reason };
         continue;
       }
-      // Checked before the journal write: an output over its bound is not stored anywhere.
+      // Checked before it is recorded: an output over its bound is not stored anywhere.
       const bytes = jsonBytes(output);
       const bound = checkStepOutput(bytes, keptBytes, this.deps.config.processor);
       if (!bound.ok) return outcomes.failed(run, context, { reason: 'non_retryable', message: `failed: ${where} — ${bound.message}`, step: step.id, error: { code: bound.code, message: `${where}: ${bound.message}`, retryable: false } });
       keptBytes += bytes;
       if (!remembered) {
-        await this.deps.journal.record(run.runId, step.id, output, run.deadline);
+        readAtRecord = { cancelled: await this.deps.progress.record(run.runId, step.id, output, run.deadline) };
         if (!outputSeen) this.deps.metrics.runFirstOutput.observe({ class: run.class }, secondsSinceAdmission(run.admittedAt, now()));
       }
       outputSeen = true;

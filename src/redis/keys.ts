@@ -30,9 +30,9 @@ export function redisKeys(namespace: string) {
     tokenEstimate: (workflow: string) => `${admission}:tokens:workflow:${workflow}`,
     /** Idempotency record of one tenant's key (hash: state, requestHash, token, status, body). */
     idempotency: (tenant: string, keyDigest: string) => `${ns}:idem:{${tenant}}:${keyDigest}`,
-    /** A completed step's output, so a redelivered run does not repeat the step (expires after the deadline). */
-    stepOutput: (runId: string, stepId: string) => `${ns}:step:{${runId}}:${stepId}`,
-    /** Set while a run's cancellation is requested; expires with the run's deadline. */
+    /** A run's completed steps (hash: step id → output JSON), so a redelivered run does not repeat them (expires after the deadline). */
+    runSteps: (runId: string) => `${ns}:steps:{${runId}}`,
+    /** Set while a run's cancellation is requested; expires with the run's deadline. In the run's slot with its steps, read together. */
     cancelRequested: (runId: string) => `${ns}:cancel:{${runId}}`,
     /** Holders of one concurrency scope (zset: lease token → lease expiry ms), e.g. `tenant:acme`. */
     permitScope: (scope: string) => `${permits}:scope:${scope}`,

@@ -21,10 +21,13 @@ export const SCRIPTS = {
   adaptiveLimitUpdate: { file: 'adaptive-limit-update.lua', keys: 1 },
   breakerAdmit: { file: 'breaker-admit.lua', keys: 2 },
   breakerRecord: { file: 'breaker-record.lua', keys: 3 },
+  breakerTally: { file: 'breaker-tally.lua', keys: 2 },
   retryBudgetTake: { file: 'retry-budget-take.lua', keys: 1 },
   pacingReserve: { file: 'pacing-reserve.lua', keys: 3 },
   pacingSettle: { file: 'pacing-settle.lua', keys: 1 },
   pacingObserve: { file: 'pacing-observe.lua', keys: 2 },
+  runProgressOpen: { file: 'run-progress-open.lua', keys: 2 },
+  runProgressRecord: { file: 'run-progress-record.lua', keys: 2 },
 } as const satisfies Record<string, { file: string; keys: number | 'any' }>;
 
 export type ScriptName = keyof typeof SCRIPTS;

@@ -12,7 +12,7 @@ import { RunConsumer } from '../processors/run-consumer.js';
 import { unpricedModels } from '../steps/llm-pricing.js';
 import { RunExecutor } from '../execution/run-executor.js';
 import { RedisCancellations } from '../runs/cancellation.js';
-import { RedisStepJournal } from '../execution/step-journal.js';
+import { RedisRunProgress } from '../execution/run-progress.js';
 import { TokenSettlement } from '../execution/token-settlement.js';
 import { RunEventFeed } from '../status/run-event-feed.js';
 import { createListenClient } from '../db/pool.js';
@@ -181,10 +181,9 @@ async function startProcessor(ctx: RoleContext, simulatorUrl: string): Promise<v
     retryBudgets,
     simulatorUrl,
     publishStatus: (e) => producer.publishStatus(e, config.processor.produceTimeoutMs),
-    cancellation: new RedisCancellations(clients.redis, clients.keys, log),
+    progress: new RedisRunProgress(clients.redis, clients.scripts, clients.keys, log),
     dependencyPermits: unlimited ?? new RedisDependencyPermits(permitDeps, rampShare),
     adaptiveLimits: unlimited ? undefined : new AdaptiveLimitStore(clients.scripts, clients.keys),
-    journal: new RedisStepJournal(clients.redis, clients.keys, log),
     breakers: new BreakerStore(clients.scripts, clients.keys, (d) => ownEntry(config.dependencies, d)?.breaker),
     board,
     pacer,
@@ -232,7 +231,7 @@ async function startApi(ctx: RoleContext): Promise<string> {
   onStop(() => feed.close());
 
   const runs = new RunStore(await clients.pool(), { namespace: config.namespace });
-  const cancellations = new RedisCancellations(clients.redis, clients.keys, log);
+  const cancellations = new RedisCancellations(clients.redis, clients.keys);
   const api = buildApiServer({
     config,
     logger,

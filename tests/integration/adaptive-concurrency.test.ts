@@ -63,8 +63,8 @@ async function processor(simUrl: string): Promise<Processor> {
   const permits = new RedisDependencyPermits({ config, keys, store: permitStore, keeper, wakeups, metrics, logger });
   const guard = new CallGuard({
     config,
-    breakers: { admit: async () => ({ allowed: true, probe: false }), record: async () => ({ state: 'closed', changed: false }) },
-    board: { view: (name) => ({ name, state: 'closed' }) },
+    breakers: { admit: async () => ({ allowed: true, probe: false }), record: async () => ({ state: 'closed', changed: false }), tally: async () => true },
+    board: { view: (name) => ({ name, state: 'closed' }), live: () => true },
     dependencyPermits: permits,
     adaptiveLimits: new AdaptiveLimitStore(scripts, keys),
     logger,

@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
-import type { Redis } from 'ioredis';
+import { Redis } from 'ioredis';
 import { pino } from 'pino';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 import { BreakerBoard, type BreakerBoardOptions } from '../../src/breakers/breaker-board.js';
 import type { BreakerView } from '../../src/breakers/breaker-gate.js';
 import { BreakerStore, type BreakerPolicy } from '../../src/breakers/breaker-store.js';
@@ -225,6 +225,33 @@ describe('BreakerBoard: metrics and lifecycle', () => {
     expect(await gauge(A.metrics, 'tool')).toBe(0);
     const text = await A.metrics.registry.getSingleMetricAsString('sluice_breaker_state');
     expect(text).toContain('sluice_breaker_state{dependency="llm"} 0');
+  });
+
+  it('is live once subscribed and read, not while its subscription reconnects, and live again after catching up', async () => {
+    const keys = freshKeys();
+    // Named, so its duplicate (the subscriber) can be told apart from other users of the server.
+    const own = new Redis(inject('infra').redisUrl, { connectionName: `board-${n}`, maxRetriesPerRequest: 1, connectTimeout: 5_000, commandTimeout: 5_000 });
+    try {
+      const A = makeBoard(own, keys);
+      expect(A.board.live()).toBe(false);
+      await A.board.start();
+      expect(A.board.live()).toBe(true);
+      // The hash changes while the subscription is down: that announcement is lost.
+      const list = String(await a.client('LIST'));
+      const subscriber = list.split('\n').find((l) => l.includes(` name=board-${n} `) && / sub=1 /.test(l));
+      const id = /(?:^|\s)id=(\d+)/.exec(subscriber ?? '')?.[1];
+      expect(id).toBeDefined();
+      await a.client('KILL', 'ID', id!);
+      await eventually(async () => (A.board.live() ? undefined : true), 5_000, 'the board to stop being live', 5);
+      await a.hset(keys.breaker('llm'), 'state', 'open', 'retryAt', String(Date.now() + 60_000));
+      await eventually(async () => (A.board.live() ? true : undefined), 10_000, 'the board to be live again', 10);
+      // Live again means read again: the missed change is in the view.
+      expect(A.board.view('llm').state).toBe('open');
+    } finally {
+      await Promise.all(open.map((x) => x.close()));
+      open = [];
+      await own.quit();
+    }
   });
 
   it('close() unsubscribes, stops polling and leaves no connection open', async () => {

@@ -198,7 +198,7 @@ export async function runInProcess(opts: InProcessOptions): Promise<InProcessRes
   });
   const client = createAnthropicClient({ apiKey: undefined, baseUrl: opts.simUrl });
   const record = { topic: 'bench', partition: 0, message: { offset: '0', key: null, value: null } };
-  const journal = new Map<string, unknown>();
+  const journal = new Map<string, Map<string, unknown>>();
   const degraded = new Set<string>();
   const timers = new Set<NodeJS.Timeout>();
   let unfinished = 0;
@@ -221,10 +221,13 @@ export async function runInProcess(opts: InProcessOptions): Promise<InProcessRes
     publishStatus: async (e) => {
       if (e.status === 'completed' && e.result && (JSON.parse(e.result) as { degraded?: boolean }).degraded) degraded.add(e.runId);
     },
-    cancellation: { cancelReason: async () => undefined },
     dependencyPermits: permits ?? { acquire: async () => async () => undefined },
     ...(pacer && { pacer }),
-    journal: { recall: async (runId, step) => (journal.has(`${runId}:${step}`) ? { output: journal.get(`${runId}:${step}`) } : undefined), record: async (runId, step, output) => void journal.set(`${runId}:${step}`, output) },
+    progress: {
+      open: async (runId) => ({ done: journal.get(runId) ?? new Map(), cancelled: undefined }),
+      record: async (runId, step, output) => void journal.set(runId, (journal.get(runId) ?? new Map()).set(step, output)),
+      cancelReason: async () => undefined,
+    },
     breakers: new BreakerStore(new LuaScripts(redis), keys, (d) => config.dependencies[d]?.breaker),
     board,
     enqueueRetry: async (run, headers) => {

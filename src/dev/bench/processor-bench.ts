@@ -44,6 +44,8 @@ const WORKFLOW = 'support-reply';
 /** Idle window (per phase, just before measuring) whose Redis calls are scaled and subtracted. */
 const IDLE_BASELINE_MS = 1_000;
 const WARMUP_TIMEOUT_MS = 90_000;
+/** Runs of the window after a Sluice phase whose Redis commands are counted one by one (MONITOR slows Redis, so not while measuring). */
+const COUNTED_RUNS = 100;
 const STOP_GRACE_MS = 25_000;
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -129,6 +131,62 @@ function luaInnerCommands(): Set<string> {
     for (const m of scriptSource(script).matchAll(/redis\.p?call\(\s*['"]([A-Za-z]+)['"]/g)) names.add(m[1]!.toLowerCase());
   }
   return names;
+}
+
+/**
+ * What one run asks of Redis, counted exactly: MONITOR shows each command a client sent (a Lua
+ * script's own commands are marked `lua` and left out), and only commands naming the phase's
+ * namespace count, so other users of the same Redis do not. Every Sluice Redis call on a run's
+ * path is one command (one EVALSHA or one plain command, no pipelines), so commands are round
+ * trips. The processor's background (breaker polls, lease renewals, retry budget reports), counted
+ * over an idle second just before, is subtracted at its rate; `withIdle` keeps it.
+ */
+export interface RunRoundTrips {
+  runs: number;
+  commands: number;
+  evalsha: number;
+  withIdle: number;
+}
+
+interface Counted {
+  commands: number;
+  evalsha: number;
+}
+
+/** Counts the Redis commands naming `namespace` over an idle second, then while `body` runs. */
+async function countRoundTrips(redis: Redis, namespace: string, runs: number, body: () => Promise<void>): Promise<RunRoundTrips> {
+  // Listeners before connecting: on a busy server, lines can arrive before ioredis has switched the
+  // connection to monitoring, and while it closes; each is an 'error' on it (a line not counted).
+  const monitor = redis.duplicate({ monitor: true, lazyConnect: true });
+  let window: Counted = { commands: 0, evalsha: 0 };
+  let counting = false;
+  let failure: Error | undefined;
+  monitor.on('monitor', (_time: string, args: string[], source: string) => {
+    if (source === 'lua' || !args.some((a) => a.includes(namespace))) return;
+    window.commands++;
+    if (args[0]?.toLowerCase() === 'evalsha') window.evalsha++;
+  });
+  monitor.on('error', (err: Error) => {
+    if (counting) failure ??= err;
+  });
+  let idle: Counted;
+  let scale: number;
+  try {
+    await Promise.all([once(monitor, 'monitoring'), monitor.connect()]);
+    window = { commands: 0, evalsha: 0 };
+    counting = true;
+    await sleep(IDLE_BASELINE_MS);
+    idle = window;
+    window = { commands: 0, evalsha: 0 };
+    const started = Date.now();
+    await body();
+    scale = (Date.now() - started) / IDLE_BASELINE_MS;
+  } finally {
+    counting = false;
+    monitor.disconnect();
+  }
+  if (failure) throw new Error(`the MONITOR connection failed while counting: ${failure.message}`);
+  return { runs, commands: Math.max(0, window.commands - idle.commands * scale), evalsha: Math.max(0, window.evalsha - idle.evalsha * scale), withIdle: window.commands };
 }
 
 interface RedisDelta {
@@ -275,6 +333,8 @@ export interface PhaseResult {
   cpuSec?: number;
   /** Event-loop delay of the Sluice processor over the window (prom-client's monitor), mean and p99. */
   lagMs?: { mean: number; p99: number };
+  /** Sluice: Redis round trips of the runs of a short counting window after the measured one. */
+  roundTripCount?: RunRoundTrips;
 }
 
 export const perSec = (r: PhaseResult) => r.runs / r.totalSec;
@@ -443,6 +503,12 @@ async function sluicePhase(ctx: Ctx, label: string, phase: SluicePhase, index: n
     });
     const after = await scrape(metricsUrl);
     const sim = await simWindow(ctx.simulatorUrl);
+    const counted = Array.from({ length: COUNTED_RUNS }, (_, i) => runRequest(i));
+    const roundTripCount = await countRoundTrips(ctx.redis, namespace, counted.length, async () => {
+      const done = watcher!.expect(new Set(counted.map((r) => r.runId)));
+      await Promise.race([publishAll(counted), died]);
+      await Promise.race([withTimeout(done, opts.phaseTimeoutSec * 1000, `${label} counted runs`), died]);
+    });
     const diff = (name: string) => (after && before ? promSum(after, name) - promSum(before, name) : undefined);
     return {
       label,
@@ -458,6 +524,7 @@ async function sluicePhase(ctx: Ctx, label: string, phase: SluicePhase, index: n
       stepSec: diff('sluice_step_call_seconds_sum'),
       queueWaitSec: diff('sluice_run_queue_wait_seconds_sum'),
       cpuSec: diff('sluice_process_process_cpu_seconds_total'),
+      roundTripCount,
       ...(after ? { lagMs: { mean: promSum(after, 'sluice_process_nodejs_eventloop_lag_mean_seconds') * 1000, p99: promSum(after, 'sluice_process_nodejs_eventloop_lag_p99_seconds') * 1000 } } : {}),
     };
   } finally {
@@ -559,8 +626,8 @@ const opt = (n: number | undefined, f: (x: number) => number, width: number, dig
 function table(results: PhaseResult[], opts: ProcessorBenchOptions): string {
   const lines = [
     `processor bench: ${opts.runs} runs per phase (+${opts.warmup} warm-up), workflow ${WORKFLOW} (llm → order-lookup → llm), every simulator target at 0 ms, concurrency ${opts.concurrency}`,
-    'runs/s = runs / (last completion − first submit); redis per run = INFO commandstats deltas / runs, idle rate subtracted; cmds include those run inside Lua, round trips do not',
-    'exec ms = mean time a run spends executing (Sluice: RunExecutor.execute incl. its 4 status publishes; BullMQ: the processor function); in flight = Σexec / total (Little); cpu ms = processor/worker process CPU per run',
+    'runs/s = runs / (last completion − first submit); redis per run = INFO commandstats deltas / runs, idle rate subtracted; cmds include those run inside Lua, the round trips column leaves out every command some Lua script also runs (so GET, SET…): the exact count is the "Redis round trips per run" line',
+    'exec ms = mean time a run spends executing (Sluice: RunExecutor.execute incl. acknowledging its 4 status events, of which only the outcome is waited for; BullMQ: the processor function); in flight = Σexec / total (Little); cpu ms = processor/worker process CPU per run',
     '  phase                                     runs  submit s   total s    runs/s  exec ms  in flight  cpu ms  redis cmds/run  round trips/run  sim calls/run  outcomes',
   ];
   for (const r of results) {
@@ -575,6 +642,10 @@ function table(results: PhaseResult[], opts: ProcessorBenchOptions): string {
     lines.push(`caps cost: ${((a.redis.topLevel - b.redis.topLevel) / a.runs).toFixed(2)} extra round trips and ${((a.redis.all - b.redis.all) / a.runs).toFixed(2)} extra Redis commands per run`);
   }
   lines.push(`idle Redis calls subtracted (per s, measured 1 s before each phase): ${results.map((r) => `${r.label.split(' ')[0]} ${r.idlePerSec.all.toFixed(1)}`).join(', ')}`);
+  for (const r of results) {
+    const c = r.roundTripCount;
+    if (c) lines.push(`  ${r.label.split(' ')[0]} Redis round trips per run: ${(c.commands / c.runs).toFixed(2)}, of which EVALSHA ${(c.evalsha / c.runs).toFixed(2)}; ${(c.withIdle / c.runs).toFixed(2)} with the idle background (every client command naming the phase's namespace, counted with MONITOR over ${c.runs} more runs)`);
+  }
   for (const r of results.filter((x) => x.roundTrips)) {
     lines.push(`  ${r.label.split(' ')[0]} commands per run: ${r.redis.byCommand.map(([cmd, n]) => `${cmd} ${(n / r.runs).toFixed(2)}`).join(', ')}`);
     if (r.stepSec !== undefined && r.execSec !== undefined && r.queueWaitSec !== undefined) {

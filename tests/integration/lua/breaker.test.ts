@@ -238,6 +238,61 @@ describe('closed: the sliding window', () => {
   });
 });
 
+describe('closed: successes tallied by an instance (breaker-tally.lua)', () => {
+  const windowSums = async (f: Fresh) => {
+    const fields = await a.hgetall(f.keys.breakerWindow(DEP));
+    const sum = (kind: string) => Object.entries(fields).reduce((s, [k, v]) => (k.endsWith(`:${kind}`) ? s + Number(v) : s), 0);
+    return [sum('c'), sum('f'), sum('s')];
+  };
+
+  it('counts a tally as that many fast successes, lowering the failure rate a later failure is judged by', async () => {
+    const f = fresh({ minimumCalls: 4, failureThreshold: 100, failureRateThreshold: 0.5 });
+    expect(await f.A.record(DEP, undefined, 'failure', 1)).toEqual({ state: 'closed', changed: false });
+    expect(await f.B.tally(DEP, 3)).toBe(true);
+    expect(await windowSums(f)).toEqual([4, 1, 0]);
+    expect(await f.A.record(DEP, undefined, 'failure', 1)).toEqual({ state: 'closed', changed: false }); // 2/5
+    expect(await f.A.record(DEP, undefined, 'failure', 1)).toEqual({ state: 'open', changed: true }); // 3/6
+  });
+
+  it('drops a tally while the breaker is open or half-open, and never changes its state', async () => {
+    const f = fresh();
+    const events = await listen(f.keys);
+    try {
+      expect(await f.A.record(DEP, undefined, 'failure', 1)).toEqual({ state: 'open', changed: true });
+      expect(await f.B.tally(DEP, 10)).toBe(false);
+      expect(await a.exists(f.keys.breakerWindow(DEP))).toBe(0);
+      await untilRedisTime(Number((await f.hash()).retryAt));
+      expect(await f.B.admit(DEP, 'probe')).toEqual({ allowed: true, probe: true });
+      expect(await f.A.tally(DEP, 10)).toBe(false);
+      expect((await f.hash()).state).toBe('half_open');
+      await events.settled(2);
+      expect(events.seen.map((t) => `${t.from}→${t.to}`)).toEqual(['closed→open', 'open→half_open']);
+    } finally {
+      await events.close();
+    }
+  });
+
+  it('lands in the current bucket, expires with the window and prunes old buckets', async () => {
+    const f = fresh({ windowMs: 60_000 });
+    expect(await f.A.tally(DEP, 2)).toBe(true);
+    const ttl = await a.pttl(f.keys.breakerWindow(DEP));
+    expect(ttl).toBeGreaterThan(0);
+    expect(ttl).toBeLessThanOrEqual(60_000);
+    await a.hset(f.keys.breakerWindow(DEP), '1:c', 7);
+    expect(await f.B.tally(DEP, 1)).toBe(true);
+    const fields = await a.hgetall(f.keys.breakerWindow(DEP));
+    expect(Object.keys(fields)).toHaveLength(1);
+    expect(Object.values(fields)).toEqual(['3']);
+  });
+
+  it('refuses a tally that is not a positive whole number of calls before calling Redis', async () => {
+    const f = fresh();
+    await expect(f.A.tally(DEP, 0)).rejects.toThrow(RangeError);
+    await expect(f.A.tally(DEP, 1.5)).rejects.toThrow(RangeError);
+    await expect(f.A.tally('nope', 1)).rejects.toThrow(/no breaker policy/);
+  });
+});
+
 describe('open', () => {
   it('refuses until retryAt; then the first admit turns it half-open, announced once', async () => {
     const f = fresh({ openMs: 1_000, halfOpenProbes: 1 });

@@ -96,10 +96,13 @@ describe('LuaScripts', () => {
     await scripts.run('permitsRelease', permitKeys, ['tok', keys.permitReleased(), 'global', 'tenant:t']);
     await scripts.run('breakerAdmit', [keys.breaker('d'), keys.breakerProbes('d')], ['tok', 1, 1_000, 2_000, keys.breakerChanged(), 'd']);
     await scripts.run('breakerRecord', [keys.breaker('d'), keys.breakerWindow('d'), keys.breakerProbes('d')], ['', 'success', 1, 1_000, 5, 5, 0.5, 1_000, 1, 1_000, 1, 2_000, keys.breakerChanged(), 'd']);
+    await scripts.run('breakerTally', [keys.breaker('d'), keys.breakerWindow('d')], [1, 1_000]);
     await scripts.run('retryBudgetTake', [keys.retryBudget('d')], [1, 1, 0.1, 10_000, 10, 1]);
     await scripts.run('pacingReserve', [keys.paceState('d'), keys.paceObserved('d'), keys.paceNotBefore('d')], [1_000, 0, 1_000, 1, 0, 'requests', 60, 1]);
     await scripts.run('pacingSettle', [keys.paceState('d')], [1_000, 'requests', 0]);
     await scripts.run('pacingObserve', [keys.paceObserved('d'), keys.paceNotBefore('d')], [1_000, 0, 'requests', 60]);
+    await scripts.run('runProgressOpen', [keys.runSteps('r1'), keys.cancelRequested('r1')], []);
+    await scripts.run('runProgressRecord', [keys.runSteps('r1'), keys.cancelRequested('r1')], ['step', '{}', 10_000]);
     const shas = (Object.keys(SCRIPTS) as ScriptName[]).map((name) => sha1(scriptSource(name)));
     expect(new Set(shas).size).toBe(shas.length);
     expect(await r.script('EXISTS', ...shas)).toEqual(shas.map(() => 1));

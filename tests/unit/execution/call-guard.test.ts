@@ -18,6 +18,8 @@ const run = { runId: 'r1', class: 'interactive', deadline: NOW + 30_000 } as Run
 function guard(
   opts: {
     view?: BreakerView;
+    live?: boolean;
+    now?: () => number;
     admit?: () => Promise<BreakerAdmission>;
     release?: () => Promise<void>;
     record?: () => Promise<{ state: 'closed'; changed: boolean }>;
@@ -27,6 +29,7 @@ function guard(
   } = {},
 ) {
   const asked: string[] = [];
+  const told: string[] = [];
   const warnings: string[] = [];
   const infos: string[] = [];
   const logger = createLogger('silent');
@@ -34,21 +37,25 @@ function guard(
   logger.info = ((_: unknown, msg: string) => void infos.push(msg)) as typeof logger.info;
   const g = new CallGuard({
     config: opts.config ?? config,
-    board: { view: (d) => opts.view ?? { name: d, state: 'closed' } },
+    board: { view: (d) => opts.view ?? { name: d, state: 'closed' }, live: () => opts.live ?? false },
     breakers: {
       admit: async (d, token) => {
         asked.push(`${d} ${token}`);
         return opts.admit ? opts.admit() : { allowed: true, probe: false };
       },
-      record: async () => (opts.record ? opts.record() : { state: 'closed', changed: false }),
+      record: async (d, token, outcome, ms) => {
+        told.push(`record ${d} ${token ?? '-'} ${outcome} ${ms}`);
+        return opts.record ? opts.record() : { state: 'closed', changed: false };
+      },
+      tally: async (d, calls) => (told.push(`tally ${d} ${calls}`), true),
     },
     dependencyPermits: { acquire: async () => opts.release ?? (async () => undefined) },
     pacer: opts.pacer,
     adaptiveLimits: opts.adaptiveLimits,
     logger,
-    now: () => NOW,
+    now: opts.now ?? (() => NOW),
   });
-  return { g, asked, warnings, infos };
+  return { g, asked, told, warnings, infos };
 }
 
 async function refusal(p: Promise<unknown>): Promise<unknown> {
@@ -86,6 +93,60 @@ describe('CallGuard.admit', () => {
     const err = await refusal(g.admit(run, 'anthropic', 't'));
     expect(err).toBeInstanceOf(InfrastructureError);
     expect(err).toMatchObject({ operation: 'breaker_admission' });
+  });
+});
+
+describe('CallGuard and a board that follows the breakers live', () => {
+  it('does not ask Redis to admit a call while the live board sees the breaker closed', async () => {
+    const live = guard({ live: true });
+    expect(await live.g.admit(run, 'anthropic', 't1')).toBeUndefined();
+    expect(live.asked).toEqual([]);
+    // A board that lags (reconnecting) cannot vouch for a closed breaker: Redis is asked.
+    const lagging = guard({ live: false });
+    await lagging.g.admit(run, 'anthropic', 't2');
+    expect(lagging.asked).toEqual(['anthropic t2']);
+  });
+
+  it('still asks Redis for a breaker due for probing: a probe always goes through Redis', async () => {
+    const { g, asked } = guard({ live: true, view: { name: 'anthropic', state: 'open', retryAt: NOW - 1 }, admit: async () => ({ allowed: true, probe: true }) });
+    expect(await g.admit(run, 'anthropic', 't3')).toBe('t3');
+    expect(asked).toEqual(['anthropic t3']);
+  });
+});
+
+describe('CallGuard.record', () => {
+  const slowCallMs = config.dependencies.anthropic!.breaker.slowCallMs;
+
+  it('counts prompt successes while closed and sends them in bulk once the oldest waited a second', async () => {
+    let now = NOW;
+    const { g, told } = guard({ now: () => now });
+    await g.record('anthropic', undefined, 'success', 10);
+    now += 500;
+    await g.record('anthropic', undefined, 'success', 10);
+    expect(told).toEqual([]);
+    now += 500;
+    await g.record('anthropic', undefined, 'success', 10);
+    expect(told).toEqual(['tally anthropic 3']);
+  });
+
+  it('sends a failure at once, after the successes counted before it', async () => {
+    const { g, told } = guard();
+    await g.record('anthropic', undefined, 'success', 10);
+    await g.record('anthropic', undefined, 'success', 10);
+    await g.record('anthropic', undefined, 'failure', 10);
+    await g.record('anthropic', undefined, 'failure', 10);
+    expect(told).toEqual(['tally anthropic 2', 'record anthropic - failure 10', 'record anthropic - failure 10']);
+  });
+
+  it('sends at once a slow success, a probe\'s outcome, a released call, and any success while the board sees the breaker not closed', async () => {
+    const closed = guard();
+    await closed.g.record('anthropic', undefined, 'success', slowCallMs);
+    await closed.g.record('anthropic', 'probe-1', 'success', 10);
+    await closed.g.record('anthropic', undefined, 'released', 10);
+    expect(closed.told).toEqual([`record anthropic - success ${slowCallMs}`, 'record anthropic probe-1 success 10', 'record anthropic - released 10']);
+    const halfOpen = guard({ view: { name: 'anthropic', state: 'half_open' } });
+    await halfOpen.g.record('anthropic', undefined, 'success', 10);
+    expect(halfOpen.told).toEqual(['record anthropic - success 10']);
   });
 });
 

@@ -56,11 +56,60 @@ function publisher() {
 }
 
 describe('OutcomePublisher', () => {
+  it('does not hold a run up for its progress events, but reports it finished only once they are acknowledged', async () => {
+    const acks: (() => void)[] = [];
+    const sent: string[] = [];
+    const outcomes = new OutcomePublisher({
+      config: loadConfig({ env: {} }),
+      publishStatus: (e) => {
+        sent.push(e.status);
+        return new Promise<void>((resolve) => acks.push(resolve));
+      },
+      enqueueRetry: async () => undefined,
+      deadLetters: { publishDeadLetter: async () => undefined },
+      metrics: createMetrics(),
+      logger: createLogger('silent'),
+      now: () => NOW,
+    });
+    outcomes.running(run, { sequence: 2_001, message: 'running', step: 'understand' });
+    outcomes.running(run, { sequence: 2_002, message: 'running', step: 'reply' });
+    let finished = false;
+    const done = outcomes.cancelled(run, 'requested', 'before step 3').then((s) => ((finished = true), s));
+    // Handed to the producer in order, the outcome last, before any is acknowledged.
+    expect(sent).toEqual(['running', 'running', 'cancelled']);
+    acks[2]!();
+    acks[1]!();
+    await new Promise((r) => setTimeout(r, 10));
+    expect(finished).toBe(false);
+    acks[0]!();
+    expect(await done).toBe('cancelled');
+  });
+
+  it('still finishes a run whose progress event could not be published', async () => {
+    const warnings: string[] = [];
+    const logger = createLogger('silent');
+    logger.warn = ((_obj: unknown, msg: string) => void warnings.push(msg)) as typeof logger.warn;
+    const outcomes = new OutcomePublisher({
+      config: loadConfig({ env: {} }),
+      publishStatus: async (e) => {
+        if (e.status === 'running') throw new Error('Kafka did not acknowledge');
+      },
+      enqueueRetry: async () => undefined,
+      deadLetters: { publishDeadLetter: async () => undefined },
+      metrics: createMetrics(),
+      logger,
+      now: () => NOW,
+    });
+    outcomes.running(run, { sequence: 2_001, message: 'running', step: 'understand' });
+    expect(await outcomes.cancelled(run, 'requested', 'before step 2')).toBe('cancelled');
+    expect(warnings).toEqual(['could not publish a progress event']);
+  });
+
   it('stamps the events of a started attempt with its start, and a hold before the start with none', async () => {
     const { outcomes, published } = publisher();
     await outcomes.held(run, 'anthropic', NOW + 5_000);
     outcomes.startAttempt(run, NOW - 20);
-    await outcomes.running(run, { sequence: 2_001, message: 'running', step: 'understand' });
+    outcomes.running(run, { sequence: 2_001, message: 'running', step: 'understand' });
     expect(published.map((e) => [e.sequence, e.attemptStartedAt])).toEqual([
       [heldSequence(2), null],
       [2_001, NOW - 20],

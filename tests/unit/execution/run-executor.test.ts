@@ -45,11 +45,15 @@ function executor(cancelAnswers: (CancelReason | undefined)[], journal: Map<stri
     },
     simulatorUrl: 'http://127.0.0.1:1',
     publishStatus: async (e) => void published.push(e),
-    cancellation: { cancelReason: async () => cancelAnswers[checks++] },
     dependencyPermits: { acquire: async () => async () => undefined },
-    journal: {
-      recall: async (_runId: string, stepId: string) => (journal.has(stepId) ? { output: journal.get(stepId) } : undefined),
-      record: async (_runId: string, stepId: string, output: unknown) => void journal.set(stepId, output),
+    // Every read of the cancellation takes the next answer: at the start, with each recorded step, or alone.
+    progress: {
+      open: async () => ({ done: new Map(journal), cancelled: cancelAnswers[checks++] }),
+      record: async (_runId: string, stepId: string, output: unknown) => {
+        journal.set(stepId, output);
+        return cancelAnswers[checks++];
+      },
+      cancelReason: async () => cancelAnswers[checks++],
     },
     breakers: {
       admit: async () => opts.admit?.shift() ?? { allowed: true, probe: false },
@@ -57,8 +61,13 @@ function executor(cancelAnswers: (CancelReason | undefined)[], journal: Map<stri
         recorded.push({ dependency, token, outcome });
         return { state: 'closed', changed: false };
       },
+      tally: async (dependency, calls) => {
+        for (let i = 0; i < calls; i++) recorded.push({ dependency, token: undefined, outcome: 'success' });
+        return true;
+      },
     },
-    board: { view: (d) => (opts.breaker?.name === d ? opts.breaker : { name: d, state: 'closed' }) },
+    // Not live: every call asks the breaker, as the tests of its answers need.
+    board: { view: (d) => (opts.breaker?.name === d ? opts.breaker : { name: d, state: 'closed' }), live: () => false },
     enqueueRetry: async (r, headers) => void retries.push({ run: r, headers }),
     deadLetters: { publishDeadLetter: async (envelope, headers) => void deadLetters.push({ envelope, headers }) },
     retryBudgets: new RetryBudgets(() => NOW),
@@ -89,7 +98,7 @@ describe('RunExecutor cancellation', () => {
     expect(published[0]!.message).toMatch(/^cancelled: stopped because its submission was answered 503 .* before it started$/);
   });
 
-  it('stops at the next step boundary, before the tool call', async () => {
+  it('stops at the next step boundary, before the tool call, as read when the first step was recorded', async () => {
     const { exec, published, llmCalls, checks } = executor([undefined, 'requested']);
     expect(await exec.execute(run, ATTEMPT)).toBe('cancelled');
     expect(llmCalls()).toBe(1);
@@ -97,6 +106,33 @@ describe('RunExecutor cancellation', () => {
     expect(published.map((e) => e.status)).toEqual(['running', 'cancelled']);
     expect(published[1]!.message).toContain('at the step boundary before step 2/3 (lookup-order)');
     expect(published[1]!.error).toBeNull();
+  });
+});
+
+describe('RunExecutor step boundaries', () => {
+  const reading = (journal: Map<string, unknown>, reads: string[]) =>
+    executor([], journal, [], loadConfig({ env: {} }), {
+      deps: {
+        progress: {
+          open: async () => (reads.push('open'), { done: new Map(journal), cancelled: undefined }),
+          record: async (_runId, stepId) => (reads.push(`record ${stepId}`), undefined),
+          cancelReason: async () => (reads.push('check'), undefined),
+        },
+      },
+    });
+
+  it('reads the cancellation once per boundary: with the step just recorded, or alone after a step already done', async () => {
+    const reads: string[] = [];
+    const { exec } = reading(new Map([['lookup-order', { orderId: '42' }]]), reads);
+    expect(await exec.execute(run, ATTEMPT)).toBe('completed');
+    expect(reads).toEqual(['open', 'record understand', 'check', 'record reply']);
+  });
+
+  it('records nothing for steps already done', async () => {
+    const reads: string[] = [];
+    const { exec } = reading(new Map<string, unknown>([['understand', { text: 'order 42' }], ['lookup-order', { orderId: '42' }]]), reads);
+    expect(await exec.execute(run, ATTEMPT)).toBe('completed');
+    expect(reads).toEqual(['open', 'check', 'check', 'record reply']);
   });
 });
 
@@ -324,16 +360,14 @@ describe('RunExecutor and the shared breakers', () => {
     expect(result.steps[1]).toMatchObject({ id: 'lookup-order', output: { unavailable: true } });
   });
 
-  it('tells the breaker each call\'s outcome, under the probe token when the call was a probe', async () => {
+  it('tells the breaker a failed call\'s outcome at once, under the probe token when the call was a probe', async () => {
     const badRequest = () => Anthropic.APIError.generate(400, { type: 'error', error: { type: 'invalid_request_error', message: 'no' } }, 'bad', new Headers());
     const { exec, recorded } = executor([], new Map([['lookup-order', {}], ['reply', { text: 'x' }]]), [Anthropic.APIError.generate(529, {}, 'busy', new Headers()), badRequest()], undefined, {
       admit: [{ allowed: true, probe: true }, { allowed: true, probe: false }],
     });
     expect(await exec.execute(run, ATTEMPT)).toBe('failed');
-    expect(recorded).toEqual([
-      { dependency: 'anthropic', token: `${run.runId}:1:understand:1`, outcome: 'failure' },
-      { dependency: 'anthropic', token: undefined, outcome: 'success' },
-    ]);
+    // The 400 is a prompt success of a call that was no probe: counted here, sent in bulk later (CallGuard.record).
+    expect(recorded).toEqual([{ dependency: 'anthropic', token: `${run.runId}:1:understand:1`, outcome: 'failure' }]);
   });
 
   it('publishes one waiting event in the attempt\'s slot 0 for a run held before it starts', async () => {
@@ -423,7 +457,7 @@ describe('RunExecutor names the infrastructure call that failed, so the attempt 
   const rejection = async (p: Promise<unknown>) => p.then(() => undefined, (err: unknown) => err);
 
   it('the shared breaker (Redis) during admission', async () => {
-    const { exec, llmCalls, deadLetters } = executor([], new Map(), [], undefined, { deps: { breakers: { admit: failing('Connection is closed.'), record: async () => ({ state: 'closed', changed: false }) } } });
+    const { exec, llmCalls, deadLetters } = executor([], new Map(), [], undefined, { deps: { breakers: { admit: failing('Connection is closed.'), record: async () => ({ state: 'closed', changed: false }), tally: async () => true } } });
     const err = await rejection(exec.execute(run, ATTEMPT));
     expect(err).toBeInstanceOf(InfrastructureError);
     expect(err).toMatchObject({ operation: 'breaker_admission', message: 'asking the shared breaker for anthropic (Redis) failed: Connection is closed.' });

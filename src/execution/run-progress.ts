@@ -1,0 +1,118 @@
+import type { Redis } from 'ioredis';
+import type { Logger } from '../obs/logger.js';
+import type { RedisKeys } from '../redis/keys.js';
+import type { LuaScripts } from '../redis/scripts.js';
+import { cancelReasonOf, type CancelReason } from '../runs/cancellation.js';
+import { withTimeout } from '../util/with-timeout.js';
+
+/** Where an attempt starts from: the outputs of the steps already completed, and the run's cancellation. */
+export interface RunStart {
+  done: ReadonlyMap<string, unknown>;
+  cancelled: CancelReason | undefined;
+}
+
+/**
+ * A run's progress as the processor keeps it across deliveries: its completed steps and, read with
+ * them, its cancellation. At-least-once delivery means a run can be executed again after a crash
+ * or rebalance; a step found done is not called again, so its side effect happens once (tools also
+ * get an Idempotency-Key of runId:stepId, the second line of defence). Each step boundary is one
+ * round trip: the step's output is recorded and the cancellation read for the next step together.
+ */
+export interface RunProgress {
+  /** At an attempt's start: the completed steps and the cancellation, in one round trip. */
+  open(runId: string): Promise<RunStart>;
+  /** Records a completed step; resolves to the cancellation the next step must respect. */
+  record(runId: string, stepId: string, output: unknown, deadline: number): Promise<CancelReason | undefined>;
+  /** A step boundary with nothing to record (the step was already done, or stood in for): the cancellation alone. */
+  cancelReason(runId: string): Promise<CancelReason | undefined>;
+}
+
+/** Outputs outlive the deadline by this much: a retry can never start later than that. */
+const KEEP_AFTER_DEADLINE_MS = 3_600_000;
+/** A check alone sits between steps of a live run: it must never hold the run up for long. */
+const DEFAULT_CHECK_TIMEOUT_MS = 250;
+
+/** How long a run's outputs are kept from `now`: until an hour after its deadline, at least a second. */
+export function keepStepsMs(deadline: number, now: number): number {
+  return Math.max(1_000, deadline - now + KEEP_AFTER_DEADLINE_MS);
+}
+
+/**
+ * run-progress-open.lua's reply: the cancellation, then step id and output JSON pairs. An output
+ * that is not JSON is left out (`unreadable`), so its step is called again.
+ */
+export function parseRunStart(reply: readonly string[]): RunStart & { unreadable: string[] } {
+  const done = new Map<string, unknown>();
+  const unreadable: string[] = [];
+  for (let i = 1; i + 1 < reply.length; i += 2) {
+    const stepId = reply[i]!;
+    try {
+      done.set(stepId, JSON.parse(reply[i + 1]!) as unknown);
+    } catch {
+      unreadable.push(stepId);
+    }
+  }
+  return { done, cancelled: cancelReasonOf(reply[0] ?? null), unreadable };
+}
+
+export interface RedisRunProgressOptions {
+  checkTimeoutMs?: number;
+  now?: () => number;
+}
+
+/**
+ * A run's progress in Redis: one hash of step outputs per run, in the run's slot with its
+ * cancellation key, so the scripts that read both touch one cluster slot. A Redis outage must not
+ * stop work: what cannot be read counts as not done and not cancelled, and a step that cannot be
+ * recorded is called again by a redelivery, protected by its Idempotency-Key.
+ */
+export class RedisRunProgress implements RunProgress {
+  private readonly checkTimeoutMs: number;
+  private readonly now: () => number;
+
+  constructor(
+    private readonly redis: Redis,
+    private readonly scripts: LuaScripts,
+    private readonly keys: RedisKeys,
+    private readonly logger: Logger,
+    opts: RedisRunProgressOptions = {},
+  ) {
+    this.checkTimeoutMs = opts.checkTimeoutMs ?? DEFAULT_CHECK_TIMEOUT_MS;
+    this.now = opts.now ?? Date.now;
+  }
+
+  async open(runId: string): Promise<RunStart> {
+    try {
+      const reply = (await this.scripts.run('runProgressOpen', this.runKeys(runId), [])) as string[];
+      const { done, cancelled, unreadable } = parseRunStart(reply);
+      if (unreadable.length > 0) this.logger.warn({ runId, steps: unreadable }, 'recorded step outputs are not JSON; calling those steps again');
+      return { done, cancelled };
+    } catch (err) {
+      this.logger.warn({ err, runId }, "could not read the run's progress; calling its steps again, taking it as not cancelled");
+      return { done: new Map(), cancelled: undefined };
+    }
+  }
+
+  async record(runId: string, stepId: string, output: unknown, deadline: number): Promise<CancelReason | undefined> {
+    try {
+      const reason = (await this.scripts.run('runProgressRecord', this.runKeys(runId), [stepId, JSON.stringify(output ?? null), keepStepsMs(deadline, this.now())])) as string;
+      return cancelReasonOf(reason);
+    } catch (err) {
+      this.logger.warn({ err, runId, stepId }, 'could not record a completed step (a redelivery would call it again) nor check for a cancellation; the run goes on');
+      return undefined;
+    }
+  }
+
+  async cancelReason(runId: string): Promise<CancelReason | undefined> {
+    try {
+      return cancelReasonOf(await withTimeout(this.redis.get(this.keys.cancelRequested(runId)), this.checkTimeoutMs, 'cancellation check'));
+    } catch (err) {
+      this.logger.warn({ err, runId }, 'could not check for a cancellation request; the run goes on');
+      return undefined;
+    }
+  }
+
+  private runKeys(runId: string): string[] {
+    return [this.keys.runSteps(runId), this.keys.cancelRequested(runId)];
+  }
+}

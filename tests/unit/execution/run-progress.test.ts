@@ -1,0 +1,90 @@
+import type { Redis } from 'ioredis';
+import { describe, expect, it } from 'vitest';
+import { RedisRunProgress, keepStepsMs, parseRunStart } from '../../../src/execution/run-progress.js';
+import { createLogger } from '../../../src/obs/logger.js';
+import { redisKeys } from '../../../src/redis/keys.js';
+import type { LuaScripts } from '../../../src/redis/scripts.js';
+
+const NOW = 1_700_000_000_000;
+const RUN = '0190f5a2-7c00-7abc-8def-0123456789ab';
+const keys = redisKeys('ns.');
+
+function progress(fake: { run?: LuaScripts['run']; get?: (key: string) => Promise<string | null> }) {
+  const warnings: string[] = [];
+  const logger = createLogger('silent');
+  logger.warn = ((_obj: unknown, msg: string) => void warnings.push(msg)) as typeof logger.warn;
+  const scripts = { run: fake.run ?? (async () => Promise.reject(new Error('no script expected'))) } as unknown as LuaScripts;
+  const redis = { get: fake.get ?? (async () => null) } as unknown as Redis;
+  return { p: new RedisRunProgress(redis, scripts, keys, logger, { checkTimeoutMs: 30, now: () => NOW }), warnings };
+}
+
+describe('keepStepsMs', () => {
+  it('keeps outputs until an hour after the deadline, and a second at least', () => {
+    expect(keepStepsMs(NOW + 30_000, NOW)).toBe(3_630_000);
+    expect(keepStepsMs(NOW - 10 * 3_600_000, NOW)).toBe(1_000);
+  });
+});
+
+describe('parseRunStart', () => {
+  it('reads the cancellation, then step id and output pairs', () => {
+    const start = parseRunStart(['', 'understand', '{"text":"hi"}', 'lookup-order', 'null']);
+    expect(start.cancelled).toBeUndefined();
+    expect([...start.done]).toEqual([
+      ['understand', { text: 'hi' }],
+      ['lookup-order', null],
+    ]);
+    expect(parseRunStart(['not_acknowledged']).cancelled).toBe('not_acknowledged');
+    expect(parseRunStart(['requested']).done.size).toBe(0);
+  });
+
+  it('leaves out an output that is not JSON, so its step is called again', () => {
+    const start = parseRunStart(['', 'understand', '{oops', 'reply', '"ok"']);
+    expect([...start.done.keys()]).toEqual(['reply']);
+    expect(start.unreadable).toEqual(['understand']);
+  });
+});
+
+describe('RedisRunProgress', () => {
+  it("opens and records with the run's steps hash and cancellation key, one script call each", async () => {
+    const calls: unknown[][] = [];
+    const { p } = progress({
+      run: async (...args) => {
+        calls.push(args);
+        return args[0] === 'runProgressOpen' ? ['requested', 'understand', '{"text":"hi"}'] : 'not_acknowledged';
+      },
+    });
+    expect(await p.open(RUN)).toEqual({ done: new Map([['understand', { text: 'hi' }]]), cancelled: 'requested' });
+    expect(await p.record(RUN, 'reply', { text: 'done' }, NOW + 30_000)).toBe('not_acknowledged');
+    const runKeys = [keys.runSteps(RUN), keys.cancelRequested(RUN)];
+    expect(calls).toEqual([
+      ['runProgressOpen', runKeys, []],
+      ['runProgressRecord', runKeys, ['reply', '{"text":"done"}', 3_630_000]],
+    ]);
+    expect(keys.runSteps(RUN)).toContain(`{${RUN}}`);
+    expect(keys.cancelRequested(RUN)).toContain(`{${RUN}}`);
+  });
+
+  it('records an undefined output as null', async () => {
+    const args: unknown[] = [];
+    const { p } = progress({ run: async (_name, _keys, a) => (args.push(a[1]), '') });
+    expect(await p.record(RUN, 'reply', undefined, NOW)).toBeUndefined();
+    expect(args).toEqual(['null']);
+  });
+
+  it('goes on through a Redis outage: nothing done, not cancelled, warned', async () => {
+    const { p, warnings } = progress({ run: async () => Promise.reject(new Error('ECONNREFUSED')), get: async () => Promise.reject(new Error('ECONNREFUSED')) });
+    expect(await p.open(RUN)).toEqual({ done: new Map(), cancelled: undefined });
+    expect(await p.record(RUN, 'reply', {}, NOW)).toBeUndefined();
+    expect(await p.cancelReason(RUN)).toBeUndefined();
+    expect(warnings).toHaveLength(3);
+  });
+
+  it('checks the cancellation alone with a GET, and a hanging Redis within the check timeout', async () => {
+    const asked: string[] = [];
+    expect(await progress({ get: async (key) => (asked.push(key), 'requested') }).p.cancelReason(RUN)).toBe('requested');
+    expect(asked).toEqual([keys.cancelRequested(RUN)]);
+    const started = Date.now();
+    expect(await progress({ get: () => new Promise(() => undefined) }).p.cancelReason(RUN)).toBeUndefined();
+    expect(Date.now() - started).toBeLessThan(1_000);
+  });
+});
