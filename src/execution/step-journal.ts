@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis/client.js';
 import type { Logger } from '../obs/logger.js';
 import type { RedisKeys } from '../redis/keys.js';
 
@@ -17,7 +17,7 @@ const KEEP_AFTER_DEADLINE_MS = 3_600_000;
 
 export class RedisStepJournal implements StepJournal {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly keys: RedisKeys,
     private readonly logger: Logger,
   ) {}

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './client.js';
 import { packageRoot } from '../util/package-root.js';
 
 /**
@@ -65,7 +65,7 @@ export function scriptSource(name: ScriptName): string {
  * the source only when the server does not know it yet (after a restart or failover).
  */
 export class LuaScripts {
-  constructor(private readonly redis: Redis) {
+  constructor(private readonly redis: RedisClient) {
     for (const name of Object.keys(SCRIPTS) as ScriptName[]) {
       if (typeof (redis as unknown as Record<string, unknown>)[name] !== 'function') {
         const keys = SCRIPTS[name].keys;

@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis/client.js';
 import { withTimeout } from '../util/with-timeout.js';
 import type { Logger } from '../obs/logger.js';
 import type { RedisKeys } from '../redis/keys.js';
@@ -35,7 +35,7 @@ export class RedisCancellations implements CancellationCheck {
   private readonly now: () => number;
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly keys: RedisKeys,
     private readonly logger: Logger,
     opts: RedisCancellationsOptions = {},

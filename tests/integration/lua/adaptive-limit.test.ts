@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../../../src/redis/client.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AdaptiveConcurrencyConfig, SluiceConfig } from '../../../src/config/schema.js';
 import type { RunRequested } from '../../../src/events/schemas.js';
@@ -25,8 +25,8 @@ import { closeScriptPair, openScriptPair, redisNowMs } from './redis-clients.js'
  */
 const base = testNamespace('lua-adaptive');
 const logger = createLogger('silent');
-let a: Redis;
-let b: Redis;
+let a: RedisClient;
+let b: RedisClient;
 let scriptsA: LuaScripts;
 let scriptsB: LuaScripts;
 let n = 0;
@@ -244,7 +244,7 @@ describe('RedisDependencyPermits under an adaptive figure', () => {
     const processors = await Promise.all(
       [a, b].map(async (redis, i) => {
         const store = new PermitStore(i === 0 ? scriptsA : scriptsB, keys);
-        const wakeups = new PermitWakeups(redis.duplicate(), { channel: keys.permitReleased(), logger, fallbackPollMs: 50 });
+        const wakeups = new PermitWakeups(redis, { channel: keys.permitReleased(), logger, fallbackPollMs: 50 });
         await wakeups.start();
         const keeper = new LeaseKeeper(store, { ttlMs: 30_000, maxLeases: 100, logger });
         return { permits: new RedisDependencyPermits({ config, keys, store, keeper, wakeups, metrics: createMetrics(), logger }), keeper, wakeups };

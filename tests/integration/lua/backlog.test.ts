@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../../../src/redis/client.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AdmissionController } from '../../../src/admission/admission-controller.js';
 import { maxAheadForDeadline } from '../../../src/admission/admission-policy.js';
@@ -22,8 +22,8 @@ import type { TokenBudgetStore } from '../../../src/admission/token-budget-store
  * two connections stand in for two API instances.
  */
 const base = testNamespace('lua-backlog');
-let a: Redis;
-let b: Redis;
+let a: RedisClient;
+let b: RedisClient;
 let scriptsA: LuaScripts;
 let scriptsB: LuaScripts;
 let n = 0;
@@ -38,7 +38,7 @@ function fresh(): { keys: RedisKeys; A: AdmissionStore; B: AdmissionStore } {
 const later = () => Date.now() + 600_000;
 const run = (runId: string, tenantId = 'acme', runClass: RunClass = 'interactive', leaseExpiry = later()) => ({ runId, tenantId, runClass, leaseExpiry });
 const open = { tenantMax: 1_000, globalMax: 1_000, maxAhead: undefined, recordAnyway: false };
-const members = (r: Redis, key: string) => r.zrange(key, '0', '-1').then((m) => m.sort());
+const members = (r: RedisClient, key: string) => r.zrange(key, '0', '-1').then((m) => m.sort());
 
 beforeAll(async () => ({ a, b, scriptsA, scriptsB } = await openScriptPair()));
 afterAll(() => closeScriptPair(a, b, `*${base}*`));

@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../../../src/redis/client.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseBreakerHash } from '../../../src/breakers/breaker-board.js';
 import { rampUpMs } from '../../../src/config/ramp-up.js';
@@ -7,7 +7,8 @@ import { redisKeys, type RedisKeys } from '../../../src/redis/keys.js';
 import { LuaScripts } from '../../../src/redis/scripts.js';
 import { eventually, testNamespace } from '../harness.js';
 import { keySlot } from './cluster-slot.js';
-import { closeScriptPair, connectRedis, openScriptPair, redisNowMs } from './redis-clients.js';
+import { ShardedSubscriber } from '../../../src/redis/sharded-subscriber.js';
+import { closeScriptPair, openScriptPair, redisNowMs } from './redis-clients.js';
 
 /**
  * breaker-admit.lua and breaker-record.lua against a real Redis, through BreakerStore. Each test
@@ -16,8 +17,8 @@ import { closeScriptPair, connectRedis, openScriptPair, redisNowMs } from './red
  */
 const base = testNamespace('lua-breaker');
 const DEP = 'dep';
-let a: Redis;
-let b: Redis;
+let a: RedisClient;
+let b: RedisClient;
 let scriptsA: LuaScripts;
 let scriptsB: LuaScripts;
 let n = 0;
@@ -57,19 +58,20 @@ function fresh(patch: Partial<BreakerPolicy> = {}) {
 }
 type Fresh = ReturnType<typeof fresh>;
 
-/** Every transition published on the namespace's channel, parsed; `raw` keeps the payloads as sent. */
+/** Every transition published on the dependency's channel, parsed; `raw` keeps the payloads as sent. */
 async function listen(keys: RedisKeys) {
-  const sub = connectRedis();
-  const channel = keys.breakerChanged();
   const seen: BreakerTransition[] = [];
   const raw: string[] = [];
-  sub.on('message', (ch: string, text: string) => {
-    if (ch !== channel) return;
-    raw.push(text);
-    const t = parseBreakerTransition(text);
-    if (t) seen.push(t);
+  const sub = new ShardedSubscriber(a, [keys.breakerChanged(DEP)], {
+    message: (_ch, text) => {
+      raw.push(text);
+      const t = parseBreakerTransition(text);
+      if (t) seen.push(t);
+    },
+    ready: () => undefined,
+    error: () => undefined,
   });
-  await sub.subscribe(channel);
+  await sub.start();
   return {
     seen,
     raw,
@@ -79,7 +81,7 @@ async function listen(keys: RedisKeys) {
       await sleep(100);
       return seen;
     },
-    close: () => sub.quit(),
+    close: () => sub.close(),
   };
 }
 
@@ -100,10 +102,10 @@ describe('the scripts’ raw interface', () => {
   it('admit returns {1, probe} or {0, state, retryAt}; record returns {state, changed}', async () => {
     const { keys, policy, keep } = fresh();
     const admitKeys = [keys.breaker(DEP), keys.breakerProbes(DEP)];
-    const admitArgs = (token: string) => [token, policy.halfOpenProbes, policy.probeLeaseMs, keep, keys.breakerChanged(), DEP];
+    const admitArgs = (token: string) => [token, policy.halfOpenProbes, policy.probeLeaseMs, keep, keys.breakerChanged(DEP), DEP];
     const recordKeys = [keys.breaker(DEP), keys.breakerWindow(DEP), keys.breakerProbes(DEP)];
     const p = policy;
-    const recordArgs = (token: string, outcome: string) => [token, outcome, 5, p.windowMs, p.minimumCalls, p.failureThreshold, p.failureRateThreshold, p.slowCallMs, p.slowCallRateThreshold, p.openMs, p.halfOpenSuccesses, keep, keys.breakerChanged(), DEP];
+    const recordArgs = (token: string, outcome: string) => [token, outcome, 5, p.windowMs, p.minimumCalls, p.failureThreshold, p.failureRateThreshold, p.slowCallMs, p.slowCallRateThreshold, p.openMs, p.halfOpenSuccesses, keep, keys.breakerChanged(DEP), DEP];
     expect(await scriptsA.run('breakerAdmit', admitKeys, admitArgs('t1'))).toEqual([1, 0]);
     expect(await scriptsA.run('breakerRecord', recordKeys, recordArgs('', 'success'))).toEqual(['closed', 0]);
     expect(await scriptsA.run('breakerRecord', recordKeys, recordArgs('', 'failure'))).toEqual(['open', 1]);

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../../../src/redis/client.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { IdempotencyStore, requestFingerprint, type IdempotencyOptions, type StoredAnswer } from '../../../src/admission/idempotency.js';
 import { redisKeys } from '../../../src/redis/keys.js';
@@ -14,8 +14,8 @@ import { closeScriptPair, openScriptPair } from './redis-clients.js';
  */
 const ns = testNamespace('lua-idem');
 const keys = redisKeys(ns);
-let a: Redis;
-let b: Redis;
+let a: RedisClient;
+let b: RedisClient;
 let scriptsA: LuaScripts;
 let scriptsB: LuaScripts;
 let n = 0;

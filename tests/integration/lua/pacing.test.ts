@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../../../src/redis/client.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../src/config/load.js';
 import { createMetrics } from '../../../src/obs/metrics.js';
@@ -18,8 +18,8 @@ import { closeScriptPair, openScriptPair, redisNowMs } from './redis-clients.js'
  */
 const ns = testNamespace('lua-pacing');
 const keys = redisKeys(ns);
-let a: Redis;
-let b: Redis;
+let a: RedisClient;
+let b: RedisClient;
 let scriptsA: LuaScripts;
 let storeA: PacingStore;
 let storeB: PacingStore;

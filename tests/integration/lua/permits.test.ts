@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../../../src/redis/client.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SluiceConfig } from '../../../src/config/schema.js';
 import { createLogger } from '../../../src/obs/logger.js';
@@ -20,8 +20,8 @@ import { closeScriptPair, openScriptPair, redisNowMs } from './redis-clients.js'
  */
 const base = testNamespace('lua-permits');
 const logger = createLogger('silent');
-let a: Redis;
-let b: Redis;
+let a: RedisClient;
+let b: RedisClient;
 let scriptsA: LuaScripts;
 let scriptsB: LuaScripts;
 let n = 0;

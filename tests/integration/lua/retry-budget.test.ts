@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../../../src/redis/client.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { redisKeys } from '../../../src/redis/keys.js';
 import type { LuaScripts } from '../../../src/redis/scripts.js';
@@ -12,8 +12,8 @@ import { closeScriptPair, openScriptPair } from './redis-clients.js';
  */
 const ns = testNamespace('lua-retry-budget');
 const keys = redisKeys(ns);
-let a: Redis;
-let b: Redis;
+let a: RedisClient;
+let b: RedisClient;
 let scriptsA: LuaScripts;
 let scriptsB: LuaScripts;
 let n = 0;

@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../../../src/redis/client.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AdmissionStore } from '../../../src/admission/admission-store.js';
 import { redisKeys } from '../../../src/redis/keys.js';
@@ -13,8 +13,8 @@ import { connectPair, deleteMatching, redisNowMs } from './redis-clients.js';
  */
 const ns = testNamespace('lua-bucket');
 const keys = redisKeys(ns);
-let a: Redis;
-let b: Redis;
+let a: RedisClient;
+let b: RedisClient;
 let storeA: AdmissionStore;
 let storeB: AdmissionStore;
 let scriptsA: LuaScripts;

@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../../../src/redis/client.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TokenBudgetStore } from '../../../src/admission/token-budget-store.js';
 import { TOKEN_ESTIMATE_WEIGHT, type TokenBudget } from '../../../src/admission/token-budget.js';
@@ -13,8 +13,8 @@ import { closeScriptPair, openScriptPair, redisNowMs } from './redis-clients.js'
  */
 const ns = testNamespace('lua-budget');
 const keys = redisKeys(ns);
-let a: Redis;
-let b: Redis;
+let a: RedisClient;
+let b: RedisClient;
 let storeA: TokenBudgetStore;
 let storeB: TokenBudgetStore;
 let n = 0;
