@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { RedisClient } from './client.js';
+import { keysOutsideFirstSlot } from './key-slot.js';
 import { packageRoot } from '../util/package-root.js';
 
 /**
@@ -76,10 +77,13 @@ export class LuaScripts {
 
   run(name: ScriptName, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
     const expected = SCRIPTS[name].keys;
+    if (expected !== 'any' && keys.length !== expected) return Promise.reject(new Error(`${name} takes ${expected} keys, got ${keys.length}`));
+    // A cluster refuses a script whose keys span slots; refusing it here too keeps single-node runs honest.
+    const strays = keysOutsideFirstSlot(keys);
+    if (strays.length > 0) return Promise.reject(new Error(`${name}: every key must be in the slot of ${keys[0]}, but ${strays.join(', ')} are not`));
     const command = (this.redis as unknown as Record<ScriptName, ScriptCommand>)[name];
     // Without a fixed count ioredis expects the count as the first argument, as EVAL does.
     if (expected === 'any') return command.call(this.redis, keys.length, ...keys, ...args);
-    if (keys.length !== expected) return Promise.reject(new Error(`${name} takes ${expected} keys, got ${keys.length}`));
     return command.call(this.redis, ...keys, ...args);
   }
 }
