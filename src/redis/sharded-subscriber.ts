@@ -23,8 +23,10 @@ export class ShardedSubscriber {
     this.connection.on('smessage', (channel: string, payload: string) => {
       if (this.channels.has(channel)) handlers.message(channel, payload);
     });
-    // ioredis subscribes again after a reconnect.
+    // ioredis subscribes again after a reconnect; on a cluster it also replaces a shard's subscriber
+    // after a failover or a slot move (`subscribersReady`), and what was published meanwhile is lost.
     this.connection.on('ready', handlers.ready);
+    this.connection.on('subscribersReady', handlers.ready);
     this.connection.on('error', handlers.error);
   }
 

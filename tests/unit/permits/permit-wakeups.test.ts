@@ -74,6 +74,9 @@ describe('PermitWakeups', () => {
     wakeups.onWake((s) => seen.push(s));
     subscriber.emit('ready');
     expect(seen).toEqual([null]);
+    // A cluster replaced a shard's subscriber (failover, slot move) and subscribed again.
+    subscriber.emit('subscribersReady');
+    expect(seen).toEqual([null, null]);
   });
 
   it('keeps waking the others when a listener throws, and counts one function registered twice twice', () => {
