@@ -64,7 +64,7 @@ export class BreakerBoard {
       opts.metrics?.breakerState.set({ dependency: d }, BREAKER_STATE_VALUE.closed);
     }
     this.subscriber = new ShardedSubscriber(redis, opts.dependencies.map((d) => keys.breakerChanged(d)), {
-      message: (_channel, payload) => this.onAnnouncement(payload),
+      message: (payload) => this.onAnnouncement(payload),
       ready: () => void this.refreshQuietly(),
       error: (err) => this.log.warn({ err }, 'breaker subscriber error; falling back to reading the state every poll'),
     });

@@ -36,7 +36,7 @@ export class PermitWakeups {
     this.fallbackPollMs = Math.min(MAX_POLL_MS, Math.max(MIN_POLL_MS, Math.round(opts.fallbackPollMs ?? DEFAULT_POLL_MS)));
     this.log = opts.logger.child({ component: 'permit-wakeups' });
     this.subscriber = new ShardedSubscriber(redis, [opts.channel], {
-      message: (_channel, payload) => this.wake(payload.split(' ')),
+      message: (payload) => this.wake(payload.split(' ')),
       // Announcements made while the subscriber was away are lost.
       ready: () => this.wake(null),
       error: (err) => this.log.warn({ err }, 'permit wake-up subscriber error; waiters fall back to polling'),

@@ -1,8 +1,8 @@
 import { duplicateForSubscribing, requireShardedPubSub, type RedisClient } from './client.js';
 
 export interface ShardedSubscriberHandlers {
-  /** A message on one of the subscribed channels. */
-  message: (channel: string, payload: string) => void;
+  /** A message on one of the subscribed channels (which one: its payload says). */
+  message: (payload: string) => void;
   /** The connection is (again) usable: what was announced while it was away is lost. */
   ready: () => void;
   error: (err: Error) => void;
@@ -21,7 +21,7 @@ export class ShardedSubscriber {
     this.channels = new Set(channels);
     this.connection = duplicateForSubscribing(client);
     this.connection.on('smessage', (channel: string, payload: string) => {
-      if (this.channels.has(channel)) handlers.message(channel, payload);
+      if (this.channels.has(channel)) handlers.message(payload);
     });
     // ioredis subscribes again after a reconnect; on a cluster it also replaces a shard's subscriber
     // after a failover or a slot move (`subscribersReady`), and what was published meanwhile is lost.

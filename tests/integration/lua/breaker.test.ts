@@ -63,7 +63,7 @@ async function listen(keys: RedisKeys) {
   const seen: BreakerTransition[] = [];
   const raw: string[] = [];
   const sub = new ShardedSubscriber(a, [keys.breakerChanged(DEP)], {
-    message: (_ch, text) => {
+    message: (text) => {
       raw.push(text);
       const t = parseBreakerTransition(text);
       if (t) seen.push(t);
