@@ -6,7 +6,7 @@
 -- KEYS[1] state hash (state, retryAt while open, probeSuccesses while half-open)   KEYS[2] probes zset
 -- ARGV[1] caller's token   ARGV[2] half-open probes allowed at once   ARGV[3] probe lease ms
 -- ARGV[4] keep ms: how long idle state and probes outlive their last write
--- ARGV[5] transition channel   ARGV[6] dependency name (announced)
+-- ARGV[5] transition channel (sharded, in the breaker's slot)   ARGV[6] dependency name (announced)
 -- Returns {1, 1 if the call is a probe else 0} | {0, 'open' | 'half_open', retry-at ms}
 -- (half-open and full: the earliest probe lease expiry, when a slot frees at the latest).
 local t = redis.call('TIME')
@@ -26,7 +26,7 @@ if state == 'open' then
   redis.call('PEXPIRE', KEYS[1], keep)
   -- Leases of an earlier half-open period belong to calls whose outcomes no longer count.
   redis.call('DEL', KEYS[2])
-  redis.call('PUBLISH', ARGV[5], cjson.encode({dependency = ARGV[6], from = 'open', to = 'half_open', at = now, retryAt = cjson.null}))
+  redis.call('SPUBLISH', ARGV[5], cjson.encode({dependency = ARGV[6], from = 'open', to = 'half_open', at = now, retryAt = cjson.null}))
   state = 'half_open'
 end
 if state ~= 'half_open' then return {1, 0} end

@@ -15,7 +15,7 @@
 -- ARGV[3] duration ms   ARGV[4] windowMs   ARGV[5] minimumCalls   ARGV[6] failureThreshold
 -- ARGV[7] failureRateThreshold   ARGV[8] slowCallMs   ARGV[9] slowCallRateThreshold   ARGV[10] openMs
 -- ARGV[11] halfOpenSuccesses   ARGV[12] keep ms: how long idle state outlives its last write
--- ARGV[13] transition channel   ARGV[14] dependency name (announced)
+-- ARGV[13] transition channel (sharded, in the breaker's slot)   ARGV[14] dependency name (announced)
 -- Returns {state after the call, 1 if this call changed it else 0}
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -25,7 +25,7 @@ local keep = tonumber(ARGV[12])
 local state = redis.call('HGET', KEYS[1], 'state') or 'closed'
 
 local function announce(from, to, retry_at)
-  redis.call('PUBLISH', ARGV[13], cjson.encode({dependency = ARGV[14], from = from, to = to, at = now, retryAt = retry_at or cjson.null}))
+  redis.call('SPUBLISH', ARGV[13], cjson.encode({dependency = ARGV[14], from = from, to = to, at = now, retryAt = retry_at or cjson.null}))
 end
 
 local function open(from)

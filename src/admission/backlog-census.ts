@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis/client.js';
 import { RUN_CLASSES, type RunClass } from '../events/schemas.js';
 import type { RedisKeys } from '../redis/keys.js';
 import { runIdTime } from '../runs/run-id.js';
@@ -42,7 +42,7 @@ export function countBacklog(tenantMembers: ReadonlyMap<string, readonly string[
  * one pipeline. Its cost is the backlog's size (at most `admission.maxBacklog` ids), read by the
  * one active lag monitor per interval.
  */
-export async function readBacklog(redis: Pick<Redis, 'pipeline'>, keys: RedisKeys, tenants: readonly string[], now = Date.now()): Promise<BacklogCount[]> {
+export async function readBacklog(redis: Pick<RedisClient, 'pipeline'>, keys: RedisKeys, tenants: readonly string[], now = Date.now()): Promise<BacklogCount[]> {
   const pipeline = redis.pipeline();
   for (const t of tenants) pipeline.zrangebyscore(keys.backlogTenant(t), `(${now}`, '+inf');
   for (const c of RUN_CLASSES) pipeline.zrangebyscore(keys.backlogClass(c), `(${now}`, '+inf');

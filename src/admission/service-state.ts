@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis/client.js';
 import type { RunClass } from '../events/schemas.js';
 import { RUN_CLASSES } from '../events/schemas.js';
 import type { Logger } from '../obs/logger.js';
@@ -39,7 +39,7 @@ export class ServiceState {
   private timer: NodeJS.Timeout | undefined;
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly keys: RedisKeys,
     private readonly opts: { refreshMs: number; rateWindowSec: number; logger: Logger; workflows: readonly string[] },
   ) {}

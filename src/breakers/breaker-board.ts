@@ -1,4 +1,5 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis/client.js';
+import { ShardedSubscriber } from '../redis/sharded-subscriber.js';
 import type { Logger } from '../obs/logger.js';
 import type { Metrics } from '../obs/metrics.js';
 import type { RedisKeys } from '../redis/keys.js';
@@ -41,7 +42,7 @@ export class BreakerBoard {
   private readonly views = new Map<string, BreakerView>();
   private readonly announcedAt = new Map<string, number>();
   private readonly listeners = new Set<BreakerListener>();
-  private readonly subscriber: Redis;
+  private readonly subscriber: ShardedSubscriber;
   private readonly log: Logger;
   private readonly now: () => number;
   private readonly known: Set<string>;
@@ -53,7 +54,7 @@ export class BreakerBoard {
   private closed = false;
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly keys: RedisKeys,
     private readonly opts: BreakerBoardOptions,
   ) {
@@ -64,22 +65,20 @@ export class BreakerBoard {
       this.views.set(d, { name: d, state: 'closed' });
       opts.metrics?.breakerState.set({ dependency: d }, BREAKER_STATE_VALUE.closed);
     }
-    // A connection in subscriber mode can run no other command: it must be its own.
-    this.subscriber = redis.duplicate();
-    this.subscriber.on('message', (channel: string, payload: string) => {
-      if (channel === keys.breakerChanged()) this.onAnnouncement(payload);
+    this.subscriber = new ShardedSubscriber(redis, opts.dependencies.map((d) => keys.breakerChanged(d)), {
+      message: (payload) => this.onAnnouncement(payload),
+      // Announcements sent while reconnecting are lost: the view lags until the read after 'ready'.
+      ready: () => void this.catchUp(),
+      lost: () => (this.following = false),
+      error: (err) => this.log.warn({ err }, 'breaker subscriber error; falling back to reading the state every poll'),
     });
-    this.subscriber.on('ready', () => void this.catchUp());
-    // Announcements sent while reconnecting are lost: the view lags until the read after 'ready'.
-    this.subscriber.on('close', () => (this.following = false));
-    this.subscriber.on('error', (err: Error) => this.log.warn({ err }, 'breaker subscriber error; falling back to reading the state every poll'));
   }
 
-  /** Resolves once subscribed and the current states are read; rejects if Redis cannot be reached. */
+  /** Resolves once subscribed and the current states are read; rejects if Redis cannot be reached or is older than 7. */
   async start(): Promise<void> {
-    await this.subscriber.subscribe(this.keys.breakerChanged());
+    await this.subscriber.start();
     await this.refresh();
-    this.following = this.subscriber.status === 'ready';
+    this.following = this.subscriber.ready();
     this.timer = setInterval(() => void this.refreshQuietly(), this.opts.pollMs);
     this.timer.unref();
   }
@@ -90,7 +89,7 @@ export class BreakerBoard {
     clearInterval(this.timer);
     this.listeners.clear();
     await this.reading?.catch(() => undefined);
-    await this.subscriber.quit().catch(() => this.subscriber.disconnect());
+    await this.subscriber.close();
   }
 
   /**
@@ -125,14 +124,11 @@ export class BreakerBoard {
   private async read(): Promise<void> {
     const names = [...this.known];
     const startedAt = this.now();
-    const pipeline = this.redis.pipeline();
-    for (const d of names) pipeline.hgetall(this.keys.breaker(d));
-    const results = (await pipeline.exec()) ?? [];
+    // One read per breaker: each hash lives in its dependency's slot, so no pipeline spans them on a cluster.
+    const hashes = await Promise.all(names.map((d) => this.redis.hgetall(this.keys.breaker(d))));
     names.forEach((d, i) => {
-      const [err, hash] = results[i] ?? [new Error('no reply')];
-      if (err) throw err;
       if ((this.announcedAt.get(d) ?? -1) >= startedAt) return;
-      this.apply(parseBreakerHash(d, (hash ?? {}) as Record<string, string>), 'read');
+      this.apply(parseBreakerHash(d, hashes[i]!), 'read');
     });
   }
 
@@ -144,7 +140,7 @@ export class BreakerBoard {
       this.log.warn({ err }, 'could not read breaker states; keeping the last view');
       return;
     }
-    if (!this.closed && this.subscriber.status === 'ready') this.following = true;
+    if (!this.closed && this.subscriber.ready()) this.following = true;
   }
 
   private refreshQuietly(): Promise<void> {

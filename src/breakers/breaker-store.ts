@@ -68,7 +68,7 @@ export class BreakerStore {
     const res = (await this.scripts.run(
       'breakerAdmit',
       [this.keys.breaker(dependency), this.keys.breakerProbes(dependency)],
-      [token, policy.halfOpenProbes, policy.probeLeaseMs, keepMs(policy), this.keys.breakerChanged(), dependency],
+      [token, policy.halfOpenProbes, policy.probeLeaseMs, keepMs(policy), this.keys.breakerChanged(dependency), dependency],
     )) as [1, 0 | 1] | [0, 'open' | 'half_open', number];
     if (res[0] === 1) return { allowed: true, probe: res[1] === 1 };
     return { allowed: false, state: res[1], retryAt: Number(res[2]) };
@@ -95,7 +95,7 @@ export class BreakerStore {
         p.openMs,
         p.halfOpenSuccesses,
         keepMs(p),
-        this.keys.breakerChanged(),
+        this.keys.breakerChanged(dependency),
         dependency,
       ],
     )) as [BreakerStateName, 0 | 1];

@@ -19,7 +19,7 @@ export function startBanner(config: SluiceConfig, running: RunningRoles): string
   }
   if (running.opsUrl) lines.push(`  metrics      ${running.opsUrl}/metrics`);
   if (running.simulatorUrl) lines.push(`  simulator    ${running.simulatorUrl}   (PUT /admin/faults, GET /admin/stats with the admin key)`);
-  lines.push(`  Kafka        ${config.kafka.brokers.join(',')}   Redis ${redactUrl(config.redis.url)}   Postgres ${redactUrl(config.postgres.url)}`);
+  lines.push(`  Kafka        ${config.kafka.brokers.join(',')}   Redis ${config.redis.cluster ? `cluster ${config.redis.cluster.join(',')}` : redactUrl(config.redis.url)}   Postgres ${redactUrl(config.postgres.url)}`);
   lines.push(`  local state  ${config.stateDir}/ (broker log: ${config.stateDir}/kafka/logs/server.log)`, '  stop with Ctrl-C (drains running work first)', '');
   return `${lines.join('\n')}\n`;
 }

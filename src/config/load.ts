@@ -26,6 +26,7 @@ export const ENV_OVERRIDES: readonly EnvOverride[] = [
   { env: 'KAFKA_BROKERS', path: ['kafka', 'brokers'], parse: list },
   { env: 'SLUICE_NAMESPACE', path: ['namespace'], parse: text },
   { env: 'REDIS_URL', path: ['redis', 'url'], parse: text },
+  { env: 'REDIS_CLUSTER', path: ['redis', 'cluster'], parse: list },
   { env: 'DATABASE_URL', path: ['postgres', 'url'], parse: text },
   { env: 'SCHEMA_REGISTRY_URL', path: ['schemaRegistry', 'url'], parse: text },
   { env: 'ANTHROPIC_API_KEY', path: ['anthropic', 'apiKey'], parse: text },

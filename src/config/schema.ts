@@ -305,7 +305,16 @@ export const configSchema = z
         maxBatchBytes: z.number().int().min(1_024).max(100 * 1024 * 1024).default(DEFAULT_MAX_BATCH_BYTES),
       })
       .prefault({}),
-    redis: z.object({ url: z.string().regex(/^rediss?:\/\//, 'must be a redis:// URL').default('redis://127.0.0.1:6379') }).prefault({}),
+    redis: z
+      .object({
+        url: z.string().regex(/^rediss?:\/\//, 'must be a redis:// URL').default('redis://127.0.0.1:6379'),
+        /**
+         * Seed nodes of a Redis Cluster (`host:port`); when given, Sluice connects to the cluster
+         * (credentials and TLS from `url`) and `url`'s host is not used.
+         */
+        cluster: z.array(z.string().regex(/^[^\s:]+:\d{1,5}$/, 'must be host:port')).min(1, 'name at least one node, or leave cluster out').optional(),
+      })
+      .prefault({}),
     postgres: z
       .object({
         url: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgresql:// URL').default('postgresql://postgres@127.0.0.1:5432/sluice'),

@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis/client.js';
 import type { Logger } from '../obs/logger.js';
 import type { RedisKeys } from '../redis/keys.js';
 import type { LuaScripts } from '../redis/scripts.js';
@@ -71,7 +71,7 @@ export class RedisRunProgress implements RunProgress {
   private readonly now: () => number;
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly scripts: LuaScripts,
     private readonly keys: RedisKeys,
     private readonly logger: Logger,

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis/client.js';
 import type { Admin, Kafka } from 'kafkajs';
 import { readBacklog } from '../admission/backlog-census.js';
 import type { SluiceConfig } from '../config/schema.js';
@@ -20,7 +20,7 @@ import { RecordReader } from './record-reader.js';
 export interface LagMonitorDeps {
   config: SluiceConfig;
   kafka: Kafka;
-  redis: Redis;
+  redis: RedisClient;
   keys: RedisKeys;
   permits: Pick<PermitStore, 'tryAcquire' | 'renew' | 'release'>;
   metrics: LagMetrics;

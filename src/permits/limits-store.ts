@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis/client.js';
 import type { RedisKeys } from '../redis/keys.js';
 
 /**
@@ -9,7 +9,7 @@ import type { RedisKeys } from '../redis/keys.js';
  */
 export class LimitsStore {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly keys: RedisKeys,
   ) {}
 

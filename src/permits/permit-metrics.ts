@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis/client.js';
 import { Gauge } from 'prom-client';
 import { rampUpShare } from '../config/ramp-up.js';
 import type { SluiceConfig } from '../config/schema.js';
@@ -29,7 +29,7 @@ export function configuredScopes(config: SluiceConfig): { name: string; defaultL
  * adaptive concurrency figure when it has one. While Redis cannot answer, the gauges are left out
  * and the scrape still renders.
  */
-export function registerPermitGauges(metrics: Pick<Metrics, 'registry' | 'scrapeCollectors'>, redis: Pick<Redis, 'pipeline'>, keys: RedisKeys, config: SluiceConfig): void {
+export function registerPermitGauges(metrics: Pick<Metrics, 'registry' | 'scrapeCollectors'>, redis: Pick<RedisClient, 'pipeline' | 'hmget'>, keys: RedisKeys, config: SluiceConfig): void {
   const scopes = configuredScopes(config);
   const scopeGauge = (name: string, help: string) => new Gauge({ name, help, labelNames: ['scope'], registers: [metrics.registry] });
   const inUse = scopeGauge('sluice_permits_in_use', 'Permits held now per scope, across all processors');
@@ -39,12 +39,13 @@ export function registerPermitGauges(metrics: Pick<Metrics, 'registry' | 'scrape
   metrics.scrapeCollectors.add({
     name: 'permits',
     read: async () => {
+      // The permit keys share one slot and go in one pipeline; each breaker hash lives in its dependency's slot.
       const pipeline = redis.pipeline().hgetall(keys.permitLimits());
       const now = Date.now();
       for (const s of scopes) pipeline.zcount(keys.permitScope(s.name), now, '+inf');
-      for (const d of dependencies) pipeline.hmget(keys.breaker(d), 'state', 'closedAt');
       for (const d of dependencies) pipeline.hget(keys.adaptiveLimit(d), 'limit');
-      const results = ((await pipeline.exec()) ?? []).map(([err, v]) => {
+      const [replies, breakers] = await Promise.all([pipeline.exec(), Promise.all(dependencies.map((d) => redis.hmget(keys.breaker(d), 'state', 'closedAt')))]);
+      const results = (replies ?? []).map(([err, v]) => {
         if (err) throw err;
         return v;
       });
@@ -52,8 +53,7 @@ export function registerPermitGauges(metrics: Pick<Metrics, 'registry' | 'scrape
       const override = (field: string) => (overrides[field] !== undefined ? Number(overrides[field]) : undefined);
       const globalLimit = override('global') ?? config.limits.global;
       const limits = scopes.map((s) => (s.name === 'class:batch' ? limitAtShare(globalLimit, config.limits.batchShare) : (override(s.name) ?? s.defaultLimit)));
-      const breakers = results.slice(1 + scopes.length, 1 + scopes.length + dependencies.length) as [string | null, string | null][];
-      const figures = results.slice(1 + scopes.length + dependencies.length) as (string | null)[];
+      const figures = results.slice(1 + scopes.length) as (string | null)[];
       return {
         inUse: scopes.map((_, i) => Number(results[1 + i])),
         limits,

@@ -1,4 +1,5 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis/client.js';
+import { ShardedSubscriber } from '../redis/sharded-subscriber.js';
 import type { Logger } from '../obs/logger.js';
 
 /**
@@ -8,7 +9,7 @@ import type { Logger } from '../obs/logger.js';
 export type WakeListener = (released: readonly string[] | null) => void;
 
 export interface PermitWakeupsOptions {
-  /** The channel permits-release.lua publishes on (`redisKeys(ns).permitReleased()`). */
+  /** The sharded channel permits-release.lua publishes on (`redisKeys(ns).permitReleased()`). */
   channel: string;
   logger: Logger;
   /** How often waiters should retry without an announcement; clamped to 50 ms – 5 s. */
@@ -27,26 +28,24 @@ const DEFAULT_POLL_MS = 1_000;
  */
 export class PermitWakeups {
   readonly fallbackPollMs: number;
-  private readonly subscriber: Redis;
+  private readonly subscriber: ShardedSubscriber;
   private readonly listeners = new Set<WakeListener>();
   private readonly log: Logger;
 
-  constructor(redis: Redis, private readonly opts: PermitWakeupsOptions) {
+  constructor(redis: RedisClient, opts: PermitWakeupsOptions) {
     this.fallbackPollMs = Math.min(MAX_POLL_MS, Math.max(MIN_POLL_MS, Math.round(opts.fallbackPollMs ?? DEFAULT_POLL_MS)));
     this.log = opts.logger.child({ component: 'permit-wakeups' });
-    // A connection in subscriber mode can run no other command: it must be its own.
-    this.subscriber = redis.duplicate();
-    this.subscriber.on('message', (channel: string, payload: string) => {
-      if (channel === opts.channel) this.wake(payload.split(' '));
+    this.subscriber = new ShardedSubscriber(redis, [opts.channel], {
+      message: (payload) => this.wake(payload.split(' ')),
+      // Announcements made while the subscriber was away are lost.
+      ready: () => this.wake(null),
+      error: (err) => this.log.warn({ err }, 'permit wake-up subscriber error; waiters fall back to polling'),
     });
-    // ioredis subscribes again after a reconnect; announcements made while it was away are lost.
-    this.subscriber.on('ready', () => this.wake(null));
-    this.subscriber.on('error', (err: Error) => this.log.warn({ err }, 'permit wake-up subscriber error; waiters fall back to polling'));
   }
 
-  /** Resolves once subscribed; rejects if Redis cannot be reached. */
+  /** Resolves once subscribed; rejects if Redis cannot be reached or is older than 7. */
   async start(): Promise<void> {
-    await this.subscriber.subscribe(this.opts.channel);
+    await this.subscriber.start();
   }
 
   /** Calls `listener` on every wake-up until the returned function is called. */
@@ -59,7 +58,7 @@ export class PermitWakeups {
 
   async close(): Promise<void> {
     this.listeners.clear();
-    await this.subscriber.quit().catch(() => this.subscriber.disconnect());
+    await this.subscriber.close();
   }
 
   private wake(released: readonly string[] | null): void {

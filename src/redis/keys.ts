@@ -43,7 +43,7 @@ export function redisKeys(namespace: string) {
      * permit slot, not the dependency's, so permits-acquire.lua reads it in the same atomic step.
      */
     adaptiveLimit: (dependency: string) => `${permits}:adaptive:${dependency}`,
-    /** Pub/sub channel announcing released permits (payload: the scopes, space-separated). */
+    /** Sharded pub/sub channel announcing released permits (payload: the scopes, space-separated), in the permit slot. */
     permitReleased: () => `${permits}:released`,
     /** Shared breaker state of a dependency (hash: state, retryAt); written by the breaker scripts. */
     breaker: (dependency: string) => `${ns}:breaker:{${dependency}}`,
@@ -53,8 +53,8 @@ export function redisKeys(namespace: string) {
     breakerProbes: (dependency: string) => `${ns}:breaker:{${dependency}}:probes`,
     /** A dependency's retry budget window, shared by every processor (hash: `c:<bucket>` → calls, `r:<bucket>` → retries). */
     retryBudget: (dependency: string) => `${ns}:retry-budget:{${dependency}}`,
-    /** Pub/sub channel announcing breaker transitions (payload: JSON, see BreakerTransition). */
-    breakerChanged: () => `${ns}:breaker-changed`,
+    /** Sharded pub/sub channel announcing a dependency's breaker transitions (payload: JSON, see BreakerTransition), in its breaker's slot. */
+    breakerChanged: (dependency: string) => `${ns}:breaker:{${dependency}}:changed`,
     /** A dependency's rate-limit buckets (hash: tat:<bucket>, rate:<bucket>, at); written by the pacing scripts, expires when idle. */
     paceState: (dependency: string) => `${ns}:pace:{${dependency}}`,
     /** Per-minute limits the dependency's provider reported (hash: bucket → limit), kept for `processor.pacing.observedLimitTtlMs`. */

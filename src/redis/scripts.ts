@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './client.js';
+import { keysOutsideFirstSlot } from './key-slot.js';
 import { packageRoot } from '../util/package-root.js';
 
 /**
@@ -68,7 +69,7 @@ export function scriptSource(name: ScriptName): string {
  * the source only when the server does not know it yet (after a restart or failover).
  */
 export class LuaScripts {
-  constructor(private readonly redis: Redis) {
+  constructor(private readonly redis: RedisClient) {
     for (const name of Object.keys(SCRIPTS) as ScriptName[]) {
       if (typeof (redis as unknown as Record<string, unknown>)[name] !== 'function') {
         const keys = SCRIPTS[name].keys;
@@ -79,10 +80,13 @@ export class LuaScripts {
 
   run(name: ScriptName, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
     const expected = SCRIPTS[name].keys;
+    if (expected !== 'any' && keys.length !== expected) return Promise.reject(new Error(`${name} takes ${expected} keys, got ${keys.length}`));
+    // A cluster refuses a script whose keys span slots; refusing it here too keeps single-node runs honest.
+    const strays = keysOutsideFirstSlot(keys);
+    if (strays.length > 0) return Promise.reject(new Error(`${name}: every key must be in the slot of ${keys[0]}, but ${strays.join(', ')} are not`));
     const command = (this.redis as unknown as Record<ScriptName, ScriptCommand>)[name];
     // Without a fixed count ioredis expects the count as the first argument, as EVAL does.
     if (expected === 'any') return command.call(this.redis, keys.length, ...keys, ...args);
-    if (keys.length !== expected) return Promise.reject(new Error(`${name} takes ${expected} keys, got ${keys.length}`));
     return command.call(this.redis, ...keys, ...args);
   }
 }

@@ -1,8 +1,8 @@
 import { join, resolve } from 'node:path';
 import type { Kafka } from 'kafkajs';
 import type pg from 'pg';
-import { Redis } from 'ioredis';
 import { LuaScripts } from '../redis/scripts.js';
+import { createRedisClient, type RedisClient } from '../redis/client.js';
 import { redisKeys, type RedisKeys } from '../redis/keys.js';
 import type { SluiceConfig } from '../config/schema.js';
 import { EventCodec } from '../events/codec.js';
@@ -25,7 +25,7 @@ export class SharedClients {
   private kafkaClient?: Kafka;
   private producerP?: Promise<EventProducer>;
   private poolP?: Promise<pg.Pool>;
-  private redisClient?: Redis;
+  private redisClient?: RedisClient;
   private scriptsInstance?: LuaScripts;
   private codecInstance?: EventCodec;
   private topicsP?: Promise<void>;
@@ -82,8 +82,8 @@ export class SharedClients {
     return this.poolP;
   }
 
-  get redis(): Redis {
-    this.redisClient ??= new Redis(this.config.redis.url, { lazyConnect: true, connectTimeout: 2_000, maxRetriesPerRequest: 1, commandTimeout: 2_000 });
+  get redis(): RedisClient {
+    this.redisClient ??= createRedisClient(this.config.redis, { lazyConnect: true, connectTimeout: 2_000, maxRetriesPerRequest: 1, commandTimeout: 2_000 });
     return this.redisClient;
   }
 

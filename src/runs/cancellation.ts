@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis/client.js';
 import type { RedisKeys } from '../redis/keys.js';
 
 /**
@@ -30,7 +30,7 @@ export class RedisCancellations {
   private readonly now: () => number;
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly keys: RedisKeys,
     opts: RedisCancellationsOptions = {},
   ) {

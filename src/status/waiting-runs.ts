@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis/client.js';
 import type { RunClass, RunStatusChanged } from '../events/schemas.js';
 import type { RedisKeys } from '../redis/keys.js';
 
@@ -24,7 +24,7 @@ export function waitingChanges(events: readonly RunStatusChanged[]): { waiting: 
 
 export class WaitingRuns {
   constructor(
-    private readonly redis: Pick<Redis, 'pipeline'>,
+    private readonly redis: Pick<RedisClient, 'pipeline'>,
     private readonly keys: RedisKeys,
     /** Added to a run's deadline: how long past it an entry may count. */
     private readonly graceMs: number,

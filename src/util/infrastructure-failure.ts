@@ -15,8 +15,17 @@ export interface InfrastructureFailure {
 /** Socket errors of Node's net/dns layer: the peer is not there or went away. */
 const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ECONNABORTED', 'ETIMEDOUT', 'EHOSTUNREACH', 'EHOSTDOWN', 'ENETUNREACH', 'ENETDOWN', 'EPIPE', 'EAI_AGAIN', 'ENOTFOUND', 'EADDRNOTAVAIL']);
 
-/** ioredis rejects commands with plain Errors carrying these messages when the connection is not usable. */
-const REDIS_CONNECTION_MESSAGES = ['Command timed out', 'Connection is closed.', "Stream isn't writeable and enableOfflineQueue options is false", 'Socket timeout.'];
+/** ioredis rejects commands with plain Errors carrying these messages when the connection (or, on a cluster, every node) is not usable. */
+const REDIS_CONNECTION_MESSAGES = [
+  'Command timed out',
+  'Connection is closed.',
+  "Stream isn't writeable and enableOfflineQueue options is false",
+  'Socket timeout.',
+  'None of startup nodes is available',
+  'Failed to refresh slots cache.',
+  "Cluster isn't ready and enableOfflineQueue options is false",
+  'Too many Cluster redirections.',
+];
 
 /** Server replies that mean "not now" rather than "wrong command" (loading, failover, memory, replication). */
 const REDIS_UNAVAILABLE_REPLY = /^(LOADING|BUSY|MASTERDOWN|READONLY|CLUSTERDOWN|TRYAGAIN|OOM|NOREPLICAS|MISCONF)\b/;

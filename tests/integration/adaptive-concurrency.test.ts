@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../../src/redis/client.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/load.js';
 import type { LlmDependencyConfig, StepConfig } from '../../src/config/schema.js';
@@ -86,7 +86,7 @@ describe('adaptive concurrency against the provider simulator', () => {
   const sim = createProviderSim({ adminKeySha256: sha256Hex(ADMIN_KEY), logger, tools: [], defaults: { anthropic: { latencyMs: LATENCY_MS, jitterMs: 0 } } });
   let simUrl: string;
   let processors: Processor[];
-  let gaugeRedis: Redis;
+  let gaugeRedis: RedisClient;
   const gauges = createMetrics();
 
   const admin = async (path: string, init: RequestInit = {}) => {

@@ -1,9 +1,10 @@
 import { Kafka, logLevel } from 'kafkajs';
-import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { redisKeys } from '../../src/redis/keys.js';
 import { topicNames } from '../../src/kafka/topics.js';
 import { TENANT_A_KEY, TENANT_B_KEY, TENANT_C_KEY, freePort, http, startSluice, testNamespace, writeTestConfig, type HttpResult, type SluiceProcess } from './harness.js';
+import { connectRedis, REDIS_BACKENDS, redisEnvOf } from './lua/redis-clients.js';
+import type { RedisClient } from '../../src/redis/client.js';
 
 /**
  * The overload contract at the door, with two API processes sharing Redis: limits hold across
@@ -12,11 +13,11 @@ import { TENANT_A_KEY, TENANT_B_KEY, TENANT_C_KEY, freePort, http, startSluice, 
 const TENANT_D_KEY = 'test-key-d';
 const TENANT_D_KEY_SHA256 = '351a1c2b68503ec33d48fedbc5c27af309677891eb8986ce6a0b6ed73feb2d4b';
 
-describe('admission control across two API instances', () => {
+describe.each(REDIS_BACKENDS)('admission control across two API instances (%s Redis)', (backend) => {
   const namespace = testNamespace('adm');
   const apis: SluiceProcess[] = [];
   const urls: string[] = [];
-  let redis: Redis;
+  let redis: RedisClient;
   let kafka: Kafka;
 
   beforeAll(async () => {
@@ -34,10 +35,10 @@ describe('admission control across two API instances', () => {
         admission: { stateRefreshMs: 100 },
       });
     for (const port of ports) {
-      apis.push(await startSluice({ configPath: config(port), roles: 'api', namespace }));
+      apis.push(await startSluice({ configPath: config(port), roles: 'api', namespace, env: redisEnvOf(backend) }));
       urls.push(`http://127.0.0.1:${port}`);
     }
-    redis = new Redis(inject('infra').redisUrl);
+    redis = connectRedis(backend);
     kafka = new Kafka({ brokers: inject('infra').kafkaBrokers, logLevel: logLevel.NOTHING });
   });
 

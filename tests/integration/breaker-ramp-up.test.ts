@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../../src/redis/client.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BreakerBoard } from '../../src/breakers/breaker-board.js';
 import { BreakerStore } from '../../src/breakers/breaker-store.js';
@@ -45,7 +45,7 @@ dep.breaker = { ...dep.breaker, minimumCalls: 1, failureThreshold: 1, openMs: 30
 const keys = redisKeys(namespace);
 
 interface Processor {
-  redis: Redis;
+  redis: RedisClient;
   board: BreakerBoard;
   store: BreakerStore;
   guard: CallGuard;

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ADMIN_KEY, TENANT_A_KEY, TENANT_B_KEY, TENANT_C_KEY, eventually, freePort, http, startSluice, testNamespace, writeTestConfig, type SluiceProcess } from './harness.js';
+import { REDIS_BACKENDS, redisEnvOf } from './lua/redis-clients.js';
 
 const TERMINAL = ['completed', 'failed', 'expired', 'cancelled', 'dead_lettered'];
 const PER_TENANT = 20;
@@ -12,7 +13,7 @@ const FAULT_MS = 10_000;
  * (tenant-a degrades, tenant-c fails), let batch runs wait, and drain them after the fault with no
  * second wave of retries.
  */
-describe('shared breakers under a 10 s provider 429 storm, two processors', () => {
+describe.each(REDIS_BACKENDS)('shared breakers under a 10 s provider 429 storm, two processors (%s Redis)', (backend) => {
   const namespace = testNamespace('breakers');
   let front: SluiceProcess;
   const processors: SluiceProcess[] = [];
@@ -33,10 +34,10 @@ describe('shared breakers under a 10 s provider 429 storm, two processors', () =
       processor: { shutdownGraceMs: 1_000 },
       tenants: { 'tenant-a': { admission: bigBucket }, 'tenant-b': { admission: bigBucket }, 'tenant-c': { admission: bigBucket } },
     });
-    front = await startSluice({ configPath, roles: 'provider-sim,status-sink,api', namespace });
+    front = await startSluice({ configPath, roles: 'provider-sim,status-sink,api', namespace, env: redisEnvOf(backend) });
     api = `http://127.0.0.1:${apiPort}`;
     sim = `http://127.0.0.1:${simPort}`;
-    for (let i = 0; i < 2; i++) processors.push(await startSluice({ configPath, roles: 'processor', namespace }));
+    for (let i = 0; i < 2; i++) processors.push(await startSluice({ configPath, roles: 'processor', namespace, env: redisEnvOf(backend) }));
     // Both processors must own partitions before the burst, or one would see no work at all.
     await eventually(async () => (processors.every((p) => p.logs.some((l) => l.msg === 'partitions assigned')) ? true : undefined), 30_000, 'both processors to be assigned partitions');
   });

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ADMIN_KEY, TENANT_A_KEY, TENANT_B_KEY, TENANT_C_KEY, eventually, freePort, http, startSluice, testNamespace, writeTestConfig, type SluiceProcess } from './harness.js';
+import { REDIS_BACKENDS, redisEnvOf } from './lua/redis-clients.js';
 
 const TERMINAL = ['completed', 'failed', 'expired', 'cancelled', 'dead_lettered'];
 const CAPS = { global: 6, tenantA: 3, tenantB: 2, tenantC: 2, supportReply: 4, anthropic: 4, orderLookup: 2, report: 2 };
@@ -8,7 +9,7 @@ const CAPS = { global: 6, tenantA: 3, tenantB: 2, tenantC: 2, supportReply: 4, a
  * Three processor processes in one consumer group share caps through Redis: the simulator counts
  * concurrent calls per tenant and per dependency, and must never see more than a cap allows.
  */
-describe('distributed concurrency caps across three processors', () => {
+describe.each(REDIS_BACKENDS)('distributed concurrency caps across three processors (%s Redis)', (backend) => {
   const namespace = testNamespace('caps');
   let front: SluiceProcess;
   const processors: SluiceProcess[] = [];
@@ -17,7 +18,7 @@ describe('distributed concurrency caps across three processors', () => {
   let configPath: string;
 
   const startProcessor = async () => {
-    const p = await startSluice({ configPath, roles: 'processor', namespace });
+    const p = await startSluice({ configPath, roles: 'processor', namespace, env: redisEnvOf(backend) });
     processors.push(p);
     return p;
   };
@@ -52,7 +53,7 @@ describe('distributed concurrency caps across three processors', () => {
       workflows: { 'support-reply': { maxConcurrency: CAPS.supportReply } },
       dependencies: { anthropic: { maxConcurrency: CAPS.anthropic }, 'order-lookup': { maxConcurrency: CAPS.orderLookup }, report: { maxConcurrency: CAPS.report } },
     });
-    front = await startSluice({ configPath, roles: 'provider-sim,status-sink,api', namespace });
+    front = await startSluice({ configPath, roles: 'provider-sim,status-sink,api', namespace, env: redisEnvOf(backend) });
     api = `http://127.0.0.1:${apiPort}`;
     sim = `http://127.0.0.1:${simPort}`;
     for (const tool of ['order-lookup', 'report', 'notify']) await admin('/admin/faults', { method: 'PUT', json: { target: tool, latencyMs: 150 } });

@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../../src/redis/client.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AdmissionStore } from '../../src/admission/admission-store.js';
 import { readBacklog } from '../../src/admission/backlog-census.js';
@@ -19,8 +19,8 @@ import type { LuaScripts } from '../../src/redis/scripts.js';
  * status sink keeps, and the backlog census.
  */
 const base = testNamespace('lag-redis');
-let a: Redis;
-let b: Redis;
+let a: RedisClient;
+let b: RedisClient;
 let scriptsA: LuaScripts;
 let scriptsB: LuaScripts;
 let n = 0;

@@ -1,4 +1,3 @@
-import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisRunProgress } from '../../src/execution/run-progress.js';
 import { createLogger } from '../../src/obs/logger.js';
@@ -7,8 +6,8 @@ import { LuaScripts } from '../../src/redis/scripts.js';
 import { RedisCancellations } from '../../src/runs/cancellation.js';
 import { newRunId } from '../../src/runs/run-id.js';
 import { testNamespace } from './harness.js';
-import { keySlot } from './lua/cluster-slot.js';
-import { connectRedis, deleteMatching } from './lua/redis-clients.js';
+import type { RedisClient } from '../../src/redis/client.js';
+import { connectRedis, deleteMatching, REDIS_BACKENDS } from './lua/redis-clients.js';
 
 /**
  * A run's progress against a real Redis: run-progress-open.lua and run-progress-record.lua through
@@ -16,66 +15,63 @@ import { connectRedis, deleteMatching } from './lua/redis-clients.js';
  */
 const ns = testNamespace('run-progress');
 const keys = redisKeys(ns);
-let redis: Redis;
+let redis: RedisClient;
 let progress: RedisRunProgress;
 let cancellations: RedisCancellations;
 
-beforeAll(async () => {
-  redis = connectRedis();
-  await redis.ping();
-  progress = new RedisRunProgress(redis, new LuaScripts(redis), keys, createLogger('silent'));
-  cancellations = new RedisCancellations(redis, keys);
-});
-
-afterAll(async () => {
-  if (!redis) return;
-  await deleteMatching(redis, `${ns}*`);
-  redis.disconnect();
-});
-
-describe('RedisRunProgress', () => {
-  it('recalls every recorded step in one read, and nothing for a run never seen', async () => {
-    const runId = newRunId();
-    expect(await progress.open(runId)).toEqual({ done: new Map(), cancelled: undefined });
-    const deadline = Date.now() + 60_000;
-    expect(await progress.record(runId, 'understand', { text: 'order 42', usage: { inputTokens: 3 } }, deadline)).toBeUndefined();
-    expect(await progress.record(runId, 'lookup-order', null, deadline)).toBeUndefined();
-    const start = await progress.open(runId);
-    expect([...start.done]).toEqual([
-      ['understand', { text: 'order 42', usage: { inputTokens: 3 } }],
-      ['lookup-order', null],
-    ]);
-    expect(await redis.hkeys(keys.runSteps(runId))).toEqual(['understand', 'lookup-order']);
+describe.each(REDIS_BACKENDS)('on %s', (backend) => {
+  beforeAll(async () => {
+    redis = connectRedis(backend);
+    await redis.ping();
+    progress = new RedisRunProgress(redis, new LuaScripts(redis), keys, createLogger('silent'));
+    cancellations = new RedisCancellations(redis, keys);
   });
 
-  it('reads the cancellation with the steps at the start, and with each recorded step', async () => {
-    const runId = newRunId();
-    const deadline = Date.now() + 60_000;
-    expect(await progress.record(runId, 'understand', { text: 'a' }, deadline)).toBeUndefined();
-    await cancellations.request(runId, deadline);
-    expect(await progress.record(runId, 'lookup-order', { orderId: '42' }, deadline)).toBe('requested');
-    expect(await progress.open(runId)).toMatchObject({ cancelled: 'requested' });
-    expect(await progress.cancelReason(runId)).toBe('requested');
-    const refused = newRunId();
-    await cancellations.withdraw(refused, deadline);
-    expect(await progress.open(refused)).toEqual({ done: new Map(), cancelled: 'not_acknowledged' });
+  afterAll(async () => {
+    if (!redis) return;
+    await deleteMatching(redis, `${ns}*`);
+    redis.disconnect();
   });
 
-  it('keeps the outputs until an hour after the deadline, renewed by each record, and then forgets them', async () => {
-    const runId = newRunId();
-    await progress.record(runId, 'understand', { text: 'a' }, Date.now() + 60_000);
-    const ttl = await redis.pttl(keys.runSteps(runId));
-    expect(ttl).toBeGreaterThan(3_600_000 + 50_000);
-    expect(ttl).toBeLessThanOrEqual(3_660_000);
-    // A deadline long past: kept one second, the least, then the run starts from nothing.
-    await progress.record(runId, 'reply', { text: 'b' }, Date.now() - 10 * 3_600_000);
-    expect(await redis.pttl(keys.runSteps(runId))).toBeLessThanOrEqual(1_000);
-    await new Promise((r) => setTimeout(r, 1_200));
-    expect(await progress.open(runId)).toEqual({ done: new Map(), cancelled: undefined });
-  });
+  describe('RedisRunProgress', () => {
+    it('recalls every recorded step in one read, and nothing for a run never seen', async () => {
+      const runId = newRunId();
+      expect(await progress.open(runId)).toEqual({ done: new Map(), cancelled: undefined });
+      const deadline = Date.now() + 60_000;
+      expect(await progress.record(runId, 'understand', { text: 'order 42', usage: { inputTokens: 3 } }, deadline)).toBeUndefined();
+      expect(await progress.record(runId, 'lookup-order', null, deadline)).toBeUndefined();
+      const start = await progress.open(runId);
+      expect([...start.done]).toEqual([
+        ['understand', { text: 'order 42', usage: { inputTokens: 3 } }],
+        ['lookup-order', null],
+      ]);
+      expect(await redis.hkeys(keys.runSteps(runId))).toEqual(['understand', 'lookup-order']);
+    });
 
-  it("keeps a run's steps and cancellation in one cluster slot", () => {
-    const runId = newRunId();
-    expect(keySlot(keys.runSteps(runId))).toBe(keySlot(keys.cancelRequested(runId)));
+    it('reads the cancellation with the steps at the start, and with each recorded step', async () => {
+      const runId = newRunId();
+      const deadline = Date.now() + 60_000;
+      expect(await progress.record(runId, 'understand', { text: 'a' }, deadline)).toBeUndefined();
+      await cancellations.request(runId, deadline);
+      expect(await progress.record(runId, 'lookup-order', { orderId: '42' }, deadline)).toBe('requested');
+      expect(await progress.open(runId)).toMatchObject({ cancelled: 'requested' });
+      expect(await progress.cancelReason(runId)).toBe('requested');
+      const refused = newRunId();
+      await cancellations.withdraw(refused, deadline);
+      expect(await progress.open(refused)).toEqual({ done: new Map(), cancelled: 'not_acknowledged' });
+    });
+
+    it('keeps the outputs until an hour after the deadline, renewed by each record, and then forgets them', async () => {
+      const runId = newRunId();
+      await progress.record(runId, 'understand', { text: 'a' }, Date.now() + 60_000);
+      const ttl = await redis.pttl(keys.runSteps(runId));
+      expect(ttl).toBeGreaterThan(3_600_000 + 50_000);
+      expect(ttl).toBeLessThanOrEqual(3_660_000);
+      // A deadline long past: kept one second, the least, then the run starts from nothing.
+      await progress.record(runId, 'reply', { text: 'b' }, Date.now() - 10 * 3_600_000);
+      expect(await redis.pttl(keys.runSteps(runId))).toBeLessThanOrEqual(1_000);
+      await new Promise((r) => setTimeout(r, 1_200));
+      expect(await progress.open(runId)).toEqual({ done: new Map(), cancelled: undefined });
+    });
   });
 });

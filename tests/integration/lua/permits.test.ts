@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../../../src/redis/client.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SluiceConfig } from '../../../src/config/schema.js';
 import { createLogger } from '../../../src/obs/logger.js';
@@ -10,8 +10,8 @@ import { PermitWakeups } from '../../../src/permits/permit-wakeups.js';
 import { redisKeys, type RedisKeys } from '../../../src/redis/keys.js';
 import { LuaScripts } from '../../../src/redis/scripts.js';
 import { eventually, testNamespace } from '../harness.js';
-import { keySlot } from './cluster-slot.js';
-import { closeScriptPair, openScriptPair, redisNowMs } from './redis-clients.js';
+import { keySlot } from '../../../src/redis/key-slot.js';
+import { closeScriptPair, openScriptPair, redisNowMs, REDIS_BACKENDS } from './redis-clients.js';
 
 /**
  * permits-acquire.lua, permits-renew.lua and permits-release.lua against a real Redis, through
@@ -20,8 +20,8 @@ import { closeScriptPair, openScriptPair, redisNowMs } from './redis-clients.js'
  */
 const base = testNamespace('lua-permits');
 const logger = createLogger('silent');
-let a: Redis;
-let b: Redis;
+let a: RedisClient;
+let b: RedisClient;
 let scriptsA: LuaScripts;
 let scriptsB: LuaScripts;
 let n = 0;
@@ -63,330 +63,332 @@ async function granted(store: PermitStore, scopes: PermitScope[], ttlMs = TTL, o
   return res.lease;
 }
 
-beforeAll(async () => ({ a, b, scriptsA, scriptsB } = await openScriptPair()));
-afterAll(() => closeScriptPair(a, b, `*${base}*`));
+describe.each(REDIS_BACKENDS)('on %s', (backend) => {
+  beforeAll(async () => ({ a, b, scriptsA, scriptsB } = await openScriptPair(backend)));
+  afterAll(() => closeScriptPair(a, b, `*${base}*`));
 
-describe('permits-acquire.lua', () => {
-  it('adds the token to every scope, scored with its expiry, and returns the expiry', async () => {
-    const { keys, scopes, A } = fresh();
-    const before = await redisNowMs(a);
-    const lease = await granted(A, scopes('t1', 'batch'), 5_000, 'run-1:0');
-    const after = await redisNowMs(a);
-    expect(lease.token).toMatch(/^run-1:0:[0-9a-f]{16}$/);
-    expect(lease.scopes).toEqual(['global', 'class:batch', 'tenant:t1', 'workflow:wf']);
-    expect(lease.keys).toEqual(lease.scopes.map((s) => keys.permitScope(s)));
-    expect(lease.expiresAt).toBeGreaterThanOrEqual(before + 5_000);
-    expect(lease.expiresAt).toBeLessThanOrEqual(after + 5_000);
-    for (const key of lease.keys) {
-      expect(await a.zrange(key, '0', '-1')).toEqual([lease.token]);
-      expect(Number(await a.zscore(key, lease.token))).toBe(lease.expiresAt);
-      expect(Number(await a.call('PEXPIRETIME', key))).toBe(lease.expiresAt);
-    }
-  });
-
-  it('returns the raw answers {1, expiry} and {0, scope index, count, limit}', async () => {
-    const { keys } = fresh();
-    const k = [keys.permitScope('x'), keys.permitScope('y'), keys.permitLimits()];
-    const args = (token: string) => [token, TTL, 'x', 5, 1, 0, 0, 'y', 1, 1, 0, 0];
-    const ok = (await scriptsA.run('permitsAcquire', k, args('a'))) as number[];
-    expect(ok).toHaveLength(2);
-    expect(ok[0]).toBe(1);
-    expect(await scriptsA.run('permitsAcquire', k, args('b'))).toEqual([0, 2, 1, 1]);
-  });
-
-  it('is all-or-nothing: a full tenant adds nothing to global or the workflow', async () => {
-    const { keys, scopes, A, B } = fresh({ tenant: 2 });
-    await granted(A, scopes('t1'));
-    await granted(B, scopes('t1'));
-    expect(await A.tryAcquire(scopes('t1'), TTL, 'third')).toEqual({ granted: false, blockedBy: 'tenant:t1', count: 2, limit: 2 });
-    expect(await a.zcard(keys.permitScope('global'))).toBe(2);
-    expect(await a.zcard(keys.permitScope('workflow:wf'))).toBe(2);
-    // another tenant is not held up
-    await granted(B, scopes('t2'));
-    expect(await a.zcard(keys.permitScope('global'))).toBe(3);
-  });
-
-  it('reports the first full scope in order: global before the tenant', async () => {
-    const { scopes, A } = fresh({ global: 1, tenant: 1 });
-    await granted(A, scopes('t1'));
-    expect(await A.tryAcquire(scopes('t1'), TTL, 'x')).toEqual({ granted: false, blockedBy: 'global', count: 1, limit: 1 });
-  });
-
-  it('holds caps exactly under 200 concurrent acquisitions from two connections', async () => {
-    const { keys, scopes, A, B } = fresh({ global: 10, tenant: 4 });
-    const tenants = ['t1', 't2', 't3'];
-    const results = await Promise.all(Array.from({ length: 200 }, (_, i) => (i % 2 ? A : B).tryAcquire(scopes(tenants[i % 3]), TTL, `r${i}`)));
-    const leases = results.flatMap((r) => (r.granted ? [r.lease] : []));
-    expect(leases).toHaveLength(10);
-    expect(await a.zcard(keys.permitScope('global'))).toBe(10);
-    for (const t of tenants) expect(await a.zcard(keys.permitScope(`tenant:${t}`))).toBeLessThanOrEqual(4);
-    const refusals = results.flatMap((r) => (r.granted ? [] : [r]));
-    for (const r of refusals) expect(r.count).toBeLessThanOrEqual(r.limit);
-    expect(await Promise.all(leases.map((l, i) => (i % 2 ? A : B).release(l)))).toEqual(leases.map(() => 3));
-    expect(await a.zcard(keys.permitScope('global'))).toBe(0);
-  });
-
-  it('never lets more than the cap hold at once while 200 workers on two connections take and give back', async () => {
-    const { scopes, A, B } = fresh({ global: 10, tenant: 4 });
-    let holding = 0;
-    let most = 0;
-    let done = 0;
-    const worker = async (i: number) => {
-      const store = i % 2 ? A : B;
-      for (;;) {
-        const res = await store.tryAcquire(scopes(['t1', 't2', 't3'][i % 3]), TTL, `w${i}`);
-        if (!res.granted) {
-          await sleep(2 + Math.random() * 8);
-          continue;
-        }
-        // Counted after Redis granted and uncounted before it is told: a lower bound of the true holders.
-        most = Math.max(most, ++holding);
-        await sleep(5);
-        holding--;
-        await store.release(res.lease);
-        done++;
-        return;
+  describe('permits-acquire.lua', () => {
+    it('adds the token to every scope, scored with its expiry, and returns the expiry', async () => {
+      const { keys, scopes, A } = fresh();
+      const before = await redisNowMs(a);
+      const lease = await granted(A, scopes('t1', 'batch'), 5_000, 'run-1:0');
+      const after = await redisNowMs(a);
+      expect(lease.token).toMatch(/^run-1:0:[0-9a-f]{16}$/);
+      expect(lease.scopes).toEqual(['global', 'class:batch', 'tenant:t1', 'workflow:wf']);
+      expect(lease.keys).toEqual(lease.scopes.map((s) => keys.permitScope(s)));
+      expect(lease.expiresAt).toBeGreaterThanOrEqual(before + 5_000);
+      expect(lease.expiresAt).toBeLessThanOrEqual(after + 5_000);
+      for (const key of lease.keys) {
+        expect(await a.zrange(key, '0', '-1')).toEqual([lease.token]);
+        expect(Number(await a.zscore(key, lease.token))).toBe(lease.expiresAt);
+        expect(Number(await a.call('PEXPIRETIME', key))).toBe(lease.expiresAt);
       }
-    };
-    await Promise.all(Array.from({ length: 200 }, (_, i) => worker(i)));
-    expect(done).toBe(200);
-    expect(most).toBeLessThanOrEqual(10);
-    expect(most).toBeGreaterThan(1);
-  });
+    });
 
-  it('caps batch runs at their share of the global limit, leaving interactive work a reserve', async () => {
-    const { scopes, A } = fresh({ global: 10, batchShare: 0.5 });
-    for (let i = 0; i < 5; i++) await granted(A, scopes(['t1', 't2', 't3'][i % 3], 'batch'));
-    expect(await A.tryAcquire(scopes('t1', 'batch'), TTL, 'b6')).toEqual({ granted: false, blockedBy: 'class:batch', count: 5, limit: 5 });
-    for (let i = 0; i < 5; i++) await granted(A, scopes('t2', 'interactive'));
-    expect(await A.tryAcquire(scopes('t3', 'interactive'), TTL, 'i6')).toEqual({ granted: false, blockedBy: 'global', count: 10, limit: 10 });
-  });
+    it('returns the raw answers {1, expiry} and {0, scope index, count, limit}', async () => {
+      const { keys } = fresh();
+      const k = [keys.permitScope('x'), keys.permitScope('y'), keys.permitLimits()];
+      const args = (token: string) => [token, TTL, 'x', 5, 1, 0, 0, 'y', 1, 1, 0, 0];
+      const ok = (await scriptsA.run('permitsAcquire', k, args('a'))) as number[];
+      expect(ok).toHaveLength(2);
+      expect(ok[0]).toBe(1);
+      expect(await scriptsA.run('permitsAcquire', k, args('b'))).toEqual([0, 2, 1, 1]);
+    });
 
-  it('derives the batch share from the global limit in force, and gives an open global at least one batch permit', async () => {
-    const { scopes, A, limits } = fresh({ global: 10, batchShare: 0.5 });
-    await limits.set('global', 4);
-    await granted(A, scopes('t1', 'batch'));
-    await granted(A, scopes('t2', 'batch'));
-    expect(await A.tryAcquire(scopes('t3', 'batch'), TTL, 'b')).toEqual({ granted: false, blockedBy: 'class:batch', count: 2, limit: 2 });
-    const tiny = fresh({ global: 10, batchShare: 0.01 });
-    await granted(tiny.A, tiny.scopes('t1', 'batch'));
-    expect(await tiny.A.tryAcquire(tiny.scopes('t1', 'batch'), TTL, 'b')).toMatchObject({ blockedBy: 'class:batch', limit: 1 });
-  });
-
-  it('counts a retried acquisition (same token) once', async () => {
-    const { keys } = fresh();
-    const k = [keys.permitScope('only'), keys.permitLimits()];
-    expect((await scriptsA.run('permitsAcquire', k, ['tok', TTL, 'only', 1, 1, 0, 0]) as number[])[0]).toBe(1);
-    expect((await scriptsB.run('permitsAcquire', k, ['tok', TTL, 'only', 1, 1, 0, 0]) as number[])[0]).toBe(1);
-    expect(await a.zcard(keys.permitScope('only'))).toBe(1);
-    expect(await scriptsA.run('permitsAcquire', k, ['other', TTL, 'only', 1, 1, 0, 0])).toEqual([0, 1, 1, 1]);
-  });
-
-  it('gives a crashed holder’s permits back after the TTL, without anyone releasing them', async () => {
-    const { scopes, A, B } = fresh({ tenant: 1 });
-    const crashed = await granted(A, scopes('t1'), 150);
-    expect(await B.tryAcquire(scopes('t1'), TTL, 'next')).toMatchObject({ granted: false, blockedBy: 'tenant:t1', count: 1 });
-    await eventually(async () => ((await redisNowMs(b)) > crashed.expiresAt ? true : undefined), 2_000, 'the lease to lapse', 20);
-    const next = await granted(B, scopes('t1'));
-    expect(next.token).not.toBe(crashed.token);
-  });
-
-  it('takes dependency permits at a single scope', async () => {
-    const { keys, config, A, B } = fresh({ dependency: 2 });
-    const dep = dependencyScope(config, keys, 'anthropic');
-    const first = await granted(A, [dep], TTL, 'r1:llm');
-    await granted(B, [dep], TTL, 'r2:llm');
-    expect(await A.tryAcquire([dep], TTL, 'r3:llm')).toEqual({ granted: false, blockedBy: 'dependency:anthropic', count: 2, limit: 2 });
-    expect(await A.release(first)).toBe(1);
-    await granted(B, [dep], TTL, 'r3:llm');
-  });
-});
-
-describe('a dependency ramping up after its breaker closed (share below 1)', () => {
-  it('holds the ramped cap exactly under 100 concurrent acquisitions from two connections', async () => {
-    const { keys, config, A, B } = fresh({ dependency: 20 });
-    const dep = dependencyScope(config, keys, 'anthropic', 0.25);
-    const results = await Promise.all(Array.from({ length: 100 }, (_, i) => (i % 2 ? A : B).tryAcquire([dep], TTL, `r${i}:llm`)));
-    expect(results.filter((r) => r.granted)).toHaveLength(5);
-    expect(results.find((r) => !r.granted)).toEqual({ granted: false, blockedBy: 'dependency:anthropic', count: 5, limit: 5 });
-    // one step later the same holders leave room for the next ones
-    await granted(A, [dependencyScope(config, keys, 'anthropic', 0.5)], TTL, 'next:llm');
-  });
-
-  it('ramps the limit in force: an operator override is the ceiling, and a closed scope stays closed', async () => {
-    const { keys, config, A, limits } = fresh({ dependency: 20 });
-    await limits.set('dependency:anthropic', 8);
-    const dep = dependencyScope(config, keys, 'anthropic', 0.1);
-    await granted(A, [dep], TTL, 'r1:llm');
-    expect(await A.tryAcquire([dep], TTL, 'r2:llm')).toEqual({ granted: false, blockedBy: 'dependency:anthropic', count: 1, limit: 1 });
-    await limits.set('dependency:anthropic', 0);
-    expect(await A.tryAcquire([dep], TTL, 'r3:llm')).toEqual({ granted: false, blockedBy: 'dependency:anthropic', count: 1, limit: 0 });
-  });
-});
-
-describe('limits changed at run time', () => {
-  it('applies a lowered and a raised limit at the next acquisition, on any connection', async () => {
-    const { scopes, A, B, limits } = fresh({ tenant: 5 });
-    const held = [await granted(A, scopes('t1')), await granted(A, scopes('t1'))];
-    await limits.set('tenant:t1', 1);
-    // permits already held are kept; new ones wait until the tenant is under its new limit
-    expect(await B.tryAcquire(scopes('t1'), TTL, 'x')).toEqual({ granted: false, blockedBy: 'tenant:t1', count: 2, limit: 1 });
-    await limits.set('tenant:t1', 3);
-    await granted(B, scopes('t1'));
-    expect(await A.tryAcquire(scopes('t1'), TTL, 'y')).toMatchObject({ blockedBy: 'tenant:t1', count: 3, limit: 3 });
-    expect(await limits.overrides()).toEqual(new Map([['tenant:t1', 3]]));
-    for (const l of held) await A.release(l);
-  });
-
-  it('closes a scope with limit 0', async () => {
-    const { keys, config, scopes, A, limits } = fresh();
-    await limits.set('global', 0);
-    expect(await A.tryAcquire(scopes('t1'), TTL, 'x')).toEqual({ granted: false, blockedBy: 'global', count: 0, limit: 0 });
-    expect(await A.tryAcquire(scopes('t1', 'batch'), TTL, 'x')).toEqual({ granted: false, blockedBy: 'global', count: 0, limit: 0 });
-    await limits.set('dependency:anthropic', 0);
-    expect(await A.tryAcquire([dependencyScope(config, keys, 'anthropic')], TTL, 'x')).toEqual({ granted: false, blockedBy: 'dependency:anthropic', count: 0, limit: 0 });
-    await limits.set('global', 2);
-    await granted(A, scopes('t1'));
-  });
-});
-
-describe('permits-renew.lua', () => {
-  it('extends the lease at every scope', async () => {
-    const { scopes, A } = fresh();
-    const lease = await granted(A, scopes('t1', 'batch'), 1_000);
-    const first = lease.expiresAt;
-    await sleep(20);
-    expect(await A.renew(lease, 30_000)).toBe(true);
-    expect(lease.expiresAt).toBeGreaterThanOrEqual(first + 29_000);
-    for (const key of lease.keys) {
-      expect(Number(await a.zscore(key, lease.token))).toBe(lease.expiresAt);
-      expect(Number(await a.call('PEXPIRETIME', key))).toBe(lease.expiresAt);
-    }
-  });
-
-  it('keeps a renewed lease alive well past its TTL (LeaseKeeper)', async () => {
-    const { scopes, A, B } = fresh({ tenant: 1 });
-    const keeper = new LeaseKeeper(A, { ttlMs: 300, maxLeases: 10, logger });
-    const lost: PermitLease[] = [];
-    const lease = await granted(A, scopes('t1'), 300);
-    keeper.keep(lease, (l) => lost.push(l));
-    try {
-      await sleep(1_000);
-      expect(await B.tryAcquire(scopes('t1'), TTL, 'other')).toMatchObject({ granted: false, blockedBy: 'tenant:t1' });
-      expect(lost).toEqual([]);
-      expect(await keeper.release(lease)).toBe(3);
-      expect(keeper.size).toBe(0);
+    it('is all-or-nothing: a full tenant adds nothing to global or the workflow', async () => {
+      const { keys, scopes, A, B } = fresh({ tenant: 2 });
+      await granted(A, scopes('t1'));
       await granted(B, scopes('t1'));
-    } finally {
-      keeper.stop();
-    }
+      expect(await A.tryAcquire(scopes('t1'), TTL, 'third')).toEqual({ granted: false, blockedBy: 'tenant:t1', count: 2, limit: 2 });
+      expect(await a.zcard(keys.permitScope('global'))).toBe(2);
+      expect(await a.zcard(keys.permitScope('workflow:wf'))).toBe(2);
+      // another tenant is not held up
+      await granted(B, scopes('t2'));
+      expect(await a.zcard(keys.permitScope('global'))).toBe(3);
+    });
+
+    it('reports the first full scope in order: global before the tenant', async () => {
+      const { scopes, A } = fresh({ global: 1, tenant: 1 });
+      await granted(A, scopes('t1'));
+      expect(await A.tryAcquire(scopes('t1'), TTL, 'x')).toEqual({ granted: false, blockedBy: 'global', count: 1, limit: 1 });
+    });
+
+    it('holds caps exactly under 200 concurrent acquisitions from two connections', async () => {
+      const { keys, scopes, A, B } = fresh({ global: 10, tenant: 4 });
+      const tenants = ['t1', 't2', 't3'];
+      const results = await Promise.all(Array.from({ length: 200 }, (_, i) => (i % 2 ? A : B).tryAcquire(scopes(tenants[i % 3]), TTL, `r${i}`)));
+      const leases = results.flatMap((r) => (r.granted ? [r.lease] : []));
+      expect(leases).toHaveLength(10);
+      expect(await a.zcard(keys.permitScope('global'))).toBe(10);
+      for (const t of tenants) expect(await a.zcard(keys.permitScope(`tenant:${t}`))).toBeLessThanOrEqual(4);
+      const refusals = results.flatMap((r) => (r.granted ? [] : [r]));
+      for (const r of refusals) expect(r.count).toBeLessThanOrEqual(r.limit);
+      expect(await Promise.all(leases.map((l, i) => (i % 2 ? A : B).release(l)))).toEqual(leases.map(() => 3));
+      expect(await a.zcard(keys.permitScope('global'))).toBe(0);
+    });
+
+    it('never lets more than the cap hold at once while 200 workers on two connections take and give back', async () => {
+      const { scopes, A, B } = fresh({ global: 10, tenant: 4 });
+      let holding = 0;
+      let most = 0;
+      let done = 0;
+      const worker = async (i: number) => {
+        const store = i % 2 ? A : B;
+        for (;;) {
+          const res = await store.tryAcquire(scopes(['t1', 't2', 't3'][i % 3]), TTL, `w${i}`);
+          if (!res.granted) {
+            await sleep(2 + Math.random() * 8);
+            continue;
+          }
+          // Counted after Redis granted and uncounted before it is told: a lower bound of the true holders.
+          most = Math.max(most, ++holding);
+          await sleep(5);
+          holding--;
+          await store.release(res.lease);
+          done++;
+          return;
+        }
+      };
+      await Promise.all(Array.from({ length: 200 }, (_, i) => worker(i)));
+      expect(done).toBe(200);
+      expect(most).toBeLessThanOrEqual(10);
+      expect(most).toBeGreaterThan(1);
+    });
+
+    it('caps batch runs at their share of the global limit, leaving interactive work a reserve', async () => {
+      const { scopes, A } = fresh({ global: 10, batchShare: 0.5 });
+      for (let i = 0; i < 5; i++) await granted(A, scopes(['t1', 't2', 't3'][i % 3], 'batch'));
+      expect(await A.tryAcquire(scopes('t1', 'batch'), TTL, 'b6')).toEqual({ granted: false, blockedBy: 'class:batch', count: 5, limit: 5 });
+      for (let i = 0; i < 5; i++) await granted(A, scopes('t2', 'interactive'));
+      expect(await A.tryAcquire(scopes('t3', 'interactive'), TTL, 'i6')).toEqual({ granted: false, blockedBy: 'global', count: 10, limit: 10 });
+    });
+
+    it('derives the batch share from the global limit in force, and gives an open global at least one batch permit', async () => {
+      const { scopes, A, limits } = fresh({ global: 10, batchShare: 0.5 });
+      await limits.set('global', 4);
+      await granted(A, scopes('t1', 'batch'));
+      await granted(A, scopes('t2', 'batch'));
+      expect(await A.tryAcquire(scopes('t3', 'batch'), TTL, 'b')).toEqual({ granted: false, blockedBy: 'class:batch', count: 2, limit: 2 });
+      const tiny = fresh({ global: 10, batchShare: 0.01 });
+      await granted(tiny.A, tiny.scopes('t1', 'batch'));
+      expect(await tiny.A.tryAcquire(tiny.scopes('t1', 'batch'), TTL, 'b')).toMatchObject({ blockedBy: 'class:batch', limit: 1 });
+    });
+
+    it('counts a retried acquisition (same token) once', async () => {
+      const { keys } = fresh();
+      const k = [keys.permitScope('only'), keys.permitLimits()];
+      expect((await scriptsA.run('permitsAcquire', k, ['tok', TTL, 'only', 1, 1, 0, 0]) as number[])[0]).toBe(1);
+      expect((await scriptsB.run('permitsAcquire', k, ['tok', TTL, 'only', 1, 1, 0, 0]) as number[])[0]).toBe(1);
+      expect(await a.zcard(keys.permitScope('only'))).toBe(1);
+      expect(await scriptsA.run('permitsAcquire', k, ['other', TTL, 'only', 1, 1, 0, 0])).toEqual([0, 1, 1, 1]);
+    });
+
+    it('gives a crashed holder’s permits back after the TTL, without anyone releasing them', async () => {
+      const { scopes, A, B } = fresh({ tenant: 1 });
+      const crashed = await granted(A, scopes('t1'), 150);
+      expect(await B.tryAcquire(scopes('t1'), TTL, 'next')).toMatchObject({ granted: false, blockedBy: 'tenant:t1', count: 1 });
+      await eventually(async () => ((await redisNowMs(b)) > crashed.expiresAt ? true : undefined), 2_000, 'the lease to lapse', 20);
+      const next = await granted(B, scopes('t1'));
+      expect(next.token).not.toBe(crashed.token);
+    });
+
+    it('takes dependency permits at a single scope', async () => {
+      const { keys, config, A, B } = fresh({ dependency: 2 });
+      const dep = dependencyScope(config, keys, 'anthropic');
+      const first = await granted(A, [dep], TTL, 'r1:llm');
+      await granted(B, [dep], TTL, 'r2:llm');
+      expect(await A.tryAcquire([dep], TTL, 'r3:llm')).toEqual({ granted: false, blockedBy: 'dependency:anthropic', count: 2, limit: 2 });
+      expect(await A.release(first)).toBe(1);
+      await granted(B, [dep], TTL, 'r3:llm');
+    });
   });
 
-  it('refuses (0) a lease that lapsed, even before anyone purged it, and removes what is left of it', async () => {
-    const { keys, scopes, A } = fresh();
-    await granted(A, scopes('t1')); // keeps the sets alive past the short lease
-    const lease = await granted(A, scopes('t1'), 100);
-    await eventually(async () => ((await redisNowMs(a)) > lease.expiresAt ? true : undefined), 2_000, 'the lease to lapse', 20);
-    expect(await a.zscore(keys.permitScope('global'), lease.token)).not.toBeNull(); // not purged yet
-    expect(await scriptsA.run('permitsRenew', lease.keys, [lease.token, TTL])).toBe(0);
-    for (const key of lease.keys) expect(await a.zscore(key, lease.token)).toBeNull();
+  describe('a dependency ramping up after its breaker closed (share below 1)', () => {
+    it('holds the ramped cap exactly under 100 concurrent acquisitions from two connections', async () => {
+      const { keys, config, A, B } = fresh({ dependency: 20 });
+      const dep = dependencyScope(config, keys, 'anthropic', 0.25);
+      const results = await Promise.all(Array.from({ length: 100 }, (_, i) => (i % 2 ? A : B).tryAcquire([dep], TTL, `r${i}:llm`)));
+      expect(results.filter((r) => r.granted)).toHaveLength(5);
+      expect(results.find((r) => !r.granted)).toEqual({ granted: false, blockedBy: 'dependency:anthropic', count: 5, limit: 5 });
+      // one step later the same holders leave room for the next ones
+      await granted(A, [dependencyScope(config, keys, 'anthropic', 0.5)], TTL, 'next:llm');
+    });
+
+    it('ramps the limit in force: an operator override is the ceiling, and a closed scope stays closed', async () => {
+      const { keys, config, A, limits } = fresh({ dependency: 20 });
+      await limits.set('dependency:anthropic', 8);
+      const dep = dependencyScope(config, keys, 'anthropic', 0.1);
+      await granted(A, [dep], TTL, 'r1:llm');
+      expect(await A.tryAcquire([dep], TTL, 'r2:llm')).toEqual({ granted: false, blockedBy: 'dependency:anthropic', count: 1, limit: 1 });
+      await limits.set('dependency:anthropic', 0);
+      expect(await A.tryAcquire([dep], TTL, 'r3:llm')).toEqual({ granted: false, blockedBy: 'dependency:anthropic', count: 1, limit: 0 });
+    });
   });
 
-  it('refuses a half-lost lease and drops the half that lingered', async () => {
-    const { scopes, A } = fresh();
-    const lease = await granted(A, scopes('t1'));
-    await a.zrem(lease.keys[2]!, lease.token); // as if purged from the tenant scope
-    expect(await A.renew(lease, TTL)).toBe(false);
-    for (const key of lease.keys) expect(await a.zscore(key, lease.token)).toBeNull();
+  describe('limits changed at run time', () => {
+    it('applies a lowered and a raised limit at the next acquisition, on any connection', async () => {
+      const { scopes, A, B, limits } = fresh({ tenant: 5 });
+      const held = [await granted(A, scopes('t1')), await granted(A, scopes('t1'))];
+      await limits.set('tenant:t1', 1);
+      // permits already held are kept; new ones wait until the tenant is under its new limit
+      expect(await B.tryAcquire(scopes('t1'), TTL, 'x')).toEqual({ granted: false, blockedBy: 'tenant:t1', count: 2, limit: 1 });
+      await limits.set('tenant:t1', 3);
+      await granted(B, scopes('t1'));
+      expect(await A.tryAcquire(scopes('t1'), TTL, 'y')).toMatchObject({ blockedBy: 'tenant:t1', count: 3, limit: 3 });
+      expect(await limits.overrides()).toEqual(new Map([['tenant:t1', 3]]));
+      for (const l of held) await A.release(l);
+    });
+
+    it('closes a scope with limit 0', async () => {
+      const { keys, config, scopes, A, limits } = fresh();
+      await limits.set('global', 0);
+      expect(await A.tryAcquire(scopes('t1'), TTL, 'x')).toEqual({ granted: false, blockedBy: 'global', count: 0, limit: 0 });
+      expect(await A.tryAcquire(scopes('t1', 'batch'), TTL, 'x')).toEqual({ granted: false, blockedBy: 'global', count: 0, limit: 0 });
+      await limits.set('dependency:anthropic', 0);
+      expect(await A.tryAcquire([dependencyScope(config, keys, 'anthropic')], TTL, 'x')).toEqual({ granted: false, blockedBy: 'dependency:anthropic', count: 0, limit: 0 });
+      await limits.set('global', 2);
+      await granted(A, scopes('t1'));
+    });
   });
 
-  it('reports a lost lease to its holder once, and stops renewing it (LeaseKeeper)', async () => {
-    const { scopes, A } = fresh();
-    const keeper = new LeaseKeeper(A, { ttlMs: 150, maxLeases: 10, logger });
-    const lost: PermitLease[] = [];
-    const lease = await granted(A, scopes('t1'), 150);
-    keeper.keep(lease, (l) => lost.push(l));
-    try {
-      await a.zrem(lease.keys[0]!, lease.token);
-      await eventually(async () => (lost.length > 0 ? true : undefined), 2_000, 'the loss to be reported', 10);
-      expect(lost).toEqual([lease]);
-      expect(keeper.size).toBe(0);
-      await sleep(200);
-      expect(lost).toHaveLength(1);
-    } finally {
-      keeper.stop();
-    }
-  });
-});
+  describe('permits-renew.lua', () => {
+    it('extends the lease at every scope', async () => {
+      const { scopes, A } = fresh();
+      const lease = await granted(A, scopes('t1', 'batch'), 1_000);
+      const first = lease.expiresAt;
+      await sleep(20);
+      expect(await A.renew(lease, 30_000)).toBe(true);
+      expect(lease.expiresAt).toBeGreaterThanOrEqual(first + 29_000);
+      for (const key of lease.keys) {
+        expect(Number(await a.zscore(key, lease.token))).toBe(lease.expiresAt);
+        expect(Number(await a.call('PEXPIRETIME', key))).toBe(lease.expiresAt);
+      }
+    });
 
-describe('fencing', () => {
-  it('a stale holder cannot renew or release the permit a newer holder took after its lease lapsed', async () => {
-    const { keys, scopes, A, B } = fresh({ tenant: 1 });
-    const stale = await granted(A, scopes('t1'), 100);
-    await eventually(async () => ((await redisNowMs(a)) > stale.expiresAt ? true : undefined), 2_000, 'the lease to lapse', 20);
-    const fresh_ = await granted(B, scopes('t1'));
-    expect(await A.renew(stale, TTL)).toBe(false);
-    expect(await A.release(stale)).toBe(0);
-    expect(await a.zrange(keys.permitScope('tenant:t1'), '0', '-1')).toEqual([fresh_.token]);
-    expect(await B.renew(fresh_, TTL)).toBe(true);
-    expect(await B.release(fresh_)).toBe(3);
-  });
+    it('keeps a renewed lease alive well past its TTL (LeaseKeeper)', async () => {
+      const { scopes, A, B } = fresh({ tenant: 1 });
+      const keeper = new LeaseKeeper(A, { ttlMs: 300, maxLeases: 10, logger });
+      const lost: PermitLease[] = [];
+      const lease = await granted(A, scopes('t1'), 300);
+      keeper.keep(lease, (l) => lost.push(l));
+      try {
+        await sleep(1_000);
+        expect(await B.tryAcquire(scopes('t1'), TTL, 'other')).toMatchObject({ granted: false, blockedBy: 'tenant:t1' });
+        expect(lost).toEqual([]);
+        expect(await keeper.release(lease)).toBe(3);
+        expect(keeper.size).toBe(0);
+        await granted(B, scopes('t1'));
+      } finally {
+        keeper.stop();
+      }
+    });
 
-  it('tokens differ per acquisition, so the same owner cannot touch its own newer lease with an old one', async () => {
-    const { scopes, A } = fresh();
-    const first = await granted(A, scopes('t1'), TTL, 'run-1:0');
-    const second = await granted(A, scopes('t1'), TTL, 'run-1:0');
-    expect(second.token).not.toBe(first.token);
-    expect(await A.release(first)).toBe(3);
-    expect(await A.release(first)).toBe(0);
-    expect(await A.renew(second, TTL)).toBe(true);
-  });
-});
+    it('refuses (0) a lease that lapsed, even before anyone purged it, and removes what is left of it', async () => {
+      const { keys, scopes, A } = fresh();
+      await granted(A, scopes('t1')); // keeps the sets alive past the short lease
+      const lease = await granted(A, scopes('t1'), 100);
+      await eventually(async () => ((await redisNowMs(a)) > lease.expiresAt ? true : undefined), 2_000, 'the lease to lapse', 20);
+      expect(await a.zscore(keys.permitScope('global'), lease.token)).not.toBeNull(); // not purged yet
+      expect(await scriptsA.run('permitsRenew', lease.keys, [lease.token, TTL])).toBe(0);
+      for (const key of lease.keys) expect(await a.zscore(key, lease.token)).toBeNull();
+    });
 
-describe('permits-release.lua', () => {
-  it('publishes the released scopes on the namespace channel; a repeated release publishes nothing', async () => {
-    const { keys, scopes, A } = fresh();
-    const wakeups = new PermitWakeups(a, { channel: keys.permitReleased(), logger });
-    await wakeups.start();
-    const seen: (readonly string[])[] = [];
-    const other: (readonly string[] | null)[] = [];
-    const stop = wakeups.onWake((released) => void (released ? seen.push(released) : undefined));
-    wakeups.onWake((released) => void other.push(released));
-    try {
-      const lease = await granted(A, scopes('t2', 'batch'));
-      expect(await A.release(lease)).toBe(4);
-      await eventually(async () => (seen.length > 0 ? true : undefined), 2_000, 'the wake-up', 10);
-      expect(seen).toEqual([['global', 'class:batch', 'tenant:t2', 'workflow:wf']]);
-      expect(other).toContainEqual(['global', 'class:batch', 'tenant:t2', 'workflow:wf']);
-      expect(await A.release(lease)).toBe(0);
-      stop();
-      const again = await granted(A, scopes('t1'));
-      await A.release(again);
-      await eventually(async () => (other.filter((r) => r?.includes('tenant:t1')).length > 0 ? true : undefined), 2_000, 'the second wake-up', 10);
-      // the repeated release announced nothing, and the unsubscribed listener heard nothing more
-      expect(other.filter((r) => r !== null)).toHaveLength(2);
-      expect(seen).toHaveLength(1);
-    } finally {
-      await wakeups.close();
-    }
+    it('refuses a half-lost lease and drops the half that lingered', async () => {
+      const { scopes, A } = fresh();
+      const lease = await granted(A, scopes('t1'));
+      await a.zrem(lease.keys[2]!, lease.token); // as if purged from the tenant scope
+      expect(await A.renew(lease, TTL)).toBe(false);
+      for (const key of lease.keys) expect(await a.zscore(key, lease.token)).toBeNull();
+    });
+
+    it('reports a lost lease to its holder once, and stops renewing it (LeaseKeeper)', async () => {
+      const { scopes, A } = fresh();
+      const keeper = new LeaseKeeper(A, { ttlMs: 150, maxLeases: 10, logger });
+      const lost: PermitLease[] = [];
+      const lease = await granted(A, scopes('t1'), 150);
+      keeper.keep(lease, (l) => lost.push(l));
+      try {
+        await a.zrem(lease.keys[0]!, lease.token);
+        await eventually(async () => (lost.length > 0 ? true : undefined), 2_000, 'the loss to be reported', 10);
+        expect(lost).toEqual([lease]);
+        expect(keeper.size).toBe(0);
+        await sleep(200);
+        expect(lost).toHaveLength(1);
+      } finally {
+        keeper.stop();
+      }
+    });
   });
 
-  it('announces only in its own namespace', async () => {
-    const one = fresh();
-    const two = fresh();
-    const wakeups = new PermitWakeups(a, { channel: one.keys.permitReleased(), logger });
-    await wakeups.start();
-    const seen: (readonly string[])[] = [];
-    wakeups.onWake((released) => void (released ? seen.push(released) : undefined));
-    try {
-      await two.A.release(await granted(two.A, two.scopes('t1')));
-      await one.A.release(await granted(one.A, one.scopes('t3')));
-      await eventually(async () => (seen.length > 0 ? true : undefined), 2_000, 'the wake-up', 10);
-      await sleep(50);
-      expect(seen).toEqual([['global', 'tenant:t3', 'workflow:wf']]);
-    } finally {
-      await wakeups.close();
-    }
+  describe('fencing', () => {
+    it('a stale holder cannot renew or release the permit a newer holder took after its lease lapsed', async () => {
+      const { keys, scopes, A, B } = fresh({ tenant: 1 });
+      const stale = await granted(A, scopes('t1'), 100);
+      await eventually(async () => ((await redisNowMs(a)) > stale.expiresAt ? true : undefined), 2_000, 'the lease to lapse', 20);
+      const fresh_ = await granted(B, scopes('t1'));
+      expect(await A.renew(stale, TTL)).toBe(false);
+      expect(await A.release(stale)).toBe(0);
+      expect(await a.zrange(keys.permitScope('tenant:t1'), '0', '-1')).toEqual([fresh_.token]);
+      expect(await B.renew(fresh_, TTL)).toBe(true);
+      expect(await B.release(fresh_)).toBe(3);
+    });
+
+    it('tokens differ per acquisition, so the same owner cannot touch its own newer lease with an old one', async () => {
+      const { scopes, A } = fresh();
+      const first = await granted(A, scopes('t1'), TTL, 'run-1:0');
+      const second = await granted(A, scopes('t1'), TTL, 'run-1:0');
+      expect(second.token).not.toBe(first.token);
+      expect(await A.release(first)).toBe(3);
+      expect(await A.release(first)).toBe(0);
+      expect(await A.renew(second, TTL)).toBe(true);
+    });
+  });
+
+  describe('permits-release.lua', () => {
+    it('publishes the released scopes on the namespace channel; a repeated release publishes nothing', async () => {
+      const { keys, scopes, A } = fresh();
+      const wakeups = new PermitWakeups(a, { channel: keys.permitReleased(), logger });
+      await wakeups.start();
+      const seen: (readonly string[])[] = [];
+      const other: (readonly string[] | null)[] = [];
+      const stop = wakeups.onWake((released) => void (released ? seen.push(released) : undefined));
+      wakeups.onWake((released) => void other.push(released));
+      try {
+        const lease = await granted(A, scopes('t2', 'batch'));
+        expect(await A.release(lease)).toBe(4);
+        await eventually(async () => (seen.length > 0 ? true : undefined), 2_000, 'the wake-up', 10);
+        expect(seen).toEqual([['global', 'class:batch', 'tenant:t2', 'workflow:wf']]);
+        expect(other).toContainEqual(['global', 'class:batch', 'tenant:t2', 'workflow:wf']);
+        expect(await A.release(lease)).toBe(0);
+        stop();
+        const again = await granted(A, scopes('t1'));
+        await A.release(again);
+        await eventually(async () => (other.filter((r) => r?.includes('tenant:t1')).length > 0 ? true : undefined), 2_000, 'the second wake-up', 10);
+        // the repeated release announced nothing, and the unsubscribed listener heard nothing more
+        expect(other.filter((r) => r !== null)).toHaveLength(2);
+        expect(seen).toHaveLength(1);
+      } finally {
+        await wakeups.close();
+      }
+    });
+
+    it('announces only in its own namespace', async () => {
+      const one = fresh();
+      const two = fresh();
+      const wakeups = new PermitWakeups(a, { channel: one.keys.permitReleased(), logger });
+      await wakeups.start();
+      const seen: (readonly string[])[] = [];
+      wakeups.onWake((released) => void (released ? seen.push(released) : undefined));
+      try {
+        await two.A.release(await granted(two.A, two.scopes('t1')));
+        await one.A.release(await granted(one.A, one.scopes('t3')));
+        await eventually(async () => (seen.length > 0 ? true : undefined), 2_000, 'the wake-up', 10);
+        await sleep(50);
+        expect(seen).toEqual([['global', 'tenant:t3', 'workflow:wf']]);
+      } finally {
+        await wakeups.close();
+      }
+    });
   });
 });
 

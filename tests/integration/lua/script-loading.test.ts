@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { redisKeys } from '../../../src/redis/keys.js';
 import { LuaScripts, SCRIPTS, type ScriptName, scriptSource } from '../../../src/redis/scripts.js';
 import { eventually, testNamespace } from '../harness.js';
+import { connectRedis, deleteMatching } from './redis-clients.js';
 
 /**
  * LuaScripts sends each script's source once per connection and then calls it by SHA (EVALSHA);
@@ -37,6 +38,31 @@ async function watch(client: Redis): Promise<{ seen: Seen[]; stop: () => Promise
     if (source === addr) seen.push({ command: String(args[0]).toLowerCase(), first: String(args[1]) });
   });
   return { seen, stop: async () => void (await monitor.disconnect()) };
+}
+
+/** Calls every script once, with the keys the stores build (keys.ts), so each is loaded and has run. */
+async function runEveryScript(scripts: LuaScripts): Promise<void> {
+  await scripts.run('tokenBucketTake', [keys.tenantBucket('all')], [10, 1, 1]);
+  await scripts.run('tokenBucketSettle', [keys.tokenBudget('all'), keys.tokenReservationReturned('all', 'r1')], [10, 1, 1, 2, Date.now() + 60_000]);
+  await scripts.run('tokenEstimateFold', [keys.tokenEstimate('wf')], [10, 0.2, 60_000]);
+  await scripts.run('backlogAdmit', [keys.backlogTenant('t'), keys.backlogClass('batch'), keys.backlogAll()], ['r1', Date.now() + 60_000, 10, 10, -1, 0]);
+  await scripts.run('backlogRelease', [keys.backlogTenant('t'), keys.backlogClass('batch'), keys.backlogAll(), keys.serviceStats('batch')], ['r1', 5, 10, 361, 0.1, 1]);
+  await scripts.run('idempotencyClaim', [keys.idempotency('t', 'k')], ['h', 'tok', 10_000]);
+  await scripts.run('idempotencySettle', [keys.idempotency('t', 'k')], ['tok', 'forget', 0, '', 0]);
+  const permitKeys = [keys.permitScope('global'), keys.permitScope('tenant:t')];
+  await scripts.run('permitsAcquire', [...permitKeys, keys.permitLimits()], ['tok', 10_000, 'global', 1, 1, 0, 0, 'tenant:t', 1, 1, 0, 0]);
+  await scripts.run('permitsRenew', permitKeys, ['tok', 10_000]);
+  await scripts.run('adaptiveLimitUpdate', [keys.adaptiveLimit('d')], ['success', 1, 10, 0.7, 1_000, 60_000]);
+  await scripts.run('permitsRelease', permitKeys, ['tok', keys.permitReleased(), 'global', 'tenant:t']);
+  await scripts.run('breakerAdmit', [keys.breaker('d'), keys.breakerProbes('d')], ['tok', 1, 1_000, 2_000, keys.breakerChanged('d'), 'd']);
+  await scripts.run('breakerRecord', [keys.breaker('d'), keys.breakerWindow('d'), keys.breakerProbes('d')], ['', 'success', 1, 1_000, 5, 5, 0.5, 1_000, 1, 1_000, 1, 2_000, keys.breakerChanged('d'), 'd']);
+  await scripts.run('breakerTally', [keys.breaker('d'), keys.breakerWindow('d')], [1, 1_000]);
+  await scripts.run('retryBudgetTake', [keys.retryBudget('d')], [1, 1, 0.1, 10_000, 10, 1]);
+  await scripts.run('pacingReserve', [keys.paceState('d'), keys.paceObserved('d'), keys.paceNotBefore('d')], [1_000, 0, 1_000, 1, 0, 'requests', 60, 1]);
+  await scripts.run('pacingSettle', [keys.paceState('d')], [1_000, 'requests', 0]);
+  await scripts.run('pacingObserve', [keys.paceObserved('d'), keys.paceNotBefore('d')], [1_000, 0, 'requests', 60]);
+  await scripts.run('runProgressOpen', [keys.runSteps('r1'), keys.cancelRequested('r1')], []);
+  await scripts.run('runProgressRecord', [keys.runSteps('r1'), keys.cancelRequested('r1')], ['step', '{}', 10_000]);
 }
 
 let r: Redis;
@@ -82,27 +108,7 @@ describe('LuaScripts', () => {
   });
 
   it('leaves every script in the server cache under the SHA-1 of its source (shared Lua in front) after first use', async () => {
-    await scripts.run('tokenBucketTake', [keys.tenantBucket('all')], [10, 1, 1]);
-    await scripts.run('tokenBucketSettle', [keys.tokenBudget('all'), keys.tokenReservationReturned('all', 'r1')], [10, 1, 1, 2, Date.now() + 60_000]);
-    await scripts.run('tokenEstimateFold', [keys.tokenEstimate('wf')], [10, 0.2, 60_000]);
-    await scripts.run('backlogAdmit', [keys.backlogTenant('t'), keys.backlogClass('batch'), keys.backlogAll()], ['r1', Date.now() + 60_000, 10, 10, -1, 0]);
-    await scripts.run('backlogRelease', [keys.backlogTenant('t'), keys.backlogClass('batch'), keys.backlogAll(), keys.serviceStats('batch')], ['r1', 5, 10, 361, 0.1, 1]);
-    await scripts.run('idempotencyClaim', [keys.idempotency('t', 'k')], ['h', 'tok', 10_000]);
-    await scripts.run('idempotencySettle', [keys.idempotency('t', 'k')], ['tok', 'forget', 0, '', 0]);
-    const permitKeys = [keys.permitScope('global'), keys.permitScope('tenant:t')];
-    await scripts.run('permitsAcquire', [...permitKeys, keys.permitLimits()], ['tok', 10_000, 'global', 1, 1, 0, 0, 'tenant:t', 1, 1, 0, 0]);
-    await scripts.run('permitsRenew', permitKeys, ['tok', 10_000]);
-    await scripts.run('adaptiveLimitUpdate', [keys.adaptiveLimit('d')], ['success', 1, 10, 0.7, 1_000, 60_000]);
-    await scripts.run('permitsRelease', permitKeys, ['tok', keys.permitReleased(), 'global', 'tenant:t']);
-    await scripts.run('breakerAdmit', [keys.breaker('d'), keys.breakerProbes('d')], ['tok', 1, 1_000, 2_000, keys.breakerChanged(), 'd']);
-    await scripts.run('breakerRecord', [keys.breaker('d'), keys.breakerWindow('d'), keys.breakerProbes('d')], ['', 'success', 1, 1_000, 5, 5, 0.5, 1_000, 1, 1_000, 1, 2_000, keys.breakerChanged(), 'd']);
-    await scripts.run('breakerTally', [keys.breaker('d'), keys.breakerWindow('d')], [1, 1_000]);
-    await scripts.run('retryBudgetTake', [keys.retryBudget('d')], [1, 1, 0.1, 10_000, 10, 1]);
-    await scripts.run('pacingReserve', [keys.paceState('d'), keys.paceObserved('d'), keys.paceNotBefore('d')], [1_000, 0, 1_000, 1, 0, 'requests', 60, 1]);
-    await scripts.run('pacingSettle', [keys.paceState('d')], [1_000, 'requests', 0]);
-    await scripts.run('pacingObserve', [keys.paceObserved('d'), keys.paceNotBefore('d')], [1_000, 0, 'requests', 60]);
-    await scripts.run('runProgressOpen', [keys.runSteps('r1'), keys.cancelRequested('r1')], []);
-    await scripts.run('runProgressRecord', [keys.runSteps('r1'), keys.cancelRequested('r1')], ['step', '{}', 10_000]);
+    await runEveryScript(scripts);
     const shas = (Object.keys(SCRIPTS) as ScriptName[]).map((name) => sha1(scriptSource(name)));
     expect(new Set(shas).size).toBe(shas.length);
     expect(await r.script('EXISTS', ...shas)).toEqual(shas.map(() => 1));
@@ -140,5 +146,25 @@ describe('LuaScripts', () => {
     await expect(scripts.run('backlogRelease', ['a', 'b', 'c'], [])).rejects.toThrow('backlogRelease takes 4 keys, got 3');
     // a script taking any number of keys gets the count from the call
     expect(await again.run('permitsRelease', [keys.permitScope('a'), keys.permitScope('b'), keys.permitScope('c')], ['nobody', keys.permitReleased(), 'a', 'b', 'c'])).toBe(0);
+  });
+});
+
+/**
+ * The same calls on a Redis Cluster: every script's keys in one slot and the announcements
+ * (SPUBLISH from inside the scripts) on channels of that slot, or the cluster refuses them. The
+ * SHA and MONITOR checks above stay on one server: MONITOR and CLIENT INFO see one node's connections.
+ */
+describe('LuaScripts on a Redis Cluster', () => {
+  it('runs every script with the keys keys.ts builds', async () => {
+    const cluster = connectRedis('cluster');
+    try {
+      await runEveryScript(new LuaScripts(cluster));
+      const owners = new Set(await Promise.all([keys.permitScope('global'), keys.tenantBucket('all'), keys.breaker('d'), keys.backlogAll()].map(async (k) => cluster.cluster('KEYSLOT', k))));
+      // The calls reached more than one slot, so more than one node of the three.
+      expect(owners.size).toBeGreaterThan(1);
+    } finally {
+      await deleteMatching(cluster, `*${ns}*`);
+      await cluster.quit();
+    }
   });
 });

@@ -15,6 +15,12 @@ describe('startBanner', () => {
     expect(banner).not.toMatch(SECRETS);
   });
 
+  it('shows a Redis Cluster by its seed nodes', () => {
+    const banner = startBanner(parseConfig(secretDoc(), { REDIS_CLUSTER: '10.0.0.1:7000,10.0.0.2:7001' }), running);
+    expect(banner).toContain('Redis cluster 10.0.0.1:7000,10.0.0.2:7001');
+    expect(banner).not.toMatch(SECRETS);
+  });
+
   it('says which profile runs, and offers the demo key only under dev', () => {
     const dev = startBanner(loadConfig({ env: {} }), running);
     expect(dev.split('\n')[0]).toBe('Sluice is running (dev profile): roles api, processor');

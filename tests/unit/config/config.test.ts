@@ -359,6 +359,18 @@ describe('parseConfig environment overrides', () => {
     expect(err.message).toContain('kafka.brokers.1 (from KAFKA_BROKERS)');
   });
 
+  it('takes Redis Cluster seed nodes from REDIS_CLUSTER, and names a bad one', () => {
+    expect(parseConfig(baseDoc()).redis.cluster).toBeUndefined();
+    expect(parseConfig(baseDoc(), { REDIS_CLUSTER: '10.0.0.1:7000, 10.0.0.2:7001' }).redis.cluster).toEqual(['10.0.0.1:7000', '10.0.0.2:7001']);
+    const err = configError(() => parseConfig(baseDoc(), { REDIS_CLUSTER: '10.0.0.1:7000,no-port' }));
+    expect(err.fields).toEqual(['redis.cluster.1']);
+    expect(err.message).toContain('redis.cluster.1 (from REDIS_CLUSTER)');
+  });
+
+  it('rejects an empty redis.cluster list, naming the field', () => {
+    expect(configError(() => parseConfig({ ...baseDoc(), redis: { cluster: [] } })).fields).toEqual(['redis.cluster']);
+  });
+
   it('ignores empty environment variables', () => {
     const doc = baseDoc();
     doc.api.port = 1111;

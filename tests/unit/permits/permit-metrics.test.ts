@@ -1,9 +1,9 @@
-import type { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../src/config/load.js';
 import { createMetrics } from '../../../src/obs/metrics.js';
 import { configuredScopes, registerPermitGauges } from '../../../src/permits/permit-metrics.js';
 import { redisKeys } from '../../../src/redis/keys.js';
+import type { RedisClient } from '../../../src/redis/client.js';
 
 describe('configuredScopes', () => {
   it('lists global, the batch share and every configured tenant, workflow and dependency with its default limit', () => {
@@ -19,18 +19,22 @@ describe('configuredScopes', () => {
 });
 
 /**
- * A Redis pipeline stand-in: HGETALL answers the overrides, every ZCOUNT `held`, HMGET of a breaker
- * hash its `breakers` entry (state, closedAt) or nothing, HGET of an adaptive figure its `figures`
- * entry or nothing; `fail` rejects exec as a lost connection does.
+ * A Redis stand-in: in the pipeline HGETALL answers the overrides, every ZCOUNT `held`, HGET of an
+ * adaptive figure its `figures` entry or nothing; HMGET (outside it: each breaker hash is in its
+ * own cluster slot) of a breaker hash its `breakers` entry (state, closedAt) or nothing; `fail`
+ * rejects as a lost connection does.
  */
-function fakeRedis(state: { overrides: Record<string, string>; held: number; fail: boolean; breakers?: Record<string, [string, string]>; figures?: Record<string, string> }): Pick<Redis, 'pipeline'> {
+function fakeRedis(state: { overrides: Record<string, string>; held: number; fail: boolean; breakers?: Record<string, [string, string]>; figures?: Record<string, string> }): Pick<RedisClient, 'pipeline' | 'hmget'> {
   return {
+    hmget: async (key: string) => {
+      if (state.fail) throw new Error('Connection is closed.');
+      return state.breakers?.[key] ?? [null, null];
+    },
     pipeline: () => {
       const replies: [Error | null, unknown][] = [];
       const p = {
         hgetall: () => (replies.push([null, state.overrides]), p),
         zcount: () => (replies.push([null, String(state.held)]), p),
-        hmget: (key: string) => (replies.push([null, state.breakers?.[key] ?? [null, null]]), p),
         hget: (key: string) => (replies.push([null, state.figures?.[key] ?? null]), p),
         exec: async () => {
           if (state.fail) throw new Error('Connection is closed.');
@@ -39,7 +43,7 @@ function fakeRedis(state: { overrides: Record<string, string>; held: number; fai
       };
       return p;
     },
-  } as unknown as Pick<Redis, 'pipeline'>;
+  } as unknown as Pick<RedisClient, 'pipeline' | 'hmget'>;
 }
 
 describe('registerPermitGauges', () => {

@@ -10,7 +10,13 @@ const logger = createLogger('silent');
 class FakeSubscriber extends EventEmitter {
   subscribed: string[] = [];
   quits = 0;
-  async subscribe(channel: string) {
+  constructor(private readonly version = '7.0.15') {
+    super();
+  }
+  async info() {
+    return `# Server\r\nredis_version:${this.version}\r\n`;
+  }
+  async ssubscribe(channel: string) {
     this.subscribed.push(channel);
     return 1;
   }
@@ -21,8 +27,8 @@ class FakeSubscriber extends EventEmitter {
   disconnect() {}
 }
 
-function setup(fallbackPollMs?: number) {
-  const subscriber = new FakeSubscriber();
+function setup(fallbackPollMs?: number, version?: string) {
+  const subscriber = new FakeSubscriber(version);
   let duplicates = 0;
   const redis = {
     duplicate: () => {
@@ -35,11 +41,17 @@ function setup(fallbackPollMs?: number) {
 }
 
 describe('PermitWakeups', () => {
-  it('subscribes one duplicated connection to the channel', async () => {
+  it('subscribes one duplicated connection to the sharded channel', async () => {
     const { subscriber, wakeups, duplicates } = setup();
     await wakeups.start();
     expect(duplicates()).toBe(1);
     expect(subscriber.subscribed).toEqual(['ch']);
+  });
+
+  it('refuses to start on a Redis older than 7 (no sharded pub/sub), saying what it needs', async () => {
+    const { subscriber, wakeups } = setup(undefined, '6.2.14');
+    await expect(wakeups.start()).rejects.toThrow('Sluice needs Redis 7 or newer (sharded pub/sub, SSUBSCRIBE/SPUBLISH); the server runs 6.2.14');
+    expect(subscriber.subscribed).toEqual([]);
   });
 
   it('fans a release out to every listener with the released scopes, until each unsubscribes', () => {
@@ -48,10 +60,10 @@ describe('PermitWakeups', () => {
     const two: unknown[] = [];
     const stopOne = wakeups.onWake((s) => one.push(s));
     wakeups.onWake((s) => two.push(s));
-    subscriber.emit('message', 'ch', 'global tenant:acme');
-    subscriber.emit('message', 'other', 'global');
+    subscriber.emit('smessage', 'ch', 'global tenant:acme');
+    subscriber.emit('smessage', 'other', 'global');
     stopOne();
-    subscriber.emit('message', 'ch', 'dependency:anthropic');
+    subscriber.emit('smessage', 'ch', 'dependency:anthropic');
     expect(one).toEqual([['global', 'tenant:acme']]);
     expect(two).toEqual([['global', 'tenant:acme'], ['dependency:anthropic']]);
   });
@@ -62,6 +74,9 @@ describe('PermitWakeups', () => {
     wakeups.onWake((s) => seen.push(s));
     subscriber.emit('ready');
     expect(seen).toEqual([null]);
+    // A cluster replaced a shard's subscriber (failover, slot move) and subscribed again.
+    subscriber.emit('subscribersReady');
+    expect(seen).toEqual([null, null]);
   });
 
   it('keeps waking the others when a listener throws, and counts one function registered twice twice', () => {
@@ -73,9 +88,9 @@ describe('PermitWakeups', () => {
     const listener = (s: unknown) => void seen.push(s);
     wakeups.onWake(listener);
     const stop = wakeups.onWake(listener);
-    subscriber.emit('message', 'ch', 'global');
+    subscriber.emit('smessage', 'ch', 'global');
     stop();
-    subscriber.emit('message', 'ch', 'global');
+    subscriber.emit('smessage', 'ch', 'global');
     expect(seen).toHaveLength(3);
   });
 
@@ -91,7 +106,7 @@ describe('PermitWakeups', () => {
     const seen: unknown[] = [];
     wakeups.onWake((s) => seen.push(s));
     await wakeups.close();
-    subscriber.emit('message', 'ch', 'global');
+    subscriber.emit('smessage', 'ch', 'global');
     expect(subscriber.quits).toBe(1);
     expect(seen).toEqual([]);
   });

@@ -17,6 +17,10 @@ describe('infrastructureFailure: Redis', () => {
     ['a command timeout', new Error('Command timed out'), 'timeout'],
     ['a closed connection', new Error('Connection is closed.'), 'connection'],
     ['no offline queue', new Error("Stream isn't writeable and enableOfflineQueue options is false"), 'connection'],
+    ['no cluster node answering', new Error('None of startup nodes is available'), 'connection'],
+    ['no cluster slots', Object.assign(new Error('Failed to refresh slots cache.'), { name: 'ClusterAllFailedError' }), 'connection'],
+    ['a cluster not ready', new Error("Cluster isn't ready and enableOfflineQueue options is false"), 'connection'],
+    ['a cluster moving slots around', new Error('Too many Cluster redirections. Last error: Error: Connection is closed.'), 'connection'],
     ['a socket timeout', new Error("Socket timeout. Expecting data, but didn't receive any in 1000ms."), 'connection'],
   ])('%s', (_label, err, reason) => {
     expect(infrastructureFailure(err)).toEqual({ dependency: 'redis', reason });
