@@ -83,7 +83,7 @@ export class SharedClients {
   }
 
   get redis(): Redis {
-    this.redisClient ??= new Redis(this.config.redis.url, { lazyConnect: true, connectTimeout: 2_000, maxRetriesPerRequest: 1, commandTimeout: 2_000 });
+    this.redisClient ??= new Redis(this.config.redis.url, { lazyConnect: true, connectTimeout: 2_000, maxRetriesPerRequest: 1, commandTimeout: 2_000, enableAutoPipelining: true });
     return this.redisClient;
   }
 
