@@ -1,5 +1,5 @@
 import { Command } from 'commander';
-import { benchAdmission } from './admission-bench.js';
+import { ADMISSION_TARGETS, benchAdmission, type AdmissionTarget } from './admission-bench.js';
 import { startBareServer } from './bare-server.js';
 import type { BullWork } from './bullmq-worker.js';
 
@@ -10,6 +10,12 @@ const numbers = (v: string) =>
     return n;
   });
 
+const admissionTargets = (v: string) =>
+  v.split(',').map((t) => {
+    if (!(ADMISSION_TARGETS as readonly string[]).includes(t)) throw new Error(`not one of ${ADMISSION_TARGETS.join(', ')}: ${t}`);
+    return t as AdmissionTarget;
+  });
+
 const program = new Command('sluice-bench').description('Sluice benchmarks: figures as ratios against a baseline measured in the same run');
 
 program
@@ -18,7 +24,12 @@ program
   .option('--rates <list>', 'requests per second, comma-separated', numbers, [200, 500, 1000])
   .option('--duration <sec>', 'seconds per measurement', Number, 5)
   .option('--warmup <sec>', 'seconds of warm-up per target', Number, 2)
-  .action((o: { rates: number[]; duration: number; warmup: number }) => benchAdmission({ rates: o.rates, durationSec: o.duration, warmupSec: o.warmup }));
+  .option('--paths <list>', `paths to measure, comma-separated, of ${ADMISSION_TARGETS.join(', ')}`, admissionTargets, [...ADMISSION_TARGETS])
+  .option('--no-write-behind', 'run Sluice with api.admissionRows.writeBehind false (each row inserted before its 202)')
+  .option('--cpu-prof <dir>', 'run Sluice\'s API under node --cpu-prof, writing the profile to this directory')
+  .action((o: { rates: number[]; duration: number; warmup: number; paths: AdmissionTarget[]; writeBehind: boolean; cpuProf?: string }) =>
+    benchAdmission({ rates: o.rates, durationSec: o.duration, warmupSec: o.warmup, targets: o.paths, writeBehind: o.writeBehind, cpuProfDir: o.cpuProf }),
+  );
 
 const bounded = (min: number, max: number) => (v: string) => {
   const n = Number(v);
