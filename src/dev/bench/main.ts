@@ -10,6 +10,12 @@ const numbers = (v: string) =>
     return n;
   });
 
+const bounded = (min: number, max: number) => (v: string) => {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < min || n > max) throw new Error(`not an integer in [${min}, ${max}]: ${v}`);
+  return n;
+};
+
 const admissionTargets = (v: string) =>
   v.split(',').map((t) => {
     if (!(ADMISSION_TARGETS as readonly string[]).includes(t)) throw new Error(`not one of ${ADMISSION_TARGETS.join(', ')}: ${t}`);
@@ -25,17 +31,12 @@ program
   .option('--duration <sec>', 'seconds per measurement', Number, 5)
   .option('--warmup <sec>', 'seconds of warm-up per target', Number, 2)
   .option('--paths <list>', `paths to measure, comma-separated, of ${ADMISSION_TARGETS.join(', ')}`, admissionTargets, [...ADMISSION_TARGETS])
-  .option('--no-write-behind', 'run Sluice with api.admissionRows.writeBehind false (each row inserted before its 202)')
+  .option('--variants <list>', 'Sluice APIs measured side by side, comma-separated: write-behind, no-write-behind, checkout:<dir> (another built checkout)', (v: string) => v.split(','), ['write-behind'])
+  .option('--rounds <n>', 'times each path is measured per rate, the paths taking turns', bounded(1, 100), 1)
   .option('--cpu-prof <dir>', 'run Sluice\'s API under node --cpu-prof, writing the profile to this directory')
-  .action((o: { rates: number[]; duration: number; warmup: number; paths: AdmissionTarget[]; writeBehind: boolean; cpuProf?: string }) =>
-    benchAdmission({ rates: o.rates, durationSec: o.duration, warmupSec: o.warmup, targets: o.paths, writeBehind: o.writeBehind, cpuProfDir: o.cpuProf }),
+  .action((o: { rates: number[]; duration: number; warmup: number; paths: AdmissionTarget[]; variants: string[]; rounds: number; cpuProf?: string }) =>
+    benchAdmission({ rates: o.rates, durationSec: o.duration, warmupSec: o.warmup, targets: o.paths, variants: o.variants, rounds: o.rounds, cpuProfDir: o.cpuProf }),
   );
-
-const bounded = (min: number, max: number) => (v: string) => {
-  const n = Number(v);
-  if (!Number.isInteger(n) || n < min || n > max) throw new Error(`not an integer in [${min}, ${max}]: ${v}`);
-  return n;
-};
 
 program
   .command('processor')
