@@ -367,6 +367,23 @@ export const configSchema = z
          * Postgres must not hold every submission for its connect and statement timeouts.
          */
         recordAdmissionTimeoutMs: ms(10, 60_000).default(1_000),
+        /**
+         * The admitted run's read-model row is written behind the 202 (write-behind), many rows per
+         * INSERT; reads answer a run whose row is still queued from the queue. `writeBehind: false`
+         * writes each row before its 202, as a single INSERT. A 202 waits for room in a full queue
+         * (`maxPending`) for at most `recordAdmissionTimeoutMs`; rows still queued at shutdown are
+         * written for at most `drainMs`.
+         */
+        admissionRows: z
+          .object({
+            writeBehind: z.boolean().default(true),
+            batchSize: z.number().int().min(1).max(5_000).default(500),
+            maxWaitMs: ms(0, 1_000).default(5),
+            maxPending: z.number().int().min(1).max(1_000_000).default(20_000),
+            drainMs: ms(0, 60_000).default(5_000),
+          })
+          .prefault({})
+          .refine((rows) => rows.maxPending >= rows.batchSize, { message: 'maxPending must be at least batchSize', path: ['maxPending'] }),
       }),
     limits: z
       .object({

@@ -34,6 +34,15 @@ export function createMetrics() {
     runsSubmitted: new Counter({ name: 'sluice_runs_submitted_total', help: 'Runs acknowledged by Kafka and answered with 202', labelNames: ['tenant', 'workflow', 'class'], registers: r }),
     submitFailures: new Counter({ name: 'sluice_submit_failures_total', help: 'Submissions refused because Kafka did not acknowledge in time', labelNames: ['reason'], registers: r }),
     admissionRecordFailures: new Counter({ name: 'sluice_admission_record_failures_total', help: 'Admitted runs whose read-model row could not be written at once (the status sink repairs it)', registers: r }),
+    admissionRowsPending: new Gauge({ name: 'sluice_admission_rows_pending', help: 'Admitted runs whose read-model row is queued or being written (write-behind; reads answer them from the queue)', registers: r }),
+    admissionRowsBatchSize: new Histogram({ name: 'sluice_admission_rows_batch_size', help: 'Rows per write of admitted runs\' read-model rows', buckets: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000], registers: r }),
+    admissionRowsWriteSeconds: new Histogram({
+      name: 'sluice_admission_rows_write_seconds',
+      help: 'Time to write one batch of admitted runs\' read-model rows, retries included',
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30],
+      registers: r,
+    }),
+    admissionRowsWriteFailures: new Counter({ name: 'sluice_admission_rows_write_failures_total', help: 'Failed tries to write a batch of admitted runs\' read-model rows (each is retried with backoff)', registers: r }),
     admissions: new Counter({ name: 'sluice_admission_total', help: 'Admission decisions at the submit adapter', labelNames: ['tenant', 'class', 'outcome', 'reason'], registers: r }),
     admissionObserved: new Counter({
       name: 'sluice_admission_observed_total',

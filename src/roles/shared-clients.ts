@@ -83,7 +83,8 @@ export class SharedClients {
   }
 
   get redis(): RedisClient {
-    this.redisClient ??= createRedisClient(this.config.redis, { lazyConnect: true, connectTimeout: 2_000, maxRetriesPerRequest: 1, commandTimeout: 2_000 });
+    // Auto-pipelining: concurrent requests' commands to one server share a write.
+    this.redisClient ??= createRedisClient(this.config.redis, { lazyConnect: true, connectTimeout: 2_000, maxRetriesPerRequest: 1, commandTimeout: 2_000, enableAutoPipelining: true });
     return this.redisClient;
   }
 

@@ -7,6 +7,7 @@ import { buildApiServer } from '../api/server.js';
 import { registerHealthRoutes } from '../api/routes/health.js';
 import { createProviderSim } from '../dev/index.js';
 import { RunStore } from '../status/run-store.js';
+import { AdmissionRows, type RunReads } from '../status/admission-rows.js';
 import { StatusSink } from '../status/status-sink.js';
 import { RunConsumer } from '../processors/run-consumer.js';
 import { unpricedModels } from '../steps/llm-pricing.js';
@@ -230,7 +231,15 @@ async function startApi(ctx: RoleContext): Promise<string> {
   await feed.start();
   onStop(() => feed.close());
 
-  const runs = new RunStore(await clients.pool(), { namespace: config.namespace });
+  const store = new RunStore(await clients.pool(), { namespace: config.namespace });
+  const { admissionRows } = config.api;
+  let runs: RunReads = store;
+  if (admissionRows.writeBehind) {
+    const rows = new AdmissionRows(store, admissionRows, { metrics, logger: log, addTimeoutMs: config.api.recordAdmissionTimeoutMs });
+    // Registered before the server, so it stops after it: no 202 queues a row once the drain began.
+    onStop(() => rows.close(admissionRows.drainMs));
+    runs = rows;
+  }
   const cancellations = new RedisCancellations(clients.redis, clients.keys);
   const api = buildApiServer({
     config,

@@ -1,10 +1,10 @@
-import { randomBytes } from 'node:crypto';
+import { pooledRandomBytes } from '../util/pooled-random.js';
 
 /**
  * RFC 9562 UUIDv7: time-ordered, so run ids sort by admission time and index well in Postgres,
  * while 74 random bits keep them unguessable across tenants.
  */
-export function newRunId(now: number = Date.now(), random: Buffer = randomBytes(10)): string {
+export function newRunId(now: number = Date.now(), random: Buffer = pooledRandomBytes(10)): string {
   const b = Buffer.alloc(16);
   b.writeUIntBE(now, 0, 6);
   random.copy(b, 6, 0, 10);

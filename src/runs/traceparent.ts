@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { pooledRandomBytes } from '../util/pooled-random.js';
 
 /** W3C Trace Context `traceparent`: version-traceid-parentid-flags. */
 const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
@@ -8,7 +8,7 @@ function isAllZero(hex: string): boolean {
 }
 
 /** Continues the caller's trace when it sent a valid traceparent, else starts a new one. */
-export function childTraceparent(incoming: string | undefined, random: (n: number) => Buffer = randomBytes): string {
+export function childTraceparent(incoming: string | undefined, random: (n: number) => Buffer = pooledRandomBytes): string {
   const spanId = random(8).toString('hex');
   const m = incoming ? TRACEPARENT.exec(incoming.trim().toLowerCase()) : null;
   if (m && !isAllZero(m[1]!) && !isAllZero(m[2]!)) return `00-${m[1]}-${spanId}-${m[3]}`;

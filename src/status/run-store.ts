@@ -157,20 +157,41 @@ export class RunStore {
   ) {}
 
   /**
-   * Written by the submit adapter right after Kafka acknowledged the event, so a GET that follows
-   * the 202 finds the run (read-your-writes) even before the status sink has seen anything.
+   * Written for the submit adapter once Kafka acknowledged the event, so a GET that follows the
+   * 202 finds the run (read-your-writes) even before the status sink has seen anything.
    */
   async recordAdmission(run: AdmittedRun): Promise<void> {
+    await this.recordAdmissions([run]);
+  }
+
+  /**
+   * The rows of many admitted runs in one statement (the write-behind batches them). A row the
+   * status sink wrote first stays as it is: its events are newer than the admission.
+   */
+  async recordAdmissions(runs: readonly AdmittedRun[]): Promise<void> {
+    if (runs.length === 0) return;
     await this.pool.query(
-      `WITH ins AS (
+      `WITH a AS (
+         SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::timestamptz[])
+           AS a(run_id, tenant_id, workflow, class, message, admitted_at, deadline)
+       ), ins AS (
          INSERT INTO runs (run_id, tenant_id, workflow, class, status, status_message, admitted_at, deadline, last_sequence)
-         VALUES ($1, $2, $3, $4, 'queued', $5, $6, $7, $8)
+         SELECT run_id, tenant_id, workflow, class, 'queued', message, admitted_at, deadline, $8 FROM a
          ON CONFLICT (run_id) DO NOTHING
        )
        INSERT INTO run_events (run_id, sequence, status, message, attempt, occurred_at)
-       VALUES ($1, $8, 'queued', $5, 0, $6)
+       SELECT run_id, $8, 'queued', message, 0, admitted_at FROM a
        ON CONFLICT (run_id, sequence) DO NOTHING`,
-      [run.runId, storableText(run.tenantId), storableText(run.workflow), run.class, storableText(run.message), ts(run.admittedAt), ts(run.deadline), ADMITTED_SEQUENCE],
+      [
+        runs.map((r) => r.runId),
+        runs.map((r) => storableText(r.tenantId)),
+        runs.map((r) => storableText(r.workflow)),
+        runs.map((r) => r.class),
+        runs.map((r) => storableText(r.message)),
+        runs.map((r) => ts(r.admittedAt)),
+        runs.map((r) => ts(r.deadline)),
+        ADMITTED_SEQUENCE,
+      ],
     );
   }
 

@@ -178,6 +178,7 @@ async function admitAndPublish(deps: RunRouteDeps, s: Submission, log: FastifyBa
 
     try {
       // Bounded: the row is read-your-writes convenience, a dead Postgres must not hold every 202.
+      // Written behind (api.admissionRows), this only queues the row, unless the queue is full.
       await withTimeout(deps.runs.recordAdmission({ ...run, message: admissionMessage(decision) }), config.api.recordAdmissionTimeoutMs, 'recording the admission');
     } catch (err) {
       // The event is durable in Kafka and will run; the status sink creates the row from the

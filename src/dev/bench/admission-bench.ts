@@ -1,7 +1,7 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { loadavg, tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
 import { parse, stringify } from 'yaml';
 import { infraUp } from '../infra/local-infra.js';
 import { createLogger } from '../../obs/logger.js';
@@ -9,10 +9,42 @@ import { packageRoot } from '../../util/package-root.js';
 import { runOpenLoop, type OpenLoopResult } from './open-loop.js';
 import { freePort } from '../../util/free-port.js';
 
+export const ADMISSION_TARGETS = ['baseline', 'reject', 'accept'] as const;
+export type AdmissionTarget = (typeof ADMISSION_TARGETS)[number];
+
 export interface AdmissionBenchOptions {
   rates: number[];
   durationSec: number;
   warmupSec: number;
+  /** Which paths to measure, in this order of the table. */
+  targets: readonly AdmissionTarget[];
+  /**
+   * The Sluice API processes measured side by side, each on its own port and namespace:
+   * `write-behind` / `no-write-behind` (`api.admissionRows.writeBehind`), or `checkout:<dir>`,
+   * another built checkout's `dist/cli/main.js` with the same config minus `api.admissionRows`
+   * (the main branch, say). The reject path is measured on the first; the accept path on each.
+   */
+  variants: readonly string[];
+  /** Times every path is measured per rate, the paths taking turns, so a change in machine load hits them alike. */
+  rounds: number;
+  /** When set, Sluice's API runs with `node --cpu-prof` and writes its profile here on exit. */
+  cpuProfDir?: string;
+}
+
+interface Variant {
+  label: string;
+  cli: string;
+  /** Unset for another checkout, whose schema may not know the field. */
+  writeBehind?: boolean;
+}
+
+export function parseVariant(v: string): Variant {
+  if (v === 'write-behind' || v === 'no-write-behind') return { label: v, cli: join(packageRoot(), 'dist', 'cli', 'main.js'), writeBehind: v === 'write-behind' };
+  if (v.startsWith('checkout:') && v.length > 'checkout:'.length) {
+    const dir = v.slice('checkout:'.length);
+    return { label: basename(dir), cli: join(dir, 'dist', 'cli', 'main.js') };
+  }
+  throw new Error(`not write-behind, no-write-behind or checkout:<dir>: ${v}`);
 }
 
 const ACCEPT_KEY = 'local-key-a';
@@ -20,11 +52,12 @@ const REJECT_KEY = 'local-key-c';
 const BODY = JSON.stringify({ workflow: 'support-reply', input: { message: 'Where is order 42?', orderId: '42' } });
 
 /** tenant-a may always enter (the accept path); tenant-c never (after its one token: the reject path). */
-function benchConfig(apiPort: number): string {
+function benchConfig(apiPort: number, writeBehind: boolean | undefined): string {
   const base = parse(readFileSync(join(packageRoot(), 'config', 'local.yaml'), 'utf8')) as Record<string, any>;
   base.localInfra = false;
   base.logLevel = 'warn';
   base.api.port = apiPort;
+  if (writeBehind !== undefined) base.api.admissionRows = { ...base.api.admissionRows, writeBehind };
   base.admission = { maxBacklog: 100_000_000 };
   base.tenants['tenant-a'].admission = { bucket: { capacity: 1_000_000, refillPerSec: 1_000_000 }, maxBacklog: 10_000_000 };
   base.tenants['tenant-c'].admission = { bucket: { capacity: 1, refillPerSec: 0 } };
@@ -46,60 +79,100 @@ export async function waitForHttp(url: string, timeoutMs: number): Promise<void>
   throw new Error(`${url} did not answer within ${timeoutMs} ms`);
 }
 
-function startChild(script: string, args: string[], env: NodeJS.ProcessEnv): ChildProcess {
-  const child = spawn(process.execPath, [join(packageRoot(), 'dist', script), ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit'] });
+function startChild(script: string, args: string[], env: NodeJS.ProcessEnv, nodeArgs: string[] = []): ChildProcess {
+  const child = spawn(process.execPath, [...nodeArgs, script, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit'] });
   child.unref();
   return child;
 }
 
 const fmt = (n: number, digits = 2) => n.toFixed(digits).padStart(8);
 
-function row(rate: number, path: string, r: OpenLoopResult, base: OpenLoopResult | undefined): string {
+const CLOCK_TICKS_PER_SEC = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+
+/** CPU time (user + system) a process has used so far, in ms, from /proc (Linux). */
+export function processCpuMs(pid: number): number {
+  // Fields after the command name, which is in parentheses and may itself hold spaces.
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  // utime and stime are fields 14 and 15 of the whole line, 12 and 13 after the name.
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS_PER_SEC;
+}
+
+interface Cell {
+  result: OpenLoopResult;
+  /** CPU ms of the process serving the path, per completed request. */
+  cpuMsPerRequest: number;
+  load1: number;
+}
+
+function row(rate: number, path: string, { result: r, cpuMsPerRequest, load1 }: Cell, base: OpenLoopResult | undefined): string {
   const statuses = Object.entries(r.statuses).map(([s, n]) => `${s}:${n}`).join(' ');
   const ratio = base ? `${fmt(r.p50Ms / base.p50Ms, 1)}x ${fmt(r.p99Ms / base.p99Ms, 1)}x` : '       -         -';
-  return `${String(rate).padStart(6)}  ${path.padEnd(22)} ${fmt(r.p50Ms)} ${fmt(r.p99Ms)} ${fmt(r.maxMs, 1)} ${fmt(r.achievedPerSec, 0)} ${String(r.dropped + r.errors).padStart(6)}  ${ratio}  ${statuses}`;
+  return `${String(rate).padStart(6)}  ${path.padEnd(30)} ${fmt(r.p50Ms)} ${fmt(r.p99Ms)} ${fmt(r.maxMs, 1)} ${fmt(r.achievedPerSec, 0)} ${String(r.dropped + r.errors).padStart(6)} ${fmt(cpuMsPerRequest, 3)} ${fmt(load1)}  ${ratio}  ${statuses}`;
 }
 
 /**
  * `npm run bench admission`: p50/p99 of the reject path (429 after one EVALSHA) and the accept path
- * (two EVALSHA, a Kafka produce with acks=all, a Postgres insert), next to a bare Fastify route with
- * the same validation, at the same fixed open-loop rates in the same run.
+ * (two EVALSHA, a Kafka produce with acks=all, the read-model row queued or, with write-behind off,
+ * inserted), next to a bare Fastify route with the same validation, at the same fixed open-loop
+ * rates in the same run, with the CPU each path's process spent per request.
  */
 export async function benchAdmission(opts: AdmissionBenchOptions): Promise<void> {
   const logger = createLogger('warn');
   const infra = await infraUp({ stateDir: process.env.SLUICE_STATE_DIR ?? '.sluice', logger });
-  const [apiPort, barePort] = [await freePort(), await freePort()];
-  const sluice = startChild('cli/main.js', ['start', '--config', benchConfig(apiPort), '--roles', 'api'], {
-    KAFKA_BROKERS: infra.kafkaBrokers.join(','),
-    REDIS_URL: infra.redisUrl,
-    DATABASE_URL: infra.databaseUrl,
-    SLUICE_NAMESPACE: `bench-${Date.now().toString(36)}.`,
-  });
-  const bare = startChild('dev/bench/main.js', ['bare-server', '--port', String(barePort)], {});
+  const variants = opts.variants.map(parseVariant);
+  const barePort = await freePort();
+  const apis: { variant: Variant; port: number; child: ChildProcess }[] = [];
+  for (const variant of variants) {
+    const port = await freePort();
+    const child = startChild(
+      variant.cli,
+      ['start', '--config', benchConfig(port, variant.writeBehind), '--roles', 'api'],
+      {
+        KAFKA_BROKERS: infra.kafkaBrokers.join(','),
+        REDIS_URL: infra.redisUrl,
+        DATABASE_URL: infra.databaseUrl,
+        SLUICE_NAMESPACE: `bench-${Date.now().toString(36)}-${apis.length}.`,
+      },
+      opts.cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', opts.cpuProfDir] : [],
+    );
+    apis.push({ variant, port, child });
+  }
+  const bare = startChild(join(packageRoot(), 'dist', 'dev', 'bench', 'main.js'), ['bare-server', '--port', String(barePort)], {});
   try {
-    await waitForHttp(`http://127.0.0.1:${apiPort}/healthz`, 60_000);
+    for (const api of apis) await waitForHttp(`http://127.0.0.1:${api.port}/healthz`, 60_000);
     await waitForHttp(`http://127.0.0.1:${barePort}/v1/runs`, 10_000);
-    const targets = [
-      { path: 'bare fastify (baseline)', url: `http://127.0.0.1:${barePort}/v1/runs`, key: ACCEPT_KEY },
-      { path: 'reject (429)', url: `http://127.0.0.1:${apiPort}/v1/runs`, key: REJECT_KEY },
-      { path: 'accept (202, Kafka ack)', url: `http://127.0.0.1:${apiPort}/v1/runs`, key: ACCEPT_KEY },
-    ];
+    const url = (port: number) => `http://127.0.0.1:${port}/v1/runs`;
+    const paths: Record<AdmissionTarget, { path: string; url: string; key: string; pid: number }[]> = {
+      baseline: [{ path: 'bare fastify (baseline)', url: url(barePort), key: ACCEPT_KEY, pid: bare.pid! }],
+      reject: [{ path: `reject (429) ${apis[0]!.variant.label}`, url: url(apis[0]!.port), key: REJECT_KEY, pid: apis[0]!.child.pid! }],
+      accept: apis.map((api) => ({ path: `accept (202) ${api.variant.label}`, url: url(api.port), key: ACCEPT_KEY, pid: api.child.pid! })),
+    };
+    const targets = opts.targets.flatMap((t) => paths[t]);
     const load = (url: string, key: string, ratePerSec: number, durationSec: number) =>
       runOpenLoop({ url, ratePerSec, durationSec, body: () => BODY, headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` } });
 
     for (const t of targets) await load(t.url, t.key, opts.rates[0] ?? 100, opts.warmupSec);
-    process.stdout.write(`open-loop, ${opts.durationSec} s per cell, latency from the scheduled send time (ms); ratios are p50 and p99 against the baseline at the same rate\n`);
-    process.stdout.write('  rate  path                        p50      p99      max  ach/s  lost   p50 ratio p99 ratio  statuses\n');
+    process.stdout.write(`open-loop, ${opts.durationSec} s per cell, ${opts.rounds} round(s) of the paths taking turns per rate, latency from the scheduled send time (ms); ratios are p50 and p99 against the first path of the round\n`);
+    process.stdout.write('cpu ms/req: CPU time (user+system) of the process serving the path over the cell / requests completed; load1: 1-minute load average at the end of the cell\n');
+    process.stdout.write('  rate  path                                p50      p99      max  ach/s  lost cpu ms/req   load1   p50 ratio p99 ratio  statuses\n');
     for (const rate of opts.rates) {
-      let base: OpenLoopResult | undefined;
-      for (const t of targets) {
-        const r = await load(t.url, t.key, rate, opts.durationSec);
-        process.stdout.write(`${row(rate, t.path, r, base)}\n`);
-        base ??= r;
+      for (let round = 0; round < opts.rounds; round++) {
+        let base: OpenLoopResult | undefined;
+        for (const t of targets) {
+          const cpuBefore = processCpuMs(t.pid);
+          const result = await load(t.url, t.key, rate, opts.durationSec);
+          const cell = { result, cpuMsPerRequest: (processCpuMs(t.pid) - cpuBefore) / Math.max(1, result.completed), load1: loadavg()[0]! };
+          process.stdout.write(`${row(rate, t.path, cell, base)}\n`);
+          base ??= result;
+        }
       }
     }
   } finally {
-    sluice.kill('SIGTERM');
+    // Waited for (bounded), so a CPU profile is written before the bench returns.
+    const exited = Promise.all(apis.map(({ child }) => new Promise((r) => child.once('exit', r))));
+    for (const { child } of apis) child.kill('SIGTERM');
     bare.kill('SIGTERM');
+    await Promise.race([exited, new Promise((r) => setTimeout(r, 15_000).unref())]);
   }
 }

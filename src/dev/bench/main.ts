@@ -1,5 +1,5 @@
 import { Command } from 'commander';
-import { benchAdmission } from './admission-bench.js';
+import { ADMISSION_TARGETS, benchAdmission, type AdmissionTarget } from './admission-bench.js';
 import { startBareServer } from './bare-server.js';
 import type { BullWork } from './bullmq-worker.js';
 
@@ -10,6 +10,18 @@ const numbers = (v: string) =>
     return n;
   });
 
+const bounded = (min: number, max: number) => (v: string) => {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < min || n > max) throw new Error(`not an integer in [${min}, ${max}]: ${v}`);
+  return n;
+};
+
+const admissionTargets = (v: string) =>
+  v.split(',').map((t) => {
+    if (!(ADMISSION_TARGETS as readonly string[]).includes(t)) throw new Error(`not one of ${ADMISSION_TARGETS.join(', ')}: ${t}`);
+    return t as AdmissionTarget;
+  });
+
 const program = new Command('sluice-bench').description('Sluice benchmarks: figures as ratios against a baseline measured in the same run');
 
 program
@@ -18,13 +30,13 @@ program
   .option('--rates <list>', 'requests per second, comma-separated', numbers, [200, 500, 1000])
   .option('--duration <sec>', 'seconds per measurement', Number, 5)
   .option('--warmup <sec>', 'seconds of warm-up per target', Number, 2)
-  .action((o: { rates: number[]; duration: number; warmup: number }) => benchAdmission({ rates: o.rates, durationSec: o.duration, warmupSec: o.warmup }));
-
-const bounded = (min: number, max: number) => (v: string) => {
-  const n = Number(v);
-  if (!Number.isInteger(n) || n < min || n > max) throw new Error(`not an integer in [${min}, ${max}]: ${v}`);
-  return n;
-};
+  .option('--paths <list>', `paths to measure, comma-separated, of ${ADMISSION_TARGETS.join(', ')}`, admissionTargets, [...ADMISSION_TARGETS])
+  .option('--variants <list>', 'Sluice APIs measured side by side, comma-separated: write-behind, no-write-behind, checkout:<dir> (another built checkout)', (v: string) => v.split(','), ['write-behind'])
+  .option('--rounds <n>', 'times each path is measured per rate, the paths taking turns', bounded(1, 100), 1)
+  .option('--cpu-prof <dir>', 'run Sluice\'s API under node --cpu-prof, writing the profile to this directory')
+  .action((o: { rates: number[]; duration: number; warmup: number; paths: AdmissionTarget[]; variants: string[]; rounds: number; cpuProf?: string }) =>
+    benchAdmission({ rates: o.rates, durationSec: o.duration, warmupSec: o.warmup, targets: o.paths, variants: o.variants, rounds: o.rounds, cpuProfDir: o.cpuProf }),
+  );
 
 program
   .command('processor')

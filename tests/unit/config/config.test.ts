@@ -172,6 +172,7 @@ describe('parseConfig defaults', () => {
       adminKeySha256: ADMIN,
       input: { maxDepth: 64, maxBytes: 256 * 1024 },
       recordAdmissionTimeoutMs: 1_000,
+      admissionRows: { writeBehind: true, batchSize: 500, maxWaitMs: 5, maxPending: 20_000, drainMs: 5_000 },
     });
     expect(cfg.processor).toEqual({ maxInFlight: 30, partitionBuffer: 100, shutdownGraceMs: 20_000, produceTimeoutMs: 10_000, permitLeaseMs: 15_000, enforceCaps: true, runRetry: { maxAttempts: 3, baseMs: 1_000, capMs: 30_000 }, maxInlineRetryWaitMs: 1_000, infraRetry: { maxAttempts: 8, baseMs: 500, capMs: 30_000 }, maxStepOutputBytes: 262_144, maxResultBytes: 524_288, pacing: { enabled: true, maxInlineWaitMs: 1_000, observedLimitTtlMs: 600_000, interactiveReserve: 1 } });
     expect(cfg.statusSink).toEqual({ batchSize: 500 });
@@ -278,6 +279,23 @@ describe('dependencies.<name>.adaptiveConcurrency', () => {
       doc.dependencies.anthropic.adaptiveConcurrency = adaptive;
       expect(configError(() => parseConfig(doc)).fields, JSON.stringify(adaptive)).toEqual([field]);
     }
+  });
+
+  it('names the field of a bad admission-row batch', () => {
+    for (const [rows, field] of [
+      [{ batchSize: 0 }, 'api.admissionRows.batchSize'],
+      [{ maxWaitMs: -1 }, 'api.admissionRows.maxWaitMs'],
+      [{ maxWaitMs: 1_001 }, 'api.admissionRows.maxWaitMs'],
+      [{ writeBehind: 'yes' }, 'api.admissionRows.writeBehind'],
+      [{ batchSize: 100, maxPending: 99 }, 'api.admissionRows.maxPending'],
+    ] as const) {
+      const doc = baseDoc();
+      doc.api.admissionRows = rows;
+      expect(configError(() => parseConfig(doc)).fields, JSON.stringify(rows)).toEqual([field]);
+    }
+    const doc = baseDoc();
+    doc.api.admissionRows = { writeBehind: false, batchSize: 50, maxWaitMs: 0 };
+    expect(parseConfig(doc).api.admissionRows).toEqual({ writeBehind: false, batchSize: 50, maxWaitMs: 0, maxPending: 20_000, drainMs: 5_000 });
   });
 
   it('lets min exceed maxConcurrency when max is given (the permit limit may be raised at run time)', () => {
