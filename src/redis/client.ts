@@ -5,7 +5,7 @@ import type { SluiceConfig } from '../config/schema.js';
 export type RedisClient = Redis | Cluster;
 
 /** The per-connection options both forms take (timeouts, retries, lazy connecting). */
-export type RedisClientOptions = Pick<RedisOptions, 'lazyConnect' | 'connectTimeout' | 'commandTimeout' | 'maxRetriesPerRequest' | 'enableOfflineQueue' | 'enableAutoPipelining'>;
+export type RedisClientOptions = Pick<RedisOptions, 'lazyConnect' | 'connectTimeout' | 'commandTimeout' | 'maxRetriesPerRequest' | 'enableOfflineQueue'>;
 
 /** Sharded pub/sub (SSUBSCRIBE/SPUBLISH), which the wake-up and breaker channels use, came with Redis 7. */
 export const MIN_REDIS_MAJOR = 7;
@@ -31,11 +31,10 @@ function seedNode(hostPort: string): { host: string; port: number } {
 /** Connects to the configured Redis: the cluster when `redis.cluster` names nodes, else the server at `redis.url`. */
 export function createRedisClient(config: SluiceConfig['redis'], opts: RedisClientOptions): RedisClient {
   if (!config.cluster) return new Redis(config.url, opts);
-  const { lazyConnect, enableOfflineQueue, enableAutoPipelining, ...perNode } = opts;
+  const { lazyConnect, enableOfflineQueue, ...perNode } = opts;
   return new Cluster(config.cluster.map(seedNode), {
     ...(lazyConnect !== undefined ? { lazyConnect } : {}),
     ...(enableOfflineQueue !== undefined ? { enableOfflineQueue } : {}),
-    ...(enableAutoPipelining !== undefined ? { enableAutoPipelining } : {}),
     redisOptions: { ...perNode, ...nodeOptionsFromUrl(config.url) },
   });
 }

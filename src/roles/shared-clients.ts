@@ -83,8 +83,7 @@ export class SharedClients {
   }
 
   get redis(): RedisClient {
-    // Auto-pipelining: concurrent requests' commands to one server share a write.
-    this.redisClient ??= createRedisClient(this.config.redis, { lazyConnect: true, connectTimeout: 2_000, maxRetriesPerRequest: 1, commandTimeout: 2_000, enableAutoPipelining: true });
+    this.redisClient ??= createRedisClient(this.config.redis, { lazyConnect: true, connectTimeout: 2_000, maxRetriesPerRequest: 1, commandTimeout: 2_000 });
     return this.redisClient;
   }
 

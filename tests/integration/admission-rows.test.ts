@@ -1,30 +1,24 @@
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { migrate } from '../../src/db/migrate.js';
 import type { RunStatusChanged } from '../../src/events/schemas.js';
 import { createLogger } from '../../src/obs/logger.js';
 import { createMetrics } from '../../src/obs/metrics.js';
 import { AdmissionRows } from '../../src/status/admission-rows.js';
 import { RunStore, type AdmittedRun } from '../../src/status/run-store.js';
+import { openMigratedSchema, type MigratedSchema } from '../support/migrated-schema.js';
 
 /** The admission rows written many per statement, and read before and after, against the real Postgres. */
-const schema = `admission_rows_${Date.now().toString(36)}_${randomBytes(3).toString('hex')}`;
-let admin: pg.Pool;
+let db: MigratedSchema;
 let pool: pg.Pool;
 
 beforeAll(async () => {
-  const { databaseUrl } = inject('infra');
-  admin = new pg.Pool({ connectionString: databaseUrl, max: 1 });
-  await admin.query(`CREATE SCHEMA ${schema}`);
-  pool = new pg.Pool({ connectionString: databaseUrl, options: `-c search_path=${schema}`, max: 4 });
-  await migrate(pool);
+  db = await openMigratedSchema(inject('infra').databaseUrl, 'admission_rows');
+  pool = db.pool;
 });
 
 afterAll(async () => {
-  await pool?.end();
-  await admin?.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
-  await admin?.end();
+  await db?.close();
 });
 
 const T0 = Date.parse('2026-12-01T10:00:00.000Z');

@@ -1,29 +1,23 @@
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { migrate } from '../../src/db/migrate.js';
 import { REPLACEMENT_CHARACTER as R, storableJsonText, storableText } from '../../src/db/storable-text.js';
 import { DeadLetterStore } from '../../src/dlq/dead-letter-store.js';
 import type { RunStatusChanged } from '../../src/events/schemas.js';
 import { RunStore } from '../../src/status/run-store.js';
+import { openMigratedSchema, type MigratedSchema } from '../support/migrated-schema.js';
 
 /** Text Postgres refuses, made storable, against the real server: what it accepts is the judge. */
-const schema = `storable_${Date.now().toString(36)}_${randomBytes(3).toString('hex')}`;
-let admin: pg.Pool;
+let db: MigratedSchema;
 let pool: pg.Pool;
 
 beforeAll(async () => {
-  const { databaseUrl } = inject('infra');
-  admin = new pg.Pool({ connectionString: databaseUrl, max: 1 });
-  await admin.query(`CREATE SCHEMA ${schema}`);
-  pool = new pg.Pool({ connectionString: databaseUrl, options: `-c search_path=${schema}`, max: 4 });
-  await migrate(pool);
+  db = await openMigratedSchema(inject('infra').databaseUrl, 'storable');
+  pool = db.pool;
 });
 
 afterAll(async () => {
-  await pool?.end();
-  await admin?.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
-  await admin?.end();
+  await db?.close();
 });
 
 const HIGH = '\ud83d';

@@ -1,11 +1,10 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { ensureExecutable } from '../../src/dev/infra/apt.js';
-import { redisServerPid } from '../../src/dev/infra/redis.js';
+import { spawnEphemeralRedis } from '../../src/dev/infra/redis.js';
 import { createLogger } from '../../src/obs/logger.js';
-import { terminate, waitFor } from '../../src/dev/infra/process.js';
+import { terminate } from '../../src/dev/infra/process.js';
 import { freePort } from '../../src/util/free-port.js';
 
-const START_TIMEOUT_MS = 10_000;
 /** The machine's own Redis: a drill never stops it. */
 const SHARED_REDIS_PORT = 6379;
 
@@ -37,16 +36,11 @@ export async function startThrowawayRedis(): Promise<ThrowawayRedis> {
 
   const start = async () => {
     if (child) throw new Error('the throwaway Redis is already running');
-    const server = spawn(redisServer, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+    const server = await spawnEphemeralRedis(redisServer, port);
     child = server;
     server.once('exit', () => {
       if (child === server) child = undefined;
     });
-    const answering = await waitFor(START_TIMEOUT_MS, 50, async () => ((await redisServerPid(url, 500)) === server.pid ? true : undefined));
-    if (!answering) {
-      server.kill('SIGKILL');
-      throw new Error(`the throwaway redis-server on port ${port} did not answer within ${START_TIMEOUT_MS} ms`);
-    }
   };
 
   const stop = async () => {

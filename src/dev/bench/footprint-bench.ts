@@ -4,7 +4,7 @@
  * and Postgres a database of its own, so the deltas are Sluice's alone; Kafka topics are a fresh
  * namespace on the shared broker.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
@@ -21,7 +21,7 @@ import { freePort } from '../../util/free-port.js';
 import { ensureExecutable } from '../infra/apt.js';
 import { databaseName, maintenanceUrl, quoteIdent } from '../infra/postgres.js';
 import { terminate, waitFor } from '../infra/process.js';
-import { redisServerPid } from '../infra/redis.js';
+import { spawnEphemeralRedis } from '../infra/redis.js';
 import { waitForHttp } from './admission-bench.js';
 import { childEnv, withBenchHarness, writeYaml } from './processor-bench.js';
 import { BENCH_WORKFLOW, stackConfigDoc } from './sizing-stack.js';
@@ -53,7 +53,7 @@ async function ownRedis(): Promise<{ url: string; stop: () => Promise<void> }> {
   const { path } = await ensureExecutable('redis-server', 'redis-server', 'run the footprint bench where redis-server is installed', createLogger('warn'));
   const port = await freePort();
   if (port === SHARED_REDIS_PORT) throw new Error('refusing to start a bench Redis on the shared port 6379');
-  const child: ChildProcess = spawn(path, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+  const child = await spawnEphemeralRedis(path, port);
   const kill = () => child.kill('SIGKILL');
   process.once('exit', kill);
   const url = `redis://127.0.0.1:${port}`;
@@ -61,10 +61,6 @@ async function ownRedis(): Promise<{ url: string; stop: () => Promise<void> }> {
     process.off('exit', kill);
     if (child.pid !== undefined && child.exitCode === null) await terminate(child.pid, 5_000);
   };
-  if (!(await waitFor(10_000, 50, async () => ((await redisServerPid(url, 500)) === child.pid ? true : undefined)))) {
-    await stop();
-    throw new Error(`the bench's redis-server on port ${port} did not answer`);
-  }
   return { url, stop };
 }
 

@@ -21,7 +21,8 @@ import { withTimeout } from '../../util/with-timeout.js';
 import { waitForHttp } from './admission-bench.js';
 import { deleteKeys } from './bench-redis.js';
 import { childEnv, localConfig, promSum, scrape, withBenchHarness, writeYaml } from './processor-bench.js';
-import { BENCH_WORKFLOW, LLM_CALLS_PER_RUN, setLatencies, simAdmin, stackConfigDoc } from './sizing-stack.js';
+import { simAdmin } from './sim-admin.js';
+import { BENCH_WORKFLOW, LLM_CALLS_PER_RUN, setLatencies, stackConfigDoc } from './sizing-stack.js';
 import { bytesPerRun, median, mostSeen, splitInFlight, throughputFigure, windowByLabel, windowMeanMs, type ThroughputFigure } from './sizing-figures.js';
 
 export interface InflightBenchOptions {

@@ -45,10 +45,11 @@ program
   .option('--warmup <n>', 'runs (jobs) per phase before measuring', bounded(1, 5_000), 200)
   .option('--concurrency <n>', 'processor.maxInFlight, every cap, and the BullMQ worker concurrency', bounded(1, 1_000), 64)
   .option('--phase-timeout <sec>', 'upper bound on one measured phase', bounded(5, 600), 120)
-  .action(async (o: { runs: number; warmup: number; concurrency: number; phaseTimeout: number }) => {
+  .option('--cpu-prof <dir>', 'run each Sluice processor under node --cpu-prof, writing its profile to this directory')
+  .action(async (o: { runs: number; warmup: number; concurrency: number; phaseTimeout: number; cpuProf?: string }) => {
     // Loaded on use: the other benches run without bullmq installed.
     const { benchProcessor } = await import('./processor-bench.js');
-    await benchProcessor({ runs: o.runs, warmup: o.warmup, concurrency: o.concurrency, phaseTimeoutSec: o.phaseTimeout });
+    await benchProcessor({ runs: o.runs, warmup: o.warmup, concurrency: o.concurrency, phaseTimeoutSec: o.phaseTimeout, cpuProfDir: o.cpuProf });
   });
 
 program

@@ -26,6 +26,7 @@ import { waitForHttp } from './admission-bench.js';
 import { freePort } from '../../util/free-port.js';
 import { deleteKeys } from './bench-redis.js';
 import { withTimeout } from '../../util/with-timeout.js';
+import { simAdmin } from './sim-admin.js';
 
 export interface ProcessorBenchOptions {
   /** Runs (jobs) measured per phase. */
@@ -36,9 +37,10 @@ export interface ProcessorBenchOptions {
   concurrency: number;
   /** Upper bound on one measured phase, from the first submit to the last completion. */
   phaseTimeoutSec: number;
+  /** When set, each Sluice processor runs under `node --cpu-prof` and writes its profile here on exit. */
+  cpuProfDir?: string;
 }
 
-const ADMIN_KEY = 'local-admin-key';
 const TENANTS = ['tenant-a', 'tenant-b', 'tenant-c'];
 const WORKFLOW = 'support-reply';
 /** Idle window (per phase, just before measuring) whose Redis calls are scaled and subtracted. */
@@ -57,8 +59,8 @@ export class Children {
   private readonly live = new Set<ChildProcess>();
   private readonly tails = new Map<ChildProcess, string[]>();
 
-  start(script: string, args: string[], env: NodeJS.ProcessEnv, ipc = false): ChildProcess {
-    const child = spawn(process.execPath, [join(packageRoot(), 'dist', script), ...args], {
+  start(script: string, args: string[], env: NodeJS.ProcessEnv, ipc = false, nodeArgs: readonly string[] = []): ChildProcess {
+    const child = spawn(process.execPath, [...nodeArgs, join(packageRoot(), 'dist', script), ...args], {
       env,
       stdio: ipc ? ['ignore', 'pipe', 'inherit', 'ipc'] : ['ignore', 'pipe', 'inherit'],
     });
@@ -221,6 +223,18 @@ export function localConfig(): Record<string, any> {
   return parse(readFileSync(join(packageRoot(), 'config', 'local.yaml'), 'utf8')) as Record<string, any>;
 }
 
+/** local.yaml pointed at the bench's simulator, registry and ops port, logging at warn; caps are the caller's. */
+export function benchConfigBase(o: { simulatorUrl: string; registryDir: string; opsPort: number }): Record<string, any> {
+  const c = localConfig();
+  c.localInfra = false;
+  c.logLevel = 'warn';
+  c.opsPort = o.opsPort;
+  c.schemaRegistry = { dir: o.registryDir };
+  c.simulator = { ...c.simulator, url: o.simulatorUrl };
+  c.anthropic = { baseUrl: o.simulatorUrl };
+  return c;
+}
+
 export function writeYaml(dir: string, name: string, doc: unknown): string {
   const path = join(dir, name);
   writeFileSync(path, stringify(doc));
@@ -229,14 +243,8 @@ export function writeYaml(dir: string, name: string, doc: unknown): string {
 
 /** local.yaml with every cap at `concurrency` (high enough not to throttle, but enforced). */
 function sluiceConfigDoc(o: { simulatorUrl: string; registryDir: string; concurrency: number; enforceCaps: boolean; opsPort: number }): Record<string, any> {
-  const c = localConfig();
+  const c = benchConfigBase(o);
   const n = o.concurrency;
-  c.localInfra = false;
-  c.logLevel = 'warn';
-  c.opsPort = o.opsPort;
-  c.schemaRegistry = { dir: o.registryDir };
-  c.simulator = { ...c.simulator, url: o.simulatorUrl };
-  c.anthropic = { baseUrl: o.simulatorUrl };
   c.limits = { global: n };
   c.admission = { maxBacklog: 100_000_000 };
   c.processor = { maxInFlight: n, enforceCaps: o.enforceCaps };
@@ -259,16 +267,6 @@ export function childEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
   return env;
 }
 
-async function simAdmin(simulatorUrl: string, method: string, path: string, body?: unknown): Promise<any> {
-  const res = await fetch(`${simulatorUrl}/admin${path}`, {
-    method,
-    headers: { authorization: `Bearer ${ADMIN_KEY}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-    body: body === undefined ? undefined : JSON.stringify(body),
-    signal: AbortSignal.timeout(5_000),
-  });
-  if (!res.ok) throw new Error(`${method} /admin${path}: HTTP ${res.status} ${await res.text()}`);
-  return res.status === 204 ? undefined : res.json();
-}
 
 /** Every target at 0 ms, no jitter, no errors; verified by reading the profiles back. */
 async function zeroLatency(simulatorUrl: string): Promise<void> {
@@ -477,7 +475,8 @@ async function sluicePhase(ctx: Ctx, label: string, phase: SluicePhase, index: n
     await ensureTopics(admin, config.kafka, namespace);
     producer = await EventProducer.connect(kafka, codec, topicNames(namespace), { maxPending: opts.runs + opts.warmup + 1_000 });
     watcher = await StatusWatcher.start(kafka, codec, namespace);
-    child = children.start('cli/main.js', ['start', '--config', configPath, '--roles', phase.roles], childEnv(env));
+    const profile = opts.cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', opts.cpuProfDir, '--cpu-prof-name', `processor-phase-${index}.cpuprofile`] : [];
+    child = children.start('cli/main.js', ['start', '--config', configPath, '--roles', phase.roles], childEnv(env), false, profile);
     const died = children.exited(child, `sluice processor (${label})`);
     const publishAll = (runs: RunRequested[]) => Promise.all(runs.map((r) => producer!.publishRunRequested(r, 30_000)));
 

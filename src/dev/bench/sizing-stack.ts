@@ -2,9 +2,9 @@
  * What the in-flight and footprint benches share: the Sluice config they run with (caps set by
  * the bench, not local.yaml's demo values) and the provider simulator's admin API.
  */
-import { localConfig } from './processor-bench.js';
+import { benchConfigBase } from './processor-bench.js';
+import { simAdmin } from './sim-admin.js';
 
-export const BENCH_ADMIN_KEY = 'local-admin-key';
 export const BENCH_WORKFLOW = 'support-reply';
 /** support-reply's LLM calls (understand, reply); its order lookup is the simulator's tool at 0 ms. */
 export const LLM_CALLS_PER_RUN = 2;
@@ -26,13 +26,7 @@ export interface StackConfig {
 
 /** local.yaml with the bench's caps and ports, logging at warn. */
 export function stackConfigDoc(o: StackConfig): Record<string, any> {
-  const c = localConfig();
-  c.localInfra = false;
-  c.logLevel = 'warn';
-  c.opsPort = o.opsPort;
-  c.schemaRegistry = { dir: o.registryDir };
-  c.simulator = { ...c.simulator, url: o.simulatorUrl };
-  c.anthropic = { baseUrl: o.simulatorUrl };
+  const c = benchConfigBase(o);
   c.limits = { global: o.otherCaps };
   c.admission = { maxBacklog: 100_000_000 };
   c.processor = { maxInFlight: o.maxInFlight, partitionBuffer: Math.min(100_000, o.maxInFlight * 2), shutdownGraceMs: 2_000 };
@@ -45,16 +39,6 @@ export function stackConfigDoc(o: StackConfig): Record<string, any> {
   return c;
 }
 
-export async function simAdmin(simulatorUrl: string, method: string, path: string, body?: unknown): Promise<any> {
-  const res = await fetch(`${simulatorUrl}/admin${path}`, {
-    method,
-    headers: { authorization: `Bearer ${BENCH_ADMIN_KEY}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-    body: body === undefined ? undefined : JSON.stringify(body),
-    signal: AbortSignal.timeout(5_000),
-  });
-  if (!res.ok) throw new Error(`${method} /admin${path}: HTTP ${res.status} ${await res.text()}`);
-  return res.status === 204 ? undefined : res.json();
-}
 
 /** Every LLM call takes exactly `llmMs`, every tool call 0 ms, no errors; verified by reading the profiles back. */
 export async function setLatencies(simulatorUrl: string, llmMs: number): Promise<void> {

@@ -1,3 +1,4 @@
+import { spawn, type ChildProcess } from 'node:child_process';
 import { resolve } from 'node:path';
 import { Redis } from 'ioredis';
 import type { Logger } from '../../obs/logger.js';
@@ -39,6 +40,21 @@ export async function redisServerPid(url: string, timeoutMs = 1_500): Promise<nu
   } finally {
     client.disconnect();
   }
+}
+
+/**
+ * A `redis-server` (at `serverPath`) on loopback `port` with persistence off, for a bench or a
+ * drill: resolves once it answers as the process started, kills it and throws if it does not.
+ */
+export async function spawnEphemeralRedis(serverPath: string, port: number): Promise<ChildProcess> {
+  const server = spawn(serverPath, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+  const url = `redis://127.0.0.1:${port}`;
+  const answering = await waitFor(START_TIMEOUT_MS, 50, async () => ((await redisServerPid(url, 500)) === server.pid ? true : undefined));
+  if (!answering) {
+    server.kill('SIGKILL');
+    throw new Error(`the redis-server started on port ${port} did not answer within ${START_TIMEOUT_MS} ms`);
+  }
+  return server;
 }
 
 export interface RedisUp {
