@@ -133,9 +133,16 @@ export function renderServerProperties(p: { node: BrokerNode; nodes: readonly Br
   ].join('\n');
 }
 
-/** A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (22 characters). */
-export function newClusterId(): string {
-  return randomBytes(16).toString('base64url');
+/**
+ * A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (22 characters), never
+ * starting with "-": the storage tool would read such an id as an option and refuse to format
+ * (1 start in 64 failed that way).
+ */
+export function newClusterId(random: (size: number) => Buffer = randomBytes): string {
+  for (;;) {
+    const id = random(16).toString('base64url');
+    if (!id.startsWith('-')) return id;
+  }
 }
 
 /** The repo's infra/kafka, found by walking up from this module (it runs from src/ and dist/). */

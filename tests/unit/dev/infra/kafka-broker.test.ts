@@ -99,6 +99,15 @@ describe('newClusterId', () => {
     expect(Buffer.from(id, 'base64url')).toHaveLength(16);
     expect(newClusterId()).not.toBe(id);
   });
+
+  it('never starts with "-", which the storage tool would take for an option', () => {
+    // 0xf8 as the first byte encodes to "-" first.
+    const draws = [Buffer.alloc(16, 0xf8), Buffer.alloc(16, 0x01)];
+    const id = newClusterId(() => draws.shift()!);
+    expect(Buffer.alloc(16, 0xf8).toString('base64url')).toMatch(/^-/);
+    expect(id).toBe(Buffer.alloc(16, 0x01).toString('base64url'));
+    expect(draws).toHaveLength(0);
+  });
 });
 
 describe('brokerPaths', () => {
