@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { expectedArrivals, faultAt, sendTimesMs } from '../../../../src/dev/scenarios/arrivals.js';
-import type { ArrivalPattern, FaultWindow } from '../../../../src/dev/scenarios/scenario.js';
+import { loadScenarios, type ArrivalPattern, type FaultWindow } from '../../../../src/dev/scenarios/scenario.js';
 import { seededRandom } from '../../../../src/util/seeded-random.js';
 
 const constant: ArrivalPattern = { kind: 'constant', rate: 20 };
@@ -89,5 +89,18 @@ describe('faultAt', () => {
     expect(at.get('report')).toEqual({ hang: true });
     expect(faultAt(timeline, 1_700, 10)).toEqual(at);
     expect(faultAt(timeline, 4_000, 10).size).toBe(0);
+  });
+});
+
+describe('the scenario files scheduled', () => {
+  it.each([1, 10])('send each stream its expected count within one at time scale %i', (scale) => {
+    for (const s of loadScenarios()) {
+      for (const [i, stream] of s.arrivals.entries()) {
+        const times = sendTimesMs(stream.pattern, s.durationSec, scale, seededRandom(i + 1));
+        const expected = expectedArrivals(stream.pattern, s.durationSec) / scale;
+        expect(Math.abs(times.length - expected), `${s.name} stream ${i}`).toBeLessThanOrEqual(1);
+        expect(times.every((t) => t < (s.durationSec * 1000) / scale), `${s.name} stream ${i}`).toBe(true);
+      }
+    }
   });
 });
