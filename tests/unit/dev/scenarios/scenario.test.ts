@@ -74,6 +74,12 @@ describe('a bad scenario', () => {
     expect(message).toContain('bad.json: faults.1.fault.rateLimit.inputTokensPerMinute: is not a limit of a tool');
   });
 
+  it('rejects a target inside the fault, where it would silently lose to the window\'s own', () => {
+    const input = avalancheJson();
+    input.faults = [{ atSec: 0, forSec: 1, target: 'anthropic', fault: { target: 'report', hang: true } }];
+    expect(errorOf(input)).toBe('bad.json: faults.0.fault.target: belongs beside fault, not inside it');
+  });
+
   it('rejects a window or a spike that ends after the scenario', () => {
     const input = avalancheJson();
     input.durationSec = 50;
