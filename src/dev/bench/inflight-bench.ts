@@ -20,10 +20,10 @@ import { freePort } from '../../util/free-port.js';
 import { withTimeout } from '../../util/with-timeout.js';
 import { waitForHttp } from './admission-bench.js';
 import { deleteKeys } from './bench-redis.js';
-import { childEnv, localConfig, promSum, scrape, withBenchHarness, writeYaml } from './processor-bench.js';
+import { childEnv, localConfig, scrape, withBenchHarness, writeYaml } from './processor-bench.js';
 import { simAdmin } from './sim-admin.js';
 import { BENCH_WORKFLOW, LLM_CALLS_PER_RUN, setLatencies, stackConfigDoc } from './sizing-stack.js';
-import { bytesPerRun, median, mostSeen, splitInFlight, throughputFigure, windowByLabel, windowMeanMs, type ThroughputFigure } from './sizing-figures.js';
+import { bytesPerRun, median, mostSeen, promSum, splitInFlight, throughputFigure, windowByLabel, windowMeanMs, type ThroughputFigure } from './sizing-figures.js';
 
 export interface InflightBenchOptions {
   processors: number;

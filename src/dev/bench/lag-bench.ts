@@ -15,7 +15,8 @@ import { freePort } from '../../util/free-port.js';
 import { withTimeout } from '../../util/with-timeout.js';
 import { waitForHttp } from './admission-bench.js';
 import { deleteKeys } from './bench-redis.js';
-import { childEnv, localConfig, perSec, promSum, runProcessorPhases, scrape, withBenchHarness, writeYaml, type BenchHarness, type BenchPhase, type PhaseResult, type ProcessorBenchOptions } from './processor-bench.js';
+import { promSum } from './sizing-figures.js';
+import { childEnv, localConfig, perSec, runProcessorPhases, scrape, withBenchHarness, writeYaml, type BenchHarness, type BenchPhase, type PhaseResult, type ProcessorBenchOptions } from './processor-bench.js';
 
 export interface LagBenchOptions {
   /** Partitions in all over Sluice's five topics, one measurement each. */

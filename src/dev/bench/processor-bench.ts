@@ -27,6 +27,7 @@ import { freePort } from '../../util/free-port.js';
 import { deleteKeys } from './bench-redis.js';
 import { withTimeout } from '../../util/with-timeout.js';
 import { simAdmin } from './sim-admin.js';
+import { promSum } from './sizing-figures.js';
 
 export interface ProcessorBenchOptions {
   /** Runs (jobs) measured per phase. */
@@ -298,13 +299,6 @@ export async function scrape(url: string): Promise<string | undefined> {
   } catch {
     return undefined;
   }
-}
-
-/** Sum of a sample over all its label sets. */
-export function promSum(text: string, name: string): number {
-  let sum = 0;
-  for (const m of text.matchAll(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'gm'))) sum += Number(m[1]);
-  return sum;
 }
 
 // ---------------------------------------------------------------------------------------------

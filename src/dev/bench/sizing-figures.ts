@@ -103,16 +103,16 @@ export function firstKey(args: readonly string[]): string | undefined {
 
 // Prometheus text read by the in-flight bench: one processor's /metrics at both ends of a window.
 
-/** Sum of a sample over the label sets whose labels contain `labels` (e.g. `dependency="anthropic"`). */
-export function promSumWith(text: string, name: string, labels: string): number {
+/** Sum of a sample over its label sets, or over those whose labels contain `labels` (e.g. `dependency="anthropic"`). */
+export function promSum(text: string, name: string, labels = ''): number {
   let sum = 0;
-  for (const m of text.matchAll(new RegExp(`^${name}\\{([^}]*)\\} (\\S+)$`, 'gm'))) if (m[1]!.includes(labels)) sum += Number(m[2]);
+  for (const m of text.matchAll(new RegExp(`^${name}(?:\\{([^}]*)\\})? (\\S+)$`, 'gm'))) if ((m[1] ?? '').includes(labels)) sum += Number(m[2]);
   return sum;
 }
 
 /** Mean of a histogram over the window, in ms, from its _sum and _count at both ends. */
 export function windowMeanMs(first: string, last: string, name: string, labels = ''): number {
-  const d = (suffix: string) => promSumWith(last, `${name}_${suffix}`, labels) - promSumWith(first, `${name}_${suffix}`, labels);
+  const d = (suffix: string) => promSum(last, `${name}_${suffix}`, labels) - promSum(first, `${name}_${suffix}`, labels);
   return (d('sum') * 1000) / d('count');
 }
 

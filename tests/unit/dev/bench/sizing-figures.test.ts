@@ -11,7 +11,7 @@ import {
   median,
   parseCommandStats,
   percentile,
-  promSumWith,
+  promSum,
   slotGroup,
   splitInFlight,
   throughputFigure,
@@ -120,8 +120,8 @@ describe('Prometheus text over a window', () => {
     ].join('\n');
 
   it('sums the label sets that match', () => {
-    expect(promSumWith(at(10, 50, 0), 'sluice_step_call_seconds_count', 'dependency="anthropic"')).toBe(10);
-    expect(promSumWith(at(10, 50, 0), 'sluice_step_call_seconds_count', '')).toBe(110);
+    expect(promSum(at(10, 50, 0), 'sluice_step_call_seconds_count', 'dependency="anthropic"')).toBe(10);
+    expect(promSum(at(10, 50, 0), 'sluice_step_call_seconds_count', '')).toBe(110);
   });
 
   it('takes a histogram\'s mean over the window from its sum and count', () => {
