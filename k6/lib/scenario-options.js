@@ -55,7 +55,7 @@ export function clientDelaysSec(def, k) {
  * patch in force for its target from then on (windows of one target overlapping apply in file
  * order, a later one's fields over an earlier one's), or null when none is: back to the baseline.
  */
-export function faultChanges(def, k) {
+function faultChanges(def, k) {
   const changes = [];
   for (const window of def.faults) {
     for (const atSec of [window.atSec, window.atSec + window.forSec]) {
