@@ -149,6 +149,20 @@ program
   });
 
 program
+  .command('scenario')
+  .description('a load scenario (k6/scenarios/<name>.json) end to end through HTTP, against Sluice and a naive configuration of the same parts, one after the other')
+  .requiredOption('--name <name>', 'the scenario: a file name in k6/scenarios without .json')
+  .option('--time-scale <k>', 'divides every duration and instant of the scenario, rates unchanged (1 - 100)', Number, 1)
+  .option('--seed <n>', 'seed of the send times', bounded(0, 2 ** 31 - 1), 1)
+  .option('--chart <path>', 'write the timeline chart (SVG) here', undefined)
+  .option('--json', 'print the report as one JSON object instead of a table', false)
+  .action(async (o: { name: string; timeScale: number; seed: number; chart?: string; json: boolean }) => {
+    if (!(o.timeScale >= 1 && o.timeScale <= 100)) throw new Error(`--time-scale must be in [1, 100], got ${o.timeScale}`);
+    const { benchScenario } = await import('../scenarios/harness.js');
+    await benchScenario({ name: o.name, timeScale: o.timeScale, seed: o.seed, json: o.json, chartPath: o.chart });
+  });
+
+program
   .command('bullmq-worker', { hidden: true })
   .requiredOption('--redis <url>', 'Redis URL')
   .requiredOption('--queue <name>', 'queue name')

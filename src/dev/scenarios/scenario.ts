@@ -29,6 +29,8 @@ const stream = z.strictObject({
   workflow: z.string().min(1),
   class: z.enum(['interactive', 'batch']),
   pattern,
+  /** The tenant pressing on the others: a run without the noisy streams is the quiet tenants' baseline (quietTenantsP99Ratio). */
+  noisy: z.boolean().optional(),
 });
 
 const clientRetry = z.discriminatedUnion('kind', [
@@ -60,7 +62,7 @@ const faultWindow = z
 
 /** Pass/fail bounds of a run; each is optional, only what the scenario is about is set. */
 const targets = z.strictObject({
-  /** p99 latency of interactive requests, from first send to answer. */
+  /** p99 latency of interactive sends, from each send to its answer: the refusal, or the run's terminal status. */
   interactiveP99Ms: z.number().positive().optional(),
   /** p99 of every request's answer (accepted or refused), from send to response. */
   answerP99Ms: z.number().positive().optional(),
@@ -97,6 +99,9 @@ const scenarioSchema = z
       if (p.kind === 'ramp') ends(['arrivals', i, 'pattern', 'overSec'], p.overSec);
     });
     s.faults.forEach((f, i) => ends(['faults', i, 'forSec'], f.atSec + f.forSec));
+    if (s.targets.quietTenantsP99Ratio !== undefined && !s.arrivals.some((a) => a.noisy === true)) {
+      ctx.addIssue({ code: 'custom', path: ['targets', 'quietTenantsP99Ratio'], message: 'needs a stream marked "noisy": true' });
+    }
   });
 
 export type ArrivalPattern = z.infer<typeof pattern>;

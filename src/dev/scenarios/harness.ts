@@ -1,0 +1,219 @@
+/**
+ * `npm run -s bench scenario -- --name <s>`: one scenario end to end through HTTP, against Sluice
+ * and against the naive configuration of the same parts (systems.ts), one after the other on the
+ * same infrastructure. Each system runs as separate processes (provider simulator, API, processor,
+ * sinks) in its own namespace; the harness applies the fault timeline to its simulator, sends the
+ * open-loop traffic with the scenario's client retries, follows every run on the status topic to
+ * its terminal status, and computes the figures (figures.ts) and the chart (chart.ts).
+ */
+import type { ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
+import pg from 'pg';
+import { parseConfig } from '../../config/load.js';
+import type { SluiceConfig } from '../../config/schema.js';
+import { migrate } from '../../db/migrate.js';
+import { EventCodec } from '../../events/codec.js';
+import { FileSchemaRegistry } from '../../events/file-schema-registry.js';
+import type { RunClass } from '../../events/schemas.js';
+import { createKafka } from '../../kafka/client.js';
+import { ensureTopics, groupId, topicNames, type GroupRole } from '../../kafka/topics.js';
+import { freePort } from '../../util/free-port.js';
+import { waitForHttp } from '../bench/admission-bench.js';
+import { deleteKeys } from '../bench/bench-redis.js';
+import { childEnv, localConfig, withBenchHarness, writeYaml, type BenchHarness } from '../bench/processor-bench.js';
+import { simAdmin } from '../bench/sim-admin.js';
+import { writeScenarioChart, type ScenarioChartInput } from './chart.js';
+import { systemFigures, timeline, type SystemFigures } from './figures.js';
+import { driveProvider, readProviderSample } from './provider-timeline.js';
+import { scenarioTable, targetVerdicts, type TargetVerdict } from './report.js';
+import { loadScenario, type Scenario } from './scenario.js';
+import { StatusFollower } from './status-follower.js';
+import { SYSTEM_BUILDERS, llmCallsPerRun, type SystemName } from './systems.js';
+import { ScenarioTraffic, type SendRecord } from './traffic.js';
+
+export interface ScenarioRunOptions {
+  name: string;
+  timeScale: number;
+  seed: number;
+  json: boolean;
+  /** Where the chart's SVG goes; none when undefined. */
+  chartPath?: string;
+  /** Directory of the scenario files (default k6/scenarios). */
+  scenarioDir?: string;
+}
+
+/** A system as run: `sluice-without-noisy` is Sluice with the noisy streams left out. */
+export type RunLabel = SystemName | 'sluice-without-noisy';
+
+export interface ScenarioReport {
+  scenario: string;
+  timeScale: number;
+  seed: number;
+  systems: Partial<Record<RunLabel, SystemFigures>>;
+  targets: TargetVerdict[];
+  chart?: string;
+}
+
+/** The local demo keys of local.yaml's tenants. */
+const TENANT_KEYS: Record<string, string> = { 'tenant-a': 'local-key-a', 'tenant-b': 'local-key-b', 'tenant-c': 'local-key-c' };
+/** Deadlines the clients ask for: an interactive answer within 30 s, a batch one within a minute. */
+const DEADLINE_MS: Record<RunClass, number> = { interactive: 30_000, batch: 60_000 };
+/** After the last send, how long runs are followed beyond their deadline before the rest count as lost. */
+const FOLLOW_GRACE_MS = 15_000;
+const REQUEST_TIMEOUT_MS = 10_000;
+const MAX_OUTSTANDING = 2_000;
+const WARMUP_RUNS = 6;
+const WARMUP_TIMEOUT_MS = 90_000;
+/** The processes of one system, each its own process as in production. */
+const PROCESS_ROLES = ['api', 'processor', 'status-sink,dlq-sink'] as const;
+
+interface SystemRun {
+  figures: SystemFigures;
+  chart: ScenarioChartInput['systems'][number];
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+function labelsFor(scenario: Scenario): RunLabel[] {
+  return scenario.arrivals.some((a) => a.noisy === true) ? ['sluice', 'sluice-without-noisy', 'naive'] : ['sluice', 'naive'];
+}
+
+async function runSystem(h: BenchHarness, scenario: Scenario, label: RunLabel, opts: ScenarioRunOptions, stamp: string): Promise<SystemRun> {
+  const { infra, children, dir, logger, redis } = h;
+  const system: SystemName = label === 'naive' ? 'naive' : 'sluice';
+  const namespace = `scenario-${stamp}-${label}.`;
+  const [simPort, apiPort] = [await freePort(), await freePort()];
+  const simulatorUrl = `http://127.0.0.1:${simPort}`;
+  const registryDir = join(dir, 'schema-registry');
+  const base = localConfig();
+  base.localInfra = false;
+  base.logLevel = 'warn';
+  base.schemaRegistry = { dir: registryDir };
+  base.simulator = { ...base.simulator, host: '127.0.0.1', port: simPort, url: simulatorUrl };
+  base.anthropic = { baseUrl: simulatorUrl };
+  base.api = { ...base.api, host: '127.0.0.1', port: apiPort };
+  const doc = SYSTEM_BUILDERS[system](base);
+  const env = { KAFKA_BROKERS: infra.kafkaBrokers.join(','), REDIS_URL: infra.redisUrl, DATABASE_URL: infra.databaseUrl, SLUICE_NAMESPACE: namespace };
+  const config: SluiceConfig = parseConfig(doc, env, `${label}.yaml`);
+  const kafka = createKafka(config.kafka, logger, `scenario-${process.pid}`);
+  const admin = kafka.admin();
+  await admin.connect();
+  const procs: ChildProcess[] = [];
+  let follower: StatusFollower | undefined;
+  try {
+    await ensureTopics(admin, config.kafka, namespace);
+    const start = async (roles: string, i: number) => {
+      const path = writeYaml(dir, `${label}-${i}.yaml`, { ...doc, opsPort: await freePort() });
+      return children.start('cli/main.js', ['start', '--config', path, '--roles', roles], childEnv(env));
+    };
+    procs.push(await start('provider-sim', 0));
+    for (const [i, roles] of PROCESS_ROLES.entries()) procs.push(await start(roles, i + 1));
+    const died = Promise.race(procs.map((p, i) => children.exited(p, `${label} process ${i}`)));
+    await Promise.race([Promise.all([waitForHttp(`${simulatorUrl}/healthz`, 60_000), waitForHttp(`http://127.0.0.1:${apiPort}/healthz`, 90_000)]), died]);
+
+    follower = await StatusFollower.start(kafka, new EventCodec(new FileSchemaRegistry(registryDir)), namespace);
+    await Promise.race([warmUp(`http://127.0.0.1:${apiPort}`, follower, config), died]);
+    await simAdmin(simulatorUrl, 'POST', '/stats/reset');
+
+    const traffic = new ScenarioTraffic(
+      {
+        apiUrl: `http://127.0.0.1:${apiPort}`,
+        keys: TENANT_KEYS,
+        scenario,
+        timeScale: opts.timeScale,
+        seed: opts.seed,
+        skipStream: label === 'sluice-without-noisy' ? (i) => scenario.arrivals[i]!.noisy === true : undefined,
+        deadlineMs: DEADLINE_MS,
+        requestTimeoutMs: REQUEST_TIMEOUT_MS,
+        maxOutstanding: MAX_OUTSTANDING,
+      },
+      follower,
+    );
+    const first = await readProviderSample(simulatorUrl, 0);
+    const provider = driveProvider(simulatorUrl, scenario.faults, opts.timeScale, () => traffic.nowMs());
+    const result = await Promise.race([traffic.run(Math.max(...Object.values(DEADLINE_MS)) + FOLLOW_GRACE_MS), died]);
+    const endMs = traffic.nowMs();
+    const samples = [first, ...(await provider.stop())];
+    const inputs = {
+      scenario,
+      timeScale: opts.timeScale,
+      sends: result.sends,
+      dropped: result.dropped,
+      samples,
+      llmCallsPerRun: llmCallsPerRun(doc),
+      backlogBound: system === 'naive' ? null : config.admission.maxBacklog,
+      endMs,
+    };
+    return { figures: systemFigures(inputs), chart: { system: label, backlogBound: inputs.backlogBound, seconds: timeline(inputs) } };
+  } finally {
+    await follower?.stop().catch(() => undefined);
+    await Promise.all(procs.map((p) => children.stop(p, 10_000)));
+    await admin.deleteTopics({ topics: Object.values(topicNames(namespace)), timeout: 10_000 }).catch(() => undefined);
+    const groups: GroupRole[] = ['processor', 'status-sink', 'dlq-sink', 'retry-forwarder'];
+    await admin.deleteGroups([...groups.map((g) => groupId(namespace, g)), `${namespace}scenario.status-follower`]).catch(() => undefined);
+    await admin.disconnect().catch(() => undefined);
+    await deleteKeys(redis, `${namespace}*`).catch(() => undefined);
+  }
+}
+
+/**
+ * A few runs through the whole path before measuring (consumer groups joined, scripts loaded,
+ * connections open), then a wait until every tenant's admission bucket has refilled, so the
+ * scenario starts from a rested system.
+ */
+async function warmUp(apiUrl: string, follower: StatusFollower, config: SluiceConfig): Promise<void> {
+  const warmup = new ScenarioTraffic(
+    {
+      apiUrl,
+      keys: TENANT_KEYS,
+      scenario: {
+        name: 'warm-up',
+        description: 'warm-up',
+        durationSec: 2,
+        arrivals: [{ tenant: 'tenant-b', workflow: 'support-reply', class: 'interactive', pattern: { kind: 'constant', rate: WARMUP_RUNS / 2 } }],
+        clientRetry: { kind: 'none' },
+        faults: [],
+        targets: {},
+      },
+      timeScale: 1,
+      seed: 1,
+      deadlineMs: DEADLINE_MS,
+      requestTimeoutMs: REQUEST_TIMEOUT_MS,
+      maxOutstanding: MAX_OUTSTANDING,
+    },
+    follower,
+  );
+  const { sends } = await warmup.run(WARMUP_TIMEOUT_MS);
+  const unfinished = sends.filter((s: SendRecord) => s.terminalStatus !== 'completed');
+  if (unfinished.length > 0) throw new Error(`warm-up: ${unfinished.length} of ${sends.length} runs did not complete (${JSON.stringify(unfinished[0])})`);
+  const refillMs = Math.max(...Object.values(config.tenants).map((t) => (t.admission.bucket.refillPerSec > 0 ? (t.admission.bucket.capacity / t.admission.bucket.refillPerSec) * 1000 : 0)));
+  await sleep(Math.min(refillMs, 10_000));
+}
+
+export async function runScenario(opts: ScenarioRunOptions): Promise<ScenarioReport> {
+  const scenario = loadScenario(opts.name, opts.scenarioDir);
+  const stamp = Date.now().toString(36);
+  return withBenchHarness('scenario', async (h) => {
+    const pool = new pg.Pool({ connectionString: h.infra.databaseUrl, max: 1 });
+    try {
+      await migrate(pool);
+    } finally {
+      await pool.end();
+    }
+    const runs: Partial<Record<RunLabel, SystemRun>> = {};
+    for (const label of labelsFor(scenario)) runs[label] = await runSystem(h, scenario, label, opts, stamp);
+    const systems = Object.fromEntries(Object.entries(runs).map(([k, r]) => [k, r.figures])) as Partial<Record<RunLabel, SystemFigures>>;
+    let chart: string | undefined;
+    if (opts.chartPath !== undefined) {
+      const faults = scenario.faults.map((f) => ({ fromSec: f.atSec / opts.timeScale, toSec: (f.atSec + f.forSec) / opts.timeScale, label: `${f.target}: ${JSON.stringify(f.fault)}` }));
+      await writeScenarioChart(opts.chartPath, { scenario: scenario.name, timeScale: opts.timeScale, faults, systems: Object.values(runs).map((r) => r.chart) });
+      chart = opts.chartPath;
+    }
+    return { scenario: scenario.name, timeScale: opts.timeScale, seed: opts.seed, systems, targets: targetVerdicts(scenario, systems), chart };
+  });
+}
+
+export async function benchScenario(opts: ScenarioRunOptions): Promise<void> {
+  const report = await runScenario(opts);
+  process.stdout.write(opts.json ? `${JSON.stringify(report)}\n` : scenarioTable(report));
+}

@@ -1,0 +1,94 @@
+/**
+ * A scenario run's verdict on its targets and its printed table (pure). Targets are Sluice's: the
+ * naive system is the baseline the figures are compared with, side by side.
+ */
+import type { SystemFigures } from './figures.js';
+import type { RunLabel, ScenarioReport } from './harness.js';
+import type { Scenario, ScenarioTargets } from './scenario.js';
+
+export interface TargetVerdict {
+  target: keyof ScenarioTargets;
+  bound: number;
+  /** Sluice's figure; null when it could not be measured (e.g. the backlog never drained). */
+  value: number | null;
+  met: boolean;
+}
+
+/** Sluice's figure for a target; the calls ratio is the fault windows' when the scenario has faults. */
+function figureFor(target: keyof ScenarioTargets, systems: Partial<Record<RunLabel, SystemFigures>>): number | null {
+  const s = systems.sluice;
+  if (s === undefined) return null;
+  switch (target) {
+    case 'interactiveP99Ms':
+      return s.interactiveP99Ms;
+    case 'answerP99Ms':
+      return s.answerP99Ms;
+    case 'providerCallsPerOffered':
+      return s.providerCallsPerOfferedDuringFault ?? s.providerCallsPerOffered;
+    case 'drainSec':
+      return s.drainSec;
+    case 'peakAfterRatio':
+      return s.peakAfterRatio;
+    case 'quietTenantsP99Ratio': {
+      const alone = systems['sluice-without-noisy']?.quietTenantsP99Ms;
+      return s.quietTenantsP99Ms === null || alone === undefined || alone === null || alone === 0 ? null : s.quietTenantsP99Ms / alone;
+    }
+    case 'lost':
+      return s.lost;
+    case 'duplicates':
+      return s.duplicates;
+  }
+}
+
+/** Every target the scenario sets, each an upper bound on Sluice's figure. */
+export function targetVerdicts(scenario: Scenario, systems: Partial<Record<RunLabel, SystemFigures>>): TargetVerdict[] {
+  return (Object.entries(scenario.targets) as [keyof ScenarioTargets, number | undefined][]).flatMap(([target, bound]) => {
+    if (bound === undefined) return [];
+    const value = figureFor(target, systems);
+    return [{ target, bound, value, met: value !== null && value <= bound }];
+  });
+}
+
+const num = (v: number | null, digits = 0): string => (v === null ? 'n/a' : v.toFixed(digits));
+const tally = (r: Record<string, number>): string =>
+  Object.entries(r)
+    .sort((a, b) => b[1] - a[1])
+    .map(([k, n]) => `${k} ${n}`)
+    .join(', ');
+
+const ROWS: [string, (f: SystemFigures) => string][] = [
+  ['sends offered (client retries included) / requests', (f) => `${f.offered} / ${f.requests}`],
+  ['answers', (f) => tally(f.answers)],
+  ['terminal statuses of accepted runs', (f) => tally(f.terminal)],
+  ['requests that ended without a completed run', (f) => String(f.gaveUp)],
+  ['interactive send → answer p50 / p99 / max (ms)', (f) => `${num(f.latency.interactive.toAnswer.p50Ms)} / ${num(f.latency.interactive.toAnswer.p99Ms)} / ${num(f.latency.interactive.toAnswer.maxMs)}`],
+  ['interactive send → first event p50 / p99 (ms)', (f) => `${num(f.latency.interactive.toFirstEvent.p50Ms)} / ${num(f.latency.interactive.toFirstEvent.p99Ms)}`],
+  ['batch send → answer p50 / p99 / max (ms)', (f) => `${num(f.latency.batch.toAnswer.p50Ms)} / ${num(f.latency.batch.toAnswer.p99Ms)} / ${num(f.latency.batch.toAnswer.maxMs)}`],
+  ['HTTP answer p50 / p99 / max (ms)', (f) => `${num(f.httpAnswer.p50Ms)} / ${num(f.httpAnswer.p99Ms)} / ${num(f.httpAnswer.maxMs)}`],
+  ['p99 per tenant, send → answer (ms)', (f) => Object.entries(f.tenantP99Ms).map(([t, v]) => `${t} ${num(v)}`).join(', ')],
+  ['LLM calls / offered (overall)', (f) => `${num(f.providerCalls)} / ${num(f.offeredCalls)} = ${num(f.providerCallsPerOffered, 2)}`],
+  ['LLM calls per offered during the faults', (f) => num(f.providerCallsPerOfferedDuringFault, 2)],
+  ['backlog peak / bound', (f) => `${f.backlogPeak} / ${f.backlogBound ?? 'none'}`],
+  ['drain after the disturbance (s)', (f) => num(f.drainSec, 1)],
+  ['peak LLM calls/s after the faults / offered', (f) => num(f.peakAfterRatio, 2)],
+  ['lost (accepted, never ended)', (f) => String(f.lost)],
+  ['repeated tool calls (duplicates)', (f) => String(f.duplicates)],
+  ['client sends dropped (client behind)', (f) => String(f.dropped)],
+];
+
+export function scenarioTable(r: ScenarioReport): string {
+  const labels = Object.keys(r.systems) as RunLabel[];
+  const lines = [
+    `scenario ${r.scenario}, time scale ${r.timeScale}, seed ${r.seed}`,
+    '',
+    `| figure | ${labels.join(' | ')} |`,
+    `|---|${labels.map(() => '---').join('|')}|`,
+    ...ROWS.map(([name, cell]) => `| ${name} | ${labels.map((l) => cell(r.systems[l]!)).join(' | ')} |`),
+    '',
+    '| target (Sluice) | bound | value | |',
+    '|---|---|---|---|',
+    ...r.targets.map((t) => `| ${t.target} | <= ${t.bound} | ${num(t.value, 2)} | ${t.met ? 'met' : 'NOT met'} |`),
+  ];
+  if (r.chart !== undefined) lines.push('', `chart: ${r.chart}`);
+  return `${lines.join('\n')}\n`;
+}

@@ -1,0 +1,68 @@
+import { describe, expect, it } from 'vitest';
+import type { SystemFigures } from '../../../../src/dev/scenarios/figures.js';
+import { faultChangesMs } from '../../../../src/dev/scenarios/provider-timeline.js';
+import { scenarioTable, targetVerdicts } from '../../../../src/dev/scenarios/report.js';
+import { loadScenario } from '../../../../src/dev/scenarios/scenario.js';
+
+const summary = { count: 1, p50Ms: 1, p99Ms: 1, maxMs: 1 };
+const figures = (over: Partial<SystemFigures>): SystemFigures => ({
+  offered: 10,
+  requests: 8,
+  dropped: 0,
+  answers: { accepted: 8, '429 rate_limited': 2 },
+  terminal: { completed: 8 },
+  gaveUp: 0,
+  latency: { interactive: { toAnswer: summary, toFirstEvent: summary }, batch: { toAnswer: summary, toFirstEvent: summary } },
+  httpAnswer: summary,
+  tenantP99Ms: { 'tenant-a': 1 },
+  quietTenantsP99Ms: null,
+  interactiveP99Ms: 1_500,
+  answerP99Ms: 20,
+  providerCalls: 20,
+  offeredCalls: 20,
+  providerCallsPerOffered: 1,
+  providerCallsPerOfferedDuringFault: 1.3,
+  backlogPeak: 4,
+  backlogBound: 5_000,
+  drainSec: null,
+  peakAfterRatio: 1.2,
+  lost: 0,
+  duplicates: 0,
+  ...over,
+});
+
+describe('scenario report', () => {
+  it('checks each target the scenario sets against Sluice\'s figure, the calls during the faults when there are faults', () => {
+    const verdicts = targetVerdicts(loadScenario('avalanche'), { sluice: figures({}), naive: figures({ interactiveP99Ms: 40_000 }) });
+    expect(verdicts).toEqual([
+      { target: 'interactiveP99Ms', bound: 2_000, value: 1_500, met: true },
+      { target: 'providerCallsPerOffered', bound: 1.2, value: 1.3, met: false },
+      { target: 'drainSec', bound: 10, value: null, met: false },
+      { target: 'peakAfterRatio', bound: 1.5, value: 1.2, met: true },
+      { target: 'lost', bound: 0, value: 0, met: true },
+      { target: 'duplicates', bound: 0, value: 0, met: true },
+    ]);
+  });
+
+  it('compares the quiet tenants with and without the noisy one', () => {
+    const verdicts = targetVerdicts(loadScenario('noisy-neighbour'), {
+      sluice: figures({ quietTenantsP99Ms: 330 }),
+      'sluice-without-noisy': figures({ quietTenantsP99Ms: 300 }),
+    });
+    expect(verdicts[0]).toEqual({ target: 'quietTenantsP99Ratio', bound: 1.2, value: 1.1, met: true });
+    expect(targetVerdicts(loadScenario('noisy-neighbour'), { sluice: figures({ quietTenantsP99Ms: 330 }) })[0]!.met).toBe(false);
+  });
+
+  it('prints one column per system and a line per target', () => {
+    const table = scenarioTable({ scenario: 'spike', timeScale: 2, seed: 1, systems: { sluice: figures({}), naive: figures({}) }, targets: [{ target: 'answerP99Ms', bound: 100, value: 20, met: true }] });
+    expect(table).toContain('| figure | sluice | naive |');
+    expect(table).toContain('| answerP99Ms | <= 100 | 20.00 | met |');
+    expect(table).toContain('| backlog peak / bound | 4 / 5000 | 4 / 5000 |');
+  });
+
+  it('changes the faults at each window\'s start and end, scaled, once per instant', () => {
+    const w = (atSec: number, forSec: number) => ({ atSec, forSec, target: 'anthropic', fault: { latencyMs: 1 } });
+    expect(faultChangesMs([w(30, 30), w(60, 10), w(10, 5)], 2)).toEqual([5_000, 7_500, 15_000, 30_000, 35_000]);
+    expect(faultChangesMs([], 1)).toEqual([]);
+  });
+});
