@@ -83,7 +83,7 @@ export function scenarioRun(def) {
     submit() {
       const runClass = __ENV.STREAM_CLASS;
       const workflow = __ENV.STREAM_WORKFLOW;
-      const body = JSON.stringify({ workflow, input: SAMPLE_INPUTS[workflow] ?? {}, class: runClass });
+      const body = JSON.stringify({ workflow, input: SAMPLE_INPUTS[workflow] ?? {}, class: runClass, deadlineMs: def.deadlineSec[runClass] * 1000 });
       const params = {
         headers: { Authorization: `Bearer ${keys[__ENV.STREAM_TENANT]}`, 'Content-Type': 'application/json' },
         tags: SUBMIT_TAGS,

@@ -131,6 +131,13 @@ const llmDependency = z.object({
   kind: z.literal('llm'),
   model: z.string().min(1),
   maxTokens: z.number().int().min(1).max(64_000).default(512),
+  /**
+   * Retries the Anthropic SDK makes itself, inside one call: it waits out `retry-after` holding
+   * the run's slot and permits, unseen by breakers and retry budgets. 0 (the default) leaves
+   * retrying to Sluice's one retry layer; the SDK's own default is 2. Only for comparing Sluice
+   * with an SDK-default client (`bench scenario`'s naive system).
+   */
+  sdkMaxRetries: z.number().int().min(0).max(10).default(0),
   timeouts: callTimeouts,
   maxConcurrency: z.number().int().min(1).max(100_000),
   retry: retryPolicy,

@@ -150,7 +150,7 @@ export async function callLlm(client: Anthropic, req: LlmRequest): Promise<LlmRe
           stream: true,
         },
         // The SDK's own timer stops at the headers, so it can only ever duplicate ours.
-        { signal: controller.signal, timeout: req.timeoutMs, headers: req.headers, maxRetries: 0 },
+        { signal: controller.signal, timeout: req.timeoutMs, headers: req.headers, maxRetries: req.config.sdkMaxRetries },
       )
       .asResponse();
     clearTimeout(connectTimer);

@@ -27,6 +27,8 @@ export interface SystemFigures {
   answers: Record<string, number>;
   /** Terminal statuses of accepted runs; `none` for runs that never ended. */
   terminal: Record<string, number>;
+  /** Requests whose last send ended in a completed run (degraded answers included): the goodput. */
+  completedRequests: number;
   /** Requests whose last send did not end in a completed run. */
   gaveUp: number;
   /** Send to answer (a refusal, or the run's terminal status), and send to the run's first status event. */
@@ -237,6 +239,7 @@ export function systemFigures(inputs: FigureInputs): SystemFigures {
     dropped: inputs.dropped,
     answers: count(sends.map(answerKey)),
     terminal: count(accepted.map((s) => s.terminalStatus ?? 'none')),
+    completedRequests: [...lastOfRequest.values()].filter((s) => s.terminalStatus === 'completed').length,
     gaveUp: [...lastOfRequest.values()].filter((s) => s.terminalStatus !== 'completed').length,
     latency,
     httpAnswer,

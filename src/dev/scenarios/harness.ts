@@ -56,8 +56,6 @@ export interface ScenarioReport {
 
 /** The local demo keys of local.yaml's tenants. */
 const TENANT_KEYS: Record<string, string> = { 'tenant-a': 'local-key-a', 'tenant-b': 'local-key-b', 'tenant-c': 'local-key-c' };
-/** Deadlines the clients ask for: an interactive answer within 30 s, a batch one within a minute. */
-const DEADLINE_MS: Record<RunClass, number> = { interactive: 30_000, batch: 60_000 };
 /** After the last send, how long runs are followed beyond their deadline before the rest count as lost. */
 const FOLLOW_GRACE_MS = 15_000;
 const REQUEST_TIMEOUT_MS = 10_000;
@@ -73,6 +71,8 @@ interface SystemRun {
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+const deadlinesMs = (s: Pick<Scenario, 'deadlineSec'>): Record<RunClass, number> => ({ interactive: s.deadlineSec.interactive * 1000, batch: s.deadlineSec.batch * 1000 });
 
 function labelsFor(scenario: Scenario): RunLabel[] {
   return scenario.arrivals.some((a) => a.noisy === true) ? ['sluice', 'sluice-without-noisy', 'naive'] : ['sluice', 'naive'];
@@ -123,7 +123,8 @@ async function runSystem(h: BenchHarness, scenario: Scenario, label: RunLabel, o
         timeScale: opts.timeScale,
         seed: opts.seed,
         skipStream: label === 'sluice-without-noisy' ? (i) => scenario.arrivals[i]!.noisy === true : undefined,
-        deadlineMs: DEADLINE_MS,
+        // A naive platform has no deadlines to propagate: its clients just wait.
+        deadlineMs: system === 'naive' ? undefined : deadlinesMs(scenario),
         requestTimeoutMs: REQUEST_TIMEOUT_MS,
         maxOutstanding: MAX_OUTSTANDING,
       },
@@ -131,7 +132,7 @@ async function runSystem(h: BenchHarness, scenario: Scenario, label: RunLabel, o
     );
     const first = await readProviderSample(simulatorUrl, 0);
     const provider = driveProvider(simulatorUrl, scenario.faults, opts.timeScale, () => traffic.nowMs());
-    const result = await Promise.race([traffic.run(Math.max(...Object.values(DEADLINE_MS)) + FOLLOW_GRACE_MS), died]);
+    const result = await Promise.race([traffic.run(Math.max(...Object.values(deadlinesMs(scenario))) + FOLLOW_GRACE_MS), died]);
     const endMs = traffic.nowMs();
     const samples = [first, ...(await provider.stop())];
     const inputs = {
@@ -162,25 +163,18 @@ async function runSystem(h: BenchHarness, scenario: Scenario, label: RunLabel, o
  * scenario starts from a rested system.
  */
 async function warmUp(apiUrl: string, follower: StatusFollower, config: SluiceConfig): Promise<void> {
+  const scenario: Scenario = {
+    name: 'warm-up',
+    description: 'warm-up',
+    durationSec: 2,
+    deadlineSec: { interactive: 30, batch: 60 },
+    arrivals: [{ tenant: 'tenant-b', workflow: 'support-reply', class: 'interactive', pattern: { kind: 'constant', rate: WARMUP_RUNS / 2 } }],
+    clientRetry: { kind: 'none' },
+    faults: [],
+    targets: {},
+  };
   const warmup = new ScenarioTraffic(
-    {
-      apiUrl,
-      keys: TENANT_KEYS,
-      scenario: {
-        name: 'warm-up',
-        description: 'warm-up',
-        durationSec: 2,
-        arrivals: [{ tenant: 'tenant-b', workflow: 'support-reply', class: 'interactive', pattern: { kind: 'constant', rate: WARMUP_RUNS / 2 } }],
-        clientRetry: { kind: 'none' },
-        faults: [],
-        targets: {},
-      },
-      timeScale: 1,
-      seed: 1,
-      deadlineMs: DEADLINE_MS,
-      requestTimeoutMs: REQUEST_TIMEOUT_MS,
-      maxOutstanding: MAX_OUTSTANDING,
-    },
+    { apiUrl, keys: TENANT_KEYS, scenario, timeScale: 1, seed: 1, deadlineMs: deadlinesMs(scenario), requestTimeoutMs: REQUEST_TIMEOUT_MS, maxOutstanding: MAX_OUTSTANDING },
     follower,
   );
   const { sends } = await warmup.run(WARMUP_TIMEOUT_MS);

@@ -60,7 +60,7 @@ const ROWS: [string, (f: SystemFigures) => string][] = [
   ['sends offered (client retries included) / requests', (f) => `${f.offered} / ${f.requests}`],
   ['answers', (f) => tally(f.answers)],
   ['terminal statuses of accepted runs', (f) => tally(f.terminal)],
-  ['requests that ended without a completed run', (f) => String(f.gaveUp)],
+  ['requests answered by a completed run (goodput) / without one', (f) => `${f.completedRequests} / ${f.gaveUp}`],
   ['interactive send → answer p50 / p99 / max (ms)', (f) => `${num(f.latency.interactive.toAnswer.p50Ms)} / ${num(f.latency.interactive.toAnswer.p99Ms)} / ${num(f.latency.interactive.toAnswer.maxMs)}`],
   ['interactive send → first event p50 / p99 (ms)', (f) => `${num(f.latency.interactive.toFirstEvent.p50Ms)} / ${num(f.latency.interactive.toFirstEvent.p99Ms)}`],
   ['batch send → answer p50 / p99 / max (ms)', (f) => `${num(f.latency.batch.toAnswer.p50Ms)} / ${num(f.latency.batch.toAnswer.p99Ms)} / ${num(f.latency.batch.toAnswer.maxMs)}`],

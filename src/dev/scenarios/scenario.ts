@@ -85,6 +85,11 @@ const scenarioSchema = z
     name: z.string().regex(/^[a-z0-9-]+$/, 'must be lower-case letters, digits and dashes'),
     description: z.string().min(1),
     durationSec: seconds.positive(),
+    /**
+     * The deadline each class's clients send with a run (`deadlineMs`): how long they wait for an
+     * answer. Not scaled: it bounds processing, which a time scale does not shorten.
+     */
+    deadlineSec: z.strictObject({ interactive: z.number().min(1).max(86_400), batch: z.number().min(1).max(86_400) }),
     arrivals: z.array(stream).min(1),
     clientRetry,
     faults: z.array(faultWindow),

@@ -11,10 +11,10 @@ export type SystemName = (typeof SYSTEMS)[number];
 /** Big enough never to bind: the naive system accepts and starts everything. */
 const UNBOUNDED = 1_000_000;
 const UNBOUNDED_BACKLOG = 10_000_000;
-/** The most runs one processor holds at once (processor.maxInFlight's own bound). */
-const NAIVE_IN_FLIGHT = 10_000;
-/** What the Anthropic SDK does by default: 2 retries, exponential backoff from 0.5 s up to 8 s. */
-const SDK_DEFAULT_RETRY = { maxAttempts: 3, baseMs: 500, capMs: 8_000 };
+const HOUR_MS = 3_600_000;
+/** The Anthropic SDK's defaults: 2 retries, and a 10-minute timeout per request. */
+const SDK_DEFAULT_RETRIES = 2;
+const SDK_DEFAULT_TIMEOUTS = { connectMs: 60_000, readMs: 600_000, totalMs: 600_000 };
 
 const clone = <T>(doc: T): T => structuredClone(doc);
 
@@ -25,27 +25,20 @@ export function sluiceSystem(local: Record<string, any>): Record<string, any> {
 
 /**
  * The naive system: admission always answers 202 with no bound on the backlog (buckets and
- * backlogs too large to bind); caps are not enforced and one processor starts up to 10,000 runs
- * at once; breakers never open (their thresholds cannot be reached); no pacing; and the only
- * retries are the SDK's defaults, 3 attempts with exponential backoff from 0.5 s to 8 s that
- * honour `retry-after`, for every call with no retry budget. Sluice's processor retries a call
- * that names a `retry-after` through the retry topic, so the SDK's attempts are run-level
- * attempts here and steps do not retry on their own (one retry layer, as the SDK has). No tenant
- * has a declared fallback: a failed run is a failure the client sees.
+ * backlogs too large to bind); caps are not enforced (the processor's worker pool,
+ * `processor.maxInFlight`, is the same as Sluice's); breakers never open (their thresholds cannot
+ * be reached); no pacing; no deadlines (an hour by default; its clients send none). The only
+ * retries are the Anthropic SDK's defaults: 2 retries inside the call with exponential backoff that
+ * wait out `retry-after`, holding the worker (`sdkMaxRetries`), with call timeouts as long as the
+ * SDK's; Sluice's step and run retries are off and tools are called once. No tenant has a declared
+ * fallback: a failed run is a failure the client sees.
  */
 export function naiveSystem(local: Record<string, any>): Record<string, any> {
   const c = clone(local);
   c.limits = { global: UNBOUNDED, batchShare: 1 };
   c.admission = { ...c.admission, maxBacklog: UNBOUNDED_BACKLOG * 10 };
-  c.processor = {
-    ...c.processor,
-    enforceCaps: false,
-    maxInFlight: NAIVE_IN_FLIGHT,
-    partitionBuffer: NAIVE_IN_FLIGHT,
-    maxInlineRetryWaitMs: 0,
-    runRetry: SDK_DEFAULT_RETRY,
-    pacing: { enabled: false },
-  };
+  c.api = { ...c.api, deadlineMs: { defaultInteractive: HOUR_MS, defaultBatch: HOUR_MS } };
+  c.processor = { ...c.processor, enforceCaps: false, runRetry: { maxAttempts: 1 }, pacing: { enabled: false } };
   for (const t of Object.values<any>(c.tenants)) {
     t.fallback = 'fail';
     t.maxConcurrency = UNBOUNDED;
@@ -61,6 +54,10 @@ export function naiveSystem(local: Record<string, any>): Record<string, any> {
     d.breaker = { minimumCalls: 100_000, failureThreshold: 100_000, failureRateThreshold: 1, slowCallRateThreshold: 1 };
     delete d.rateLimit;
     delete d.adaptiveConcurrency;
+    if (d.kind === 'llm') {
+      d.sdkMaxRetries = SDK_DEFAULT_RETRIES;
+      d.timeouts = SDK_DEFAULT_TIMEOUTS;
+    }
   }
   return c;
 }

@@ -46,8 +46,8 @@ export interface TrafficOptions {
   seed: number;
   /** Streams to leave out (a scenario without its noisy tenant). */
   skipStream?: (index: number) => boolean;
-  /** `deadlineMs` of each class's runs: after it every accepted run has a terminal status. */
-  deadlineMs: Record<RunClass, number>;
+  /** `deadlineMs` each class's clients send (after it every accepted run has a terminal status); undefined: they send none. */
+  deadlineMs: Record<RunClass, number> | undefined;
   /** A send without an answer after this long is a transport error. */
   requestTimeoutMs: number;
   /** Sends waiting for an HTTP answer at most; a send beyond it is not made and is counted. */
@@ -135,7 +135,7 @@ export class ScenarioTraffic {
     const payload = JSON.stringify({
       workflow: s.workflow,
       class: s.class,
-      deadlineMs: this.opts.deadlineMs[s.class],
+      deadlineMs: this.opts.deadlineMs?.[s.class],
       input: { message: 'Where is order 42?', orderId: String(request) },
     });
     const req = http.request(

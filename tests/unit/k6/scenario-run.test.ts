@@ -57,7 +57,7 @@ describe('submit', () => {
     expect(calls[0]!.params.headers.Authorization).toBe('Bearer local-key-a');
     expect(calls[0]!.params.tags).toEqual({ call: 'submit' });
     expect(calls[0]!.params.responseCallback).toEqual({ expected: [202, 429, 503] });
-    expect(JSON.parse(calls[0]!.body!)).toMatchObject({ workflow: 'support-reply', class: 'interactive' });
+    expect(JSON.parse(calls[0]!.body!)).toMatchObject({ workflow: 'support-reply', class: 'interactive', deadlineMs: 2_000 });
     expect(sleptSec).toEqual([0.5, 1]);
     expect(results.map((r) => r.tags)).toEqual(Array(3).fill({ kind: 'contract' }));
     expect(results.every((r) => Object.values(r.checks).every(Boolean))).toBe(true);

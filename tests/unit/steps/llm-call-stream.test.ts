@@ -145,6 +145,14 @@ describe('callLlm against the provider simulator', () => {
     expect(error).toMatchObject({ kind: 'http_status', status: 529, retryable: true });
     expect(await callsMade()).toBe(1);
   });
+
+  it('lets the SDK retry on its own only when sdkMaxRetries asks for it, waiting out retry-after inside the call', async () => {
+    await setFault({ target: 'anthropic', errorStatus: 429, retryAfterSec: 0 });
+    const req = request();
+    const error = await failure(callLlm(client, { ...req, config: { ...req.config, sdkMaxRetries: 2 } }));
+    expect(error).toMatchObject({ kind: 'http_status', status: 429 });
+    expect(await callsMade()).toBe(3);
+  });
 });
 
 interface Scripted {

@@ -10,6 +10,7 @@ const scenario = (over: Partial<Record<string, unknown>> = {}): Scenario =>
       name: 'unit',
       description: 'unit',
       durationSec: 10,
+      deadlineSec: { interactive: 2, batch: 60 },
       arrivals: [{ tenant: 'tenant-a', workflow: 'support-reply', class: 'interactive', pattern: { kind: 'constant', rate: 1 } }],
       clientRetry: { kind: 'none' },
       faults: [{ atSec: 2, forSec: 4, target: 'anthropic', fault: { errorStatus: 429, errorRate: 0.5 } }],
@@ -105,6 +106,7 @@ describe('scenario figures', () => {
     expect(f.duplicates).toBe(1);
     expect(f.answers).toEqual({ accepted: 3, '429 rate_limited': 1 });
     expect(f.terminal).toEqual({ completed: 2, none: 1 });
+    expect(f.completedRequests).toBe(2);
     expect(f.gaveUp).toBe(2);
     expect(f.backlogBound).toBe(100);
     expect(f.quietTenantsP99Ms).toBeNull();

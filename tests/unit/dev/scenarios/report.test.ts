@@ -11,6 +11,7 @@ const figures = (over: Partial<SystemFigures>): SystemFigures => ({
   dropped: 0,
   answers: { accepted: 8, '429 rate_limited': 2 },
   terminal: { completed: 8 },
+  completedRequests: 8,
   gaveUp: 0,
   latency: { interactive: { toAnswer: summary, toFirstEvent: summary }, batch: { toAnswer: summary, toFirstEvent: summary } },
   httpAnswer: summary,

@@ -14,14 +14,16 @@ describe('scenario systems', () => {
     expect(JSON.stringify(local)).toBe(before);
   });
 
-  it('gives the naive system no bound that binds, no caps, no breakers, no pacing, no fallbacks and the SDK default retries', () => {
+  it('gives the naive system no bound that binds, no caps, breakers, pacing, deadlines or fallbacks, and the SDK default retries only', () => {
     const local = parsed(localConfig());
     const naive = parsed(naiveSystem(localConfig()));
     expect(naive.processor.enforceCaps).toBe(false);
+    expect(naive.processor.maxInFlight).toBe(local.processor.maxInFlight);
     expect(naive.processor.pacing.enabled).toBe(false);
-    expect(naive.processor.runRetry).toEqual({ maxAttempts: 3, baseMs: 500, capMs: 8_000 });
-    expect(naive.processor.maxInFlight).toBeGreaterThan(local.processor.maxInFlight * 100);
+    expect(naive.processor.runRetry.maxAttempts).toBe(1);
     expect(naive.admission.maxBacklog).toBeGreaterThan(local.admission.maxBacklog * 1_000);
+    expect(naive.api.deadlineMs.defaultInteractive).toBe(3_600_000);
+    expect(naive.api.deadlineMs.defaultBatch).toBe(3_600_000);
     for (const t of Object.values(naive.tenants)) {
       expect(t.fallback).toBe('fail');
       expect(t.admission.bucket.capacity).toBeGreaterThanOrEqual(1_000_000);
@@ -33,7 +35,9 @@ describe('scenario systems', () => {
       expect(d.breaker.minimumCalls).toBe(100_000);
       expect(d.breaker.failureThreshold).toBe(100_000);
       expect(d.rateLimit).toBeUndefined();
+      if (d.kind === 'llm') expect(d.sdkMaxRetries).toBe(2);
     }
+    expect(local.dependencies.anthropic).toMatchObject({ sdkMaxRetries: 0 });
     // The same parts: tenants, workflows and dependencies are local.yaml's.
     expect(Object.keys(naive.tenants)).toEqual(Object.keys(local.tenants));
     expect(Object.keys(naive.workflows)).toEqual(Object.keys(local.workflows));
