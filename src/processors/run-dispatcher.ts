@@ -20,6 +20,12 @@ export interface DispatchTask extends HoldableTask {
 
 /** Permit requests in flight at once per dispatch round. */
 const ACQUIRE_BATCH = 16;
+/**
+ * How often waiting runs are checked for a passed deadline. A run waiting behind a cap is not
+ * looked at until the cap frees, so without the sweep it would expire only then, long after its
+ * caller stopped waiting; with it, at most this much after its deadline.
+ */
+const EXPIRY_SWEEP_MS = 100;
 
 export interface RunDispatcherDeps {
   permits: RunPermitSource;
@@ -81,6 +87,7 @@ export class RunDispatcher {
   private readonly unsubscribe: () => void;
   private readonly unsubscribeBreakers: () => void;
   private readonly poll: NodeJS.Timeout;
+  private readonly expirySweep: NodeJS.Timeout;
 
   constructor(private readonly deps: RunDispatcherDeps) {
     this.now = deps.now ?? Date.now;
@@ -90,6 +97,8 @@ export class RunDispatcher {
     this.unsubscribeBreakers = deps.breakers?.onChange(() => this.wake()) ?? (() => undefined);
     this.poll = setInterval(() => this.wake(), deps.fallbackPollMs);
     this.poll.unref();
+    this.expirySweep = setInterval(() => this.expireWaiting(), EXPIRY_SWEEP_MS);
+    this.expirySweep.unref();
   }
 
   get waiting(): number {
@@ -135,6 +144,7 @@ export class RunDispatcher {
   async stop(graceMs: number): Promise<number> {
     this.stopped = true;
     clearInterval(this.poll);
+    clearInterval(this.expirySweep);
     this.backingOff.clear();
     this.unsubscribe();
     this.unsubscribeBreakers();
@@ -149,6 +159,13 @@ export class RunDispatcher {
     this.blockedTenants.clear();
     this.blockedClasses.clear();
     this.pump();
+  }
+
+  /** Waiting runs whose deadline passed are ended now (without permits), wherever they wait in line. */
+  private expireWaiting(): void {
+    if (this.queue.size === 0 || this.stopped) return;
+    const now = this.now();
+    for (const w of this.queue.removeWhere((task) => isExpired(task.run.deadline, now))) this.start(w, undefined);
   }
 
   private isBlocked = (runClass: RunClass, tenant: string) => this.blockedClasses.has(runClass) || this.blockedTenants.has(`${runClass}\u0000${tenant}`);

@@ -152,6 +152,24 @@ describe('RunDispatcher', () => {
     expect(p.attempts).toEqual([]);
   });
 
+  it('ends a run whose deadline passes while it waits behind a full cap at its deadline, not when the cap frees', async () => {
+    const p = permitSource({ global: 10, perTenant: 1 });
+    const ex = controllableExecutor();
+    let now = NOW;
+    const d = make(p.source, ex.execute, 10, [], () => now);
+    d.submit({ run: run('holder', 'a'), source: 'p0', offset: 0, context: ATTEMPT });
+    d.submit({ run: run('waiter', 'a', 'interactive', NOW + 1_000), source: 'p0', offset: 1, context: ATTEMPT });
+    d.submit({ run: run('patient', 'a'), source: 'p0', offset: 2, context: ATTEMPT });
+    await settle();
+    expect(ex.started).toEqual(['holder']);
+    now = NOW + 1_001;
+    // The tenant stays at its cap: only the sweep can find the waiter.
+    await new Promise((r) => setTimeout(r, 250));
+    expect(ex.started).toEqual(['holder', 'waiter']);
+    expect(d.waiting).toBe(1);
+    expect(p.attempts.filter((id) => id === 'waiter')).toHaveLength(1);
+  });
+
   it('reports each finished run once, and gives its permits back', async () => {
     const p = permitSource({ global: 10, perTenant: 10 });
     const finished: string[] = [];
