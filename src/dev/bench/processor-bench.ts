@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import type { Consumer, Kafka } from 'kafkajs';
+import { pino } from 'pino';
 import { parse, stringify } from 'yaml';
 import { parseConfig } from '../../config/load.js';
 import { EventCodec } from '../../events/codec.js';
@@ -665,7 +666,8 @@ export interface BenchHarness {
  * stopped (killed on a signal or an exit) and the temp dir removed.
  */
 export async function withBenchHarness<T>(name: string, body: (h: BenchHarness) => Promise<T>): Promise<T> {
-  const logger = createLogger('warn');
+  // Stdout carries the figures (a table or one JSON object): the harness's own logs go to stderr.
+  const logger = createLogger('warn', 'sluice', pino.destination(2));
   const infra = await infraUp({ stateDir: process.env.SLUICE_STATE_DIR ?? '.sluice', logger });
   const children = new Children();
   const killAll = () => children.killAll();
