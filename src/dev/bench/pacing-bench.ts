@@ -5,7 +5,8 @@ import { StepError } from '../../steps/step-error.js';
 import type { RateLimit } from '../sim/fault-profile.js';
 import { DEP, llmRequest, oneCallConfig, oneCallRun, runInProcess, sleep, startSim, type InProcessResult, type Sim } from './in-process-sluice.js';
 import { seededRandom } from '../../util/seeded-random.js';
-import { arrivalPlan, latencySummary, rateFigures, type LatencySummary, type RateFigures } from './pacing-figures.js';
+import { latencySummary, type LatencySummary } from './latency-summary.js';
+import { arrivalPlan, rateFigures, type RateFigures } from './pacing-figures.js';
 
 export interface PacingBenchOptions {
   /** The provider's request limit per minute (R). */

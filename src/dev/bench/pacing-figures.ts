@@ -1,5 +1,4 @@
 /** The pure parts of the pacing bench (pacing-bench.ts): its seeded arrival mix and its figures. */
-import hdr from 'hdr-histogram-js';
 import type { RunClass } from '../../events/schemas.js';
 
 export interface Arrival {
@@ -24,25 +23,6 @@ export function arrivalPlan(count: number, random: () => number): Arrival[] {
     const mix = TENANT_MIX[Math.min(TENANT_MIX.length - 1, Math.floor(random() * TENANT_MIX.length))]!;
     return { tenantId: mix.tenantId, class: random() < mix.interactiveShare ? 'interactive' : 'batch' };
   });
-}
-
-export interface LatencySummary {
-  count: number;
-  /** Milliseconds; NaN when nothing was recorded. */
-  p50: number;
-  p99: number;
-}
-
-/** p50 and p99 of latencies in ms, by an HDR histogram at 3 significant digits (1 ms to 1 h). */
-export function latencySummary(latenciesMs: readonly number[]): LatencySummary {
-  if (latenciesMs.length === 0) return { count: 0, p50: NaN, p99: NaN };
-  const histogram = hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 3_600_000, numberOfSignificantValueDigits: 3 });
-  try {
-    for (const ms of latenciesMs) histogram.recordValue(Math.min(3_600_000, Math.max(1, Math.round(ms))));
-    return { count: latenciesMs.length, p50: histogram.getValueAtPercentile(50), p99: histogram.getValueAtPercentile(99) };
-  } finally {
-    histogram.destroy();
-  }
 }
 
 export interface RateFigures {

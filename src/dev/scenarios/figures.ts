@@ -3,18 +3,11 @@
  * (traffic.ts) and the simulator's counters once a second (provider-timeline.ts). Pure, so each
  * definition below is unit-tested; docs/scenarios.md gives them in words.
  */
-import hdr from 'hdr-histogram-js';
+import { latencySummary, type LatencySummary } from '../bench/latency-summary.js';
 import type { TimelineSecond } from './chart.js';
 import type { ProviderSample } from './provider-timeline.js';
 import type { Scenario } from './scenario.js';
 import type { SendRecord } from './traffic.js';
-
-export interface LatencySummary {
-  count: number;
-  p50Ms: number;
-  p99Ms: number;
-  maxMs: number;
-}
 
 export interface SystemFigures {
   /** Sends made, client retries included. */
@@ -76,16 +69,6 @@ export interface Span {
 const SECOND_MS = 1_000;
 /** Resolution of the backlog series the drain time is read from. */
 const BACKLOG_STEP_MS = 100;
-
-export function summarize(valuesMs: readonly number[]): LatencySummary {
-  if (valuesMs.length === 0) return { count: 0, p50Ms: 0, p99Ms: 0, maxMs: 0 };
-  const h = hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 3_600_000_000, numberOfSignificantValueDigits: 3 });
-  for (const ms of valuesMs) h.recordValue(Math.max(1, Math.round(ms * 1000)));
-  const at = (p: number) => h.getValueAtPercentile(p) / 1000;
-  const out = { count: valuesMs.length, p50Ms: at(50), p99Ms: at(99), maxMs: h.maxValue / 1000 };
-  h.destroy();
-  return out;
-}
 
 /** When a send was answered: its run's terminal status if accepted (never, if the run never ended), else its HTTP answer. */
 export function answerMs(s: SendRecord): number | undefined {
@@ -215,14 +198,14 @@ export function systemFigures(inputs: FigureInputs): SystemFigures {
   const ofClass = (c: 'interactive' | 'batch') => {
     const mine = sends.filter((s) => s.class === c);
     return {
-      toAnswer: summarize(mine.map((s) => latencyMs(s, endMs))),
-      toFirstEvent: summarize(mine.flatMap((s) => (s.firstEventMs === undefined ? [] : [s.firstEventMs - s.dueMs]))),
+      toAnswer: latencySummary(mine.map((s) => latencyMs(s, endMs))),
+      toFirstEvent: latencySummary(mine.flatMap((s) => (s.firstEventMs === undefined ? [] : [s.firstEventMs - s.dueMs]))),
     };
   };
   const lastOfRequest = new Map<number, SendRecord>();
   for (const s of sends) if ((lastOfRequest.get(s.request)?.attempt ?? 0) < s.attempt) lastOfRequest.set(s.request, s);
   const latency = { interactive: ofClass('interactive'), batch: ofClass('batch') };
-  const httpAnswer = summarize(sends.flatMap((s) => (s.answeredMs === undefined ? [] : [s.answeredMs - s.dueMs])));
+  const httpAnswer = latencySummary(sends.flatMap((s) => (s.answeredMs === undefined ? [] : [s.answeredMs - s.dueMs])));
   const tenants = [...new Set(sends.map((s) => s.tenant))];
   const noisy = new Set(scenario.arrivals.filter((a) => a.noisy === true).map((a) => a.tenant));
   const calls = cumulativeAt(inputs.samples, (s) => s.llmCalls);
@@ -243,10 +226,10 @@ export function systemFigures(inputs: FigureInputs): SystemFigures {
     gaveUp: [...lastOfRequest.values()].filter((s) => s.terminalStatus !== 'completed').length,
     latency,
     httpAnswer,
-    tenantP99Ms: Object.fromEntries(tenants.map((t) => [t, summarize(sends.filter((s) => s.tenant === t).map((s) => latencyMs(s, endMs))).p99Ms])),
-    quietTenantsP99Ms: noisy.size === 0 ? null : summarize(sends.filter((s) => !noisy.has(s.tenant)).map((s) => latencyMs(s, endMs))).p99Ms,
-    interactiveP99Ms: latency.interactive.toAnswer.p99Ms,
-    answerP99Ms: httpAnswer.p99Ms,
+    tenantP99Ms: Object.fromEntries(tenants.map((t) => [t, latencySummary(sends.filter((s) => s.tenant === t).map((s) => latencyMs(s, endMs))).p99])),
+    quietTenantsP99Ms: noisy.size === 0 ? null : latencySummary(sends.filter((s) => !noisy.has(s.tenant)).map((s) => latencyMs(s, endMs))).p99,
+    interactiveP99Ms: latency.interactive.toAnswer.p99,
+    answerP99Ms: httpAnswer.p99,
     providerCalls,
     offeredCalls: offered,
     providerCallsPerOffered: offered === 0 ? 0 : providerCalls / offered,
@@ -278,7 +261,7 @@ export function timeline(inputs: FigureInputs): TimelineSecond[] {
       admitted: sends.filter((s) => s.outcome?.kind === 'accepted' && bin(s.answeredMs) === i).length,
       refused: sends.filter((s) => s.outcome !== undefined && s.outcome.kind !== 'accepted' && bin(s.answeredMs) === i).length,
       completed: sends.filter((s) => bin(s.terminalMs) === i).length,
-      p99Ms: answered.length === 0 ? null : summarize(answered.map((s) => latencyMs(s, endMs))).p99Ms,
+      p99Ms: answered.length === 0 ? null : latencySummary(answered.map((s) => latencyMs(s, endMs))).p99,
       providerCalls: Math.round(calls(from + SECOND_MS) - calls(from)),
       provider429: Math.round(errors(from + SECOND_MS) - errors(from)),
       backlog: backlog(from + SECOND_MS),

@@ -44,12 +44,14 @@ function figureFor(target: keyof ScenarioTargets, systems: Partial<Record<RunLab
 export function targetVerdicts(scenario: Scenario, systems: Partial<Record<RunLabel, SystemFigures>>): TargetVerdict[] {
   return (Object.entries(scenario.targets) as [keyof ScenarioTargets, number | undefined][]).flatMap(([target, bound]) => {
     if (bound === undefined) return [];
-    const value = figureFor(target, systems);
+    const figure = figureFor(target, systems);
+    // A latency of nothing (no such request) is NaN: not measured.
+    const value = figure !== null && Number.isFinite(figure) ? figure : null;
     return [{ target, bound, value, met: value !== null && value <= bound }];
   });
 }
 
-const num = (v: number | null, digits = 0): string => (v === null ? 'n/a' : v.toFixed(digits));
+const num = (v: number | null, digits = 0): string => (v === null || !Number.isFinite(v) ? 'n/a' : v.toFixed(digits));
 const tally = (r: Record<string, number>): string =>
   Object.entries(r)
     .sort((a, b) => b[1] - a[1])
@@ -61,10 +63,10 @@ const ROWS: [string, (f: SystemFigures) => string][] = [
   ['answers', (f) => tally(f.answers)],
   ['terminal statuses of accepted runs', (f) => tally(f.terminal)],
   ['requests answered by a completed run (goodput) / without one', (f) => `${f.completedRequests} / ${f.gaveUp}`],
-  ['interactive send → answer p50 / p99 / max (ms)', (f) => `${num(f.latency.interactive.toAnswer.p50Ms)} / ${num(f.latency.interactive.toAnswer.p99Ms)} / ${num(f.latency.interactive.toAnswer.maxMs)}`],
-  ['interactive send → first event p50 / p99 (ms)', (f) => `${num(f.latency.interactive.toFirstEvent.p50Ms)} / ${num(f.latency.interactive.toFirstEvent.p99Ms)}`],
-  ['batch send → answer p50 / p99 / max (ms)', (f) => `${num(f.latency.batch.toAnswer.p50Ms)} / ${num(f.latency.batch.toAnswer.p99Ms)} / ${num(f.latency.batch.toAnswer.maxMs)}`],
-  ['HTTP answer p50 / p99 / max (ms)', (f) => `${num(f.httpAnswer.p50Ms)} / ${num(f.httpAnswer.p99Ms)} / ${num(f.httpAnswer.maxMs)}`],
+  ['interactive send → answer p50 / p99 / max (ms)', (f) => `${num(f.latency.interactive.toAnswer.p50)} / ${num(f.latency.interactive.toAnswer.p99)} / ${num(f.latency.interactive.toAnswer.max)}`],
+  ['interactive send → first event p50 / p99 (ms)', (f) => `${num(f.latency.interactive.toFirstEvent.p50)} / ${num(f.latency.interactive.toFirstEvent.p99)}`],
+  ['batch send → answer p50 / p99 / max (ms)', (f) => `${num(f.latency.batch.toAnswer.p50)} / ${num(f.latency.batch.toAnswer.p99)} / ${num(f.latency.batch.toAnswer.max)}`],
+  ['HTTP answer p50 / p99 / max (ms)', (f) => `${num(f.httpAnswer.p50)} / ${num(f.httpAnswer.p99)} / ${num(f.httpAnswer.max)}`],
   ['p99 per tenant, send → answer (ms)', (f) => Object.entries(f.tenantP99Ms).map(([t, v]) => `${t} ${num(v)}`).join(', ')],
   ['LLM calls / offered (overall)', (f) => `${num(f.providerCalls)} / ${num(f.offeredCalls)} = ${num(f.providerCallsPerOffered, 2)}`],
   ['LLM calls per offered during the faults', (f) => num(f.providerCallsPerOfferedDuringFault, 2)],

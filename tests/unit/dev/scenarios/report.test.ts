@@ -4,7 +4,7 @@ import { faultChangesMs } from '../../../../src/dev/scenarios/provider-timeline.
 import { scenarioTable, targetVerdicts } from '../../../../src/dev/scenarios/report.js';
 import { loadScenario } from '../../../../src/dev/scenarios/scenario.js';
 
-const summary = { count: 1, p50Ms: 1, p99Ms: 1, maxMs: 1 };
+const summary = { count: 1, p50: 1, p99: 1, max: 1 };
 const figures = (over: Partial<SystemFigures>): SystemFigures => ({
   offered: 10,
   requests: 8,
@@ -43,6 +43,11 @@ describe('scenario report', () => {
       { target: 'lost', bound: 0, value: 0, met: true },
       { target: 'duplicates', bound: 0, value: 0, met: true },
     ]);
+  });
+
+  it('counts a latency of nothing as not measured, so its target is not met', () => {
+    const [verdict] = targetVerdicts(loadScenario('spike'), { sluice: figures({ answerP99Ms: NaN }) });
+    expect(verdict).toEqual({ target: 'answerP99Ms', bound: 100, value: null, met: false });
   });
 
   it('compares the quiet tenants with and without the noisy one', () => {
