@@ -8,7 +8,7 @@ import type { Metrics } from '../obs/metrics.js';
 import { NO_TOKENS, estimateInputTokens, usedTokens } from '../pacing/pacing-policy.js';
 import type { RetryBudgetSource } from '../retries/retry-budget.js';
 import { nextRetryDelay } from '../retries/retry-policy.js';
-import { MIN_USEFUL_CALL_MS, clampTimeout } from '../runs/deadline.js';
+import { MIN_USEFUL_CALL_MS, clampTimeout, timedOutOnDeadline } from '../runs/deadline.js';
 import type { LlmRequest, LlmResult } from '../steps/llm-call.js';
 import { composeUserTurn } from '../steps/prompt.js';
 import { StepError } from '../steps/step-error.js';
@@ -145,7 +145,9 @@ export class StepCaller {
         return await callTool({ dependency: depName, url, body: { input, steps: outputs }, headers, timeouts });
       }
       throw new StepError('bad_response', depName, `step "${step.id}" is ${step.kind} but "${depName}" is ${dep.kind}`, false);
-    } catch (err) {
+    } catch (caught) {
+      // A budget our deadline cut short ran out: the run is out of time, the dependency is not at fault.
+      const err = caught instanceof StepError && timedOutOnDeadline(caught.kind, dep.timeouts, timeoutMs) ? new StepError('deadline', depName, `${depName}: the run's deadline ended the call (${caught.message})`, false) : caught;
       failure = err;
       outcome = err instanceof StepError ? err.kind : 'error';
       // A failed call keeps its booking: whether the provider counted its tokens is unknown.

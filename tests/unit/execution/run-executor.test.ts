@@ -370,6 +370,22 @@ describe('RunExecutor and the shared breakers', () => {
     expect(recorded).toEqual([{ dependency: 'anthropic', token: `${run.runId}:1:understand:1`, outcome: 'failure' }]);
   });
 
+  it('does not blame the dependency for a timeout its own budgets did not cause: the run\'s deadline cut the call short', async () => {
+    const timedOut = () => {
+      const llm = async (): Promise<LlmResult> => {
+        throw new StepError('total_timeout', 'anthropic', 'anthropic: no complete answer in time', true);
+      };
+      return { admit: [{ allowed: true, probe: true }], deps: { llm } };
+    };
+    // local.yaml gives anthropic 35 s in all: a run with 30 s left clamps the call to them.
+    const clamped = executor([], new Map(), [], undefined, timedOut());
+    await clamped.exec.execute({ ...run, deadline: NOW + 30_000 }, ATTEMPT);
+    expect(clamped.recorded).toEqual([{ dependency: 'anthropic', token: `${run.runId}:1:understand:1`, outcome: 'released' }]);
+    const own = executor([], new Map(), [], undefined, timedOut());
+    await own.exec.execute({ ...run, deadline: NOW + 3_600_000 }, ATTEMPT);
+    expect(own.recorded[0]).toEqual({ dependency: 'anthropic', token: `${run.runId}:1:understand:1`, outcome: 'failure' });
+  });
+
   it('publishes one waiting event in the attempt\'s slot 0 for a run held before it starts', async () => {
     const { exec, published } = executor([]);
     await exec.publishHeld(run, 'anthropic', NOW + 5_000);
