@@ -2,6 +2,7 @@ import { Command } from 'commander';
 import { ADMISSION_TARGETS, benchAdmission, type AdmissionTarget } from './admission-bench.js';
 import { startBareServer } from './bare-server.js';
 import type { BullWork } from './bullmq-worker.js';
+import { RUN_LABELS, type RunLabel } from '../scenarios/systems.js';
 
 const numbers = (v: string) =>
   v.split(',').map((s) => {
@@ -15,6 +16,12 @@ const bounded = (min: number, max: number) => (v: string) => {
   if (!Number.isInteger(n) || n < min || n > max) throw new Error(`not an integer in [${min}, ${max}]: ${v}`);
   return n;
 };
+
+const runLabels = (v: string) =>
+  v.split(',').map((l) => {
+    if (!(RUN_LABELS as readonly string[]).includes(l)) throw new Error(`not one of ${RUN_LABELS.join(', ')}: ${l}`);
+    return l as RunLabel;
+  });
 
 const admissionTargets = (v: string) =>
   v.split(',').map((t) => {
@@ -155,11 +162,12 @@ program
   .option('--time-scale <k>', 'divides every duration and instant of the scenario, rates unchanged (1 - 100)', Number, 1)
   .option('--seed <n>', 'seed of the send times', bounded(0, 2 ** 31 - 1), 1)
   .option('--chart <path>', 'write the timeline chart (SVG) here', undefined)
+  .option('--systems <list>', `only these systems, comma-separated, of ${RUN_LABELS.join(', ')}`, runLabels)
   .option('--json', 'print the report as one JSON object instead of a table', false)
-  .action(async (o: { name: string; timeScale: number; seed: number; chart?: string; json: boolean }) => {
+  .action(async (o: { name: string; timeScale: number; seed: number; chart?: string; systems?: RunLabel[]; json: boolean }) => {
     if (!(o.timeScale >= 1 && o.timeScale <= 100)) throw new Error(`--time-scale must be in [1, 100], got ${o.timeScale}`);
     const { benchScenario } = await import('../scenarios/harness.js');
-    await benchScenario({ name: o.name, timeScale: o.timeScale, seed: o.seed, json: o.json, chartPath: o.chart });
+    await benchScenario({ name: o.name, timeScale: o.timeScale, seed: o.seed, json: o.json, chartPath: o.chart, systems: o.systems });
   });
 
 program

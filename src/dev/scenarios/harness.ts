@@ -28,7 +28,7 @@ import { driveProvider, readProviderSample } from './provider-timeline.js';
 import { scenarioTable, targetVerdicts, type TargetVerdict } from './report.js';
 import { loadScenario, type Scenario } from './scenario.js';
 import { StatusFollower } from './status-follower.js';
-import { SYSTEM_BUILDERS, llmCallsPerRun, type SystemName } from './systems.js';
+import { SYSTEM_BUILDERS, llmCallsPerRun, type RunLabel, type SystemName } from './systems.js';
 import { ScenarioTraffic, type SendRecord } from './traffic.js';
 
 export interface ScenarioRunOptions {
@@ -40,10 +40,10 @@ export interface ScenarioRunOptions {
   chartPath?: string;
   /** Directory of the scenario files (default k6/scenarios). */
   scenarioDir?: string;
+  /** Only these systems (default: all the scenario calls for). */
+  systems?: readonly RunLabel[];
 }
 
-/** A system as run: `sluice-without-noisy` is Sluice with the noisy streams left out. */
-export type RunLabel = SystemName | 'sluice-without-noisy';
 
 export interface ScenarioReport {
   scenario: string;
@@ -195,7 +195,7 @@ export async function runScenario(opts: ScenarioRunOptions): Promise<ScenarioRep
       await pool.end();
     }
     const runs: Partial<Record<RunLabel, SystemRun>> = {};
-    for (const label of labelsFor(scenario)) runs[label] = await runSystem(h, scenario, label, opts, stamp);
+    for (const label of labelsFor(scenario).filter((l) => opts.systems?.includes(l) ?? true)) runs[label] = await runSystem(h, scenario, label, opts, stamp);
     const systems = Object.fromEntries(Object.entries(runs).map(([k, r]) => [k, r.figures])) as Partial<Record<RunLabel, SystemFigures>>;
     let chart: string | undefined;
     if (opts.chartPath !== undefined) {

@@ -3,7 +3,8 @@
  * naive system is the baseline the figures are compared with, side by side.
  */
 import type { SystemFigures } from './figures.js';
-import type { RunLabel, ScenarioReport } from './harness.js';
+import type { ScenarioReport } from './harness.js';
+import type { RunLabel } from './systems.js';
 import type { Scenario, ScenarioTargets } from './scenario.js';
 
 export interface TargetVerdict {

@@ -5,8 +5,10 @@
  * and answers a new one.
  */
 
-export const SYSTEMS = ['sluice', 'naive'] as const;
-export type SystemName = (typeof SYSTEMS)[number];
+export type SystemName = 'sluice' | 'naive';
+/** A system as run: `sluice-without-noisy` is Sluice with the noisy streams left out. */
+export const RUN_LABELS = ['sluice', 'sluice-without-noisy', 'naive'] as const;
+export type RunLabel = (typeof RUN_LABELS)[number];
 
 /** Big enough never to bind: the naive system accepts and starts everything. */
 const UNBOUNDED = 1_000_000;

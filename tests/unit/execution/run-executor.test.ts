@@ -375,7 +375,7 @@ describe('RunExecutor and the shared breakers', () => {
       const llm = async (): Promise<LlmResult> => {
         throw new StepError('total_timeout', 'anthropic', 'anthropic: no complete answer in time', true);
       };
-      return { admit: [{ allowed: true, probe: true }], deps: { llm } };
+      return { admit: [{ allowed: true as const, probe: true }], deps: { llm } };
     };
     // local.yaml gives anthropic 35 s in all: a run with 30 s left clamps the call to them.
     const clamped = executor([], new Map(), [], undefined, timedOut());
