@@ -21,6 +21,7 @@ import { freePort } from '../../util/free-port.js';
 import { waitForHttp } from '../bench/admission-bench.js';
 import { deleteKeys } from '../bench/bench-redis.js';
 import { childEnv, localConfig, withBenchHarness, writeYaml, type BenchHarness } from '../bench/processor-bench.js';
+import { runOpenLoop } from '../bench/open-loop.js';
 import { simAdmin } from '../bench/sim-admin.js';
 import { writeScenarioChart, type ScenarioChartInput } from './chart.js';
 import { systemFigures, timeline, type SystemFigures } from './figures.js';
@@ -62,6 +63,7 @@ const REQUEST_TIMEOUT_MS = 10_000;
 const MAX_OUTSTANDING = 2_000;
 const WARMUP_RUNS = 6;
 const WARMUP_TIMEOUT_MS = 90_000;
+const HTTP_WARMUP_SEC = 2;
 /** The processes of one system, each its own process as in production. */
 const PROCESS_ROLES = ['api', 'processor', 'status-sink,dlq-sink'] as const;
 
@@ -73,6 +75,11 @@ interface SystemRun {
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 const deadlinesMs = (s: Pick<Scenario, 'deadlineSec'>): Record<RunClass, number> => ({ interactive: s.deadlineSec.interactive * 1000, batch: s.deadlineSec.batch * 1000 });
+
+/** The most requests per second the scenario's streams send at once (each at its highest rate). */
+function peakRatePerSec(scenario: Scenario): number {
+  return scenario.arrivals.reduce((sum, { pattern: p }) => sum + (p.kind === 'constant' ? p.rate : p.kind === 'ramp' ? Math.max(p.from, p.to) : Math.max(p.base, p.peak)), 0);
+}
 
 function labelsFor(scenario: Scenario): RunLabel[] {
   return scenario.arrivals.some((a) => a.noisy === true) ? ['sluice', 'sluice-without-noisy', 'naive'] : ['sluice', 'naive'];
@@ -112,7 +119,7 @@ async function runSystem(h: BenchHarness, scenario: Scenario, label: RunLabel, o
     await Promise.race([Promise.all([waitForHttp(`${simulatorUrl}/healthz`, 60_000), waitForHttp(`http://127.0.0.1:${apiPort}/healthz`, 90_000)]), died]);
 
     follower = await StatusFollower.start(kafka, new EventCodec(new FileSchemaRegistry(registryDir)), namespace);
-    await Promise.race([warmUp(`http://127.0.0.1:${apiPort}`, follower, config), died]);
+    await Promise.race([warmUp(`http://127.0.0.1:${apiPort}`, follower, config, peakRatePerSec(scenario)), died]);
     await simAdmin(simulatorUrl, 'POST', '/stats/reset');
 
     const traffic = new ScenarioTraffic(
@@ -162,7 +169,7 @@ async function runSystem(h: BenchHarness, scenario: Scenario, label: RunLabel, o
  * connections open), then a wait until every tenant's admission bucket has refilled, so the
  * scenario starts from a rested system.
  */
-async function warmUp(apiUrl: string, follower: StatusFollower, config: SluiceConfig): Promise<void> {
+async function warmUp(apiUrl: string, follower: StatusFollower, config: SluiceConfig, peakRatePerSec: number): Promise<void> {
   const scenario: Scenario = {
     name: 'warm-up',
     description: 'warm-up',
@@ -180,6 +187,17 @@ async function warmUp(apiUrl: string, follower: StatusFollower, config: SluiceCo
   const { sends } = await warmup.run(WARMUP_TIMEOUT_MS);
   const unfinished = sends.filter((s: SendRecord) => s.terminalStatus !== 'completed');
   if (unfinished.length > 0) throw new Error(`warm-up: ${unfinished.length} of ${sends.length} runs did not complete (${JSON.stringify(unfinished[0])})`);
+  // The HTTP path at the scenario's peak rate, with submissions refused as invalid before they
+  // touch a bucket or a backlog (a deadline below the minimum): a scenario meets a warm API, as
+  // production traffic does, not one compiling its code under the first burst.
+  const rest = await runOpenLoop({
+    url: `${apiUrl}/v1/runs`,
+    ratePerSec: Math.max(1, peakRatePerSec),
+    durationSec: HTTP_WARMUP_SEC,
+    body: () => JSON.stringify({ workflow: 'support-reply', input: {}, deadlineMs: 1 }),
+    headers: { authorization: `Bearer ${TENANT_KEYS['tenant-b']}`, 'content-type': 'application/json' },
+  });
+  if (rest.statuses[400] !== rest.scheduled) throw new Error(`warm-up: expected ${rest.scheduled} answers 400, got ${JSON.stringify(rest.statuses)} and ${rest.errors} errors`);
   const refillMs = Math.max(...Object.values(config.tenants).map((t) => (t.admission.bucket.refillPerSec > 0 ? (t.admission.bucket.capacity / t.admission.bucket.refillPerSec) * 1000 : 0)));
   await sleep(Math.min(refillMs, 10_000));
 }
