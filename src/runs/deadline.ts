@@ -1,6 +1,4 @@
-import type { CallTimeouts } from '../config/schema.js';
 import type { RunClass } from '../events/schemas.js';
-import type { StepErrorKind } from '../steps/step-error.js';
 
 export interface DeadlinePolicy {
   defaultInteractive: number;
@@ -38,22 +36,3 @@ export function clampTimeout(callTimeoutMs: number, deadline: number, now: numbe
 
 /** A call (or a retry, or a wait for one) is not started unless at least this much of the deadline would be left for it. */
 export const MIN_USEFUL_CALL_MS = 100;
-
-/**
- * Whether a call's timeout fired on a budget the run's deadline cut short (`clampedTotalMs`, below
- * the dependency's own total, or a connect or read budget clamped to it), not on one of the
- * dependency's own budgets. Such a call was ended by us: it says nothing about the dependency.
- */
-export function timedOutOnDeadline(kind: StepErrorKind, own: CallTimeouts, clampedTotalMs: number): boolean {
-  if (clampedTotalMs >= own.totalMs) return false;
-  switch (kind) {
-    case 'total_timeout':
-      return true;
-    case 'connect_timeout':
-      return clampedTotalMs < own.connectMs;
-    case 'read_timeout':
-      return clampedTotalMs < own.readMs;
-    default:
-      return false;
-  }
-}

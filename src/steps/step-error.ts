@@ -1,3 +1,4 @@
+import type { CallTimeouts } from '../config/schema.js';
 import type { HeaderReader } from './rate-limit-headers.js';
 
 /** Why a step's call did not produce a result; `retryable` feeds the retry policy. */
@@ -16,5 +17,24 @@ export class StepError extends Error {
   ) {
     super(message);
     this.name = 'StepError';
+  }
+}
+
+/**
+ * Whether a call's timeout fired on a budget the run's deadline cut short (`clampedTotalMs`, below
+ * the dependency's own total, or a connect or read budget clamped to it), not on one of the
+ * dependency's own budgets. Such a call was ended by us: it says nothing about the dependency.
+ */
+export function timedOutOnDeadline(kind: StepErrorKind, own: CallTimeouts, clampedTotalMs: number): boolean {
+  if (clampedTotalMs >= own.totalMs) return false;
+  switch (kind) {
+    case 'total_timeout':
+      return true;
+    case 'connect_timeout':
+      return clampedTotalMs < own.connectMs;
+    case 'read_timeout':
+      return clampedTotalMs < own.readMs;
+    default:
+      return false;
   }
 }

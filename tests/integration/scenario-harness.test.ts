@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, inject, it } from 'vitest';
-import { runScenario } from '../../src/dev/scenarios/harness.js';
+import { runScenario } from '../../src/dev/bench/scenarios/harness.js';
 import { packageRoot } from '../../src/util/package-root.js';
 
 /**

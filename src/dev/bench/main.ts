@@ -2,7 +2,7 @@ import { Command } from 'commander';
 import { ADMISSION_TARGETS, benchAdmission, type AdmissionTarget } from './admission-bench.js';
 import { startBareServer } from './bare-server.js';
 import type { BullWork } from './bullmq-worker.js';
-import { RUN_LABELS, type RunLabel } from '../scenarios/systems.js';
+import { RUN_LABELS, type RunLabel } from './scenarios/systems.js';
 
 const numbers = (v: string) =>
   v.split(',').map((s) => {
@@ -166,7 +166,7 @@ program
   .option('--json', 'print the report as one JSON object instead of a table', false)
   .action(async (o: { name: string; timeScale: number; seed: number; chart?: string; systems?: RunLabel[]; json: boolean }) => {
     if (!(o.timeScale >= 1 && o.timeScale <= 100)) throw new Error(`--time-scale must be in [1, 100], got ${o.timeScale}`);
-    const { benchScenario } = await import('../scenarios/harness.js');
+    const { benchScenario } = await import('./scenarios/harness.js');
     await benchScenario({ name: o.name, timeScale: o.timeScale, seed: o.seed, json: o.json, chartPath: o.chart, systems: o.systems });
   });
 

@@ -2,8 +2,8 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
-import { expectedArrivals } from '../../../src/dev/scenarios/arrivals.js';
-import type { ArrivalPattern } from '../../../src/dev/scenarios/scenario.js';
+import { expectedArrivals } from '../../../src/dev/bench/scenarios/arrivals.js';
+import type { ArrivalPattern } from '../../../src/dev/bench/scenarios/scenario.js';
 import { packageRoot } from '../../../src/util/package-root.js';
 
 const k6Dir = join(packageRoot(), 'k6');

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { clampTimeout, isExpired, remainingMs, resolveDeadline, timedOutOnDeadline, type DeadlinePolicy } from '../../../src/runs/deadline.js';
+import { clampTimeout, isExpired, remainingMs, resolveDeadline, type DeadlinePolicy } from '../../../src/runs/deadline.js';
 
 const policy: DeadlinePolicy = { defaultInteractive: 30_000, defaultBatch: 3_600_000, min: 1_000, max: 86_400_000 };
 const T0 = 1_767_225_600_000;
@@ -86,26 +86,5 @@ describe('clampTimeout', () => {
   it('is 0 at or past the deadline, never negative', () => {
     expect(clampTimeout(5_000, T0, T0)).toBe(0);
     expect(clampTimeout(5_000, T0, T0 + 60_000)).toBe(0);
-  });
-});
-
-describe('timedOutOnDeadline', () => {
-  const own = { connectMs: 3_000, readMs: 10_000, totalMs: 30_000 };
-
-  it('blames the deadline for a budget it cut below the dependency\'s own', () => {
-    expect(timedOutOnDeadline('total_timeout', own, 29_999)).toBe(true);
-    expect(timedOutOnDeadline('connect_timeout', own, 2_000)).toBe(true);
-    expect(timedOutOnDeadline('read_timeout', own, 9_000)).toBe(true);
-  });
-
-  it('blames the dependency for a budget of its own, even while the deadline shortened another one', () => {
-    expect(timedOutOnDeadline('total_timeout', own, 30_000)).toBe(false);
-    expect(timedOutOnDeadline('connect_timeout', own, 5_000)).toBe(false);
-    expect(timedOutOnDeadline('connect_timeout', own, 3_000)).toBe(false);
-    expect(timedOutOnDeadline('read_timeout', own, 20_000)).toBe(false);
-  });
-
-  it('leaves every failure that is not a timeout alone', () => {
-    for (const kind of ['connection', 'http_status', 'bad_response', 'deadline'] as const) expect(timedOutOnDeadline(kind, own, 1_000)).toBe(false);
   });
 });

@@ -4,10 +4,10 @@
  * status event and its terminal status reached the harness.
  */
 import type { Consumer, Kafka } from 'kafkajs';
-import type { EventCodec } from '../../events/codec.js';
-import { SUBJECTS, type RunStatusChanged } from '../../events/schemas.js';
-import { topicNames } from '../../kafka/topics.js';
-import { isTerminal } from '../../status/run-history.js';
+import type { EventCodec } from '../../../events/codec.js';
+import { SUBJECTS, type RunStatusChanged } from '../../../events/schemas.js';
+import { topicNames } from '../../../kafka/topics.js';
+import { isTerminal } from '../../../status/run-history.js';
 import type { RunWatch } from './traffic.js';
 
 interface Seen {

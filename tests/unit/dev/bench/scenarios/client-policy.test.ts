@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { retryDelayMs, sendOutcome, wantsRetry } from '../../../../src/dev/scenarios/client-policy.js';
+import { retryDelayMs, sendOutcome, wantsRetry } from '../../../../../src/dev/bench/scenarios/client-policy.js';
 
 describe('client policy', () => {
   it('reads an answer: 202 with a run id is accepted, 429 and 503 are refusals, anything else an error', () => {

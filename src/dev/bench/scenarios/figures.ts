@@ -3,7 +3,7 @@
  * (traffic.ts) and the simulator's counters once a second (provider-timeline.ts). Pure, so each
  * definition below is unit-tested; docs/scenarios.md gives them in words.
  */
-import { latencySummary, type LatencySummary } from '../bench/latency-summary.js';
+import { latencySummary, type LatencySummary } from '../latency-summary.js';
 import type { TimelineSecond } from './chart.js';
 import type { ProviderSample } from './provider-timeline.js';
 import type { Scenario } from './scenario.js';

@@ -2,10 +2,10 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../../../src/config/load.js';
-import { ANTHROPIC_TARGET } from '../../../../src/dev/sim/fault-profile.js';
-import { loadScenario, loadScenarios, parseScenario, scenariosDir } from '../../../../src/dev/scenarios/scenario.js';
-import { packageRoot } from '../../../../src/util/package-root.js';
+import { loadConfig } from '../../../../../src/config/load.js';
+import { ANTHROPIC_TARGET } from '../../../../../src/dev/sim/fault-profile.js';
+import { loadScenario, loadScenarios, parseScenario, scenariosDir } from '../../../../../src/dev/bench/scenarios/scenario.js';
+import { packageRoot } from '../../../../../src/util/package-root.js';
 
 const NAMES = ['avalanche', 'baseline', 'hang', 'noisy-neighbour', 'provider-429-storm', 'slow-provider', 'spike'];
 

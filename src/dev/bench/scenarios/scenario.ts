@@ -6,8 +6,8 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { packageRoot } from '../../util/package-root.js';
-import { parseFaultUpdate, type FaultPatch } from '../sim/fault-profile.js';
+import { packageRoot } from '../../../util/package-root.js';
+import { parseFaultUpdate, type FaultPatch } from '../../sim/fault-profile.js';
 
 /** A scenario lasts at most an hour: a typo (an extra zero) must not wedge a run for days. */
 export const MAX_DURATION_SEC = 3_600;

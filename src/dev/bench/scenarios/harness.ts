@@ -9,24 +9,24 @@
 import type { ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import pg from 'pg';
-import { parseConfig } from '../../config/load.js';
-import type { SluiceConfig } from '../../config/schema.js';
-import { migrate } from '../../db/migrate.js';
-import { EventCodec } from '../../events/codec.js';
-import { FileSchemaRegistry } from '../../events/file-schema-registry.js';
-import type { RunClass } from '../../events/schemas.js';
-import { createKafka } from '../../kafka/client.js';
-import { ensureTopics, groupId, topicNames, type GroupRole } from '../../kafka/topics.js';
-import { freePort } from '../../util/free-port.js';
-import { waitForHttp } from '../bench/admission-bench.js';
-import { deleteKeys } from '../bench/bench-redis.js';
-import { childEnv, localConfig, withBenchHarness, writeYaml, type BenchHarness } from '../bench/processor-bench.js';
-import { runOpenLoop } from '../bench/open-loop.js';
-import { simAdmin } from '../bench/sim-admin.js';
+import { parseConfig } from '../../../config/load.js';
+import type { SluiceConfig } from '../../../config/schema.js';
+import { migrate } from '../../../db/migrate.js';
+import { EventCodec } from '../../../events/codec.js';
+import { FileSchemaRegistry } from '../../../events/file-schema-registry.js';
+import type { RunClass } from '../../../events/schemas.js';
+import { createKafka } from '../../../kafka/client.js';
+import { ensureTopics, groupId, topicNames, type GroupRole } from '../../../kafka/topics.js';
+import { freePort } from '../../../util/free-port.js';
+import { waitForHttp } from '../admission-bench.js';
+import { deleteKeys } from '../bench-redis.js';
+import { childEnv, localConfig, withBenchHarness, writeYaml, type BenchHarness } from '../processor-bench.js';
+import { runOpenLoop } from '../open-loop.js';
+import { simAdmin } from '../sim-admin.js';
 import { writeScenarioChart, type ScenarioChartInput } from './chart.js';
 import { systemFigures, timeline, type SystemFigures } from './figures.js';
 import { driveProvider, readProviderSample } from './provider-timeline.js';
-import { scenarioTable, targetVerdicts, type TargetVerdict } from './report.js';
+import { scenarioTable, targetVerdicts, type ScenarioReport } from './report.js';
 import { loadScenario, type Scenario } from './scenario.js';
 import { StatusFollower } from './status-follower.js';
 import { SYSTEM_BUILDERS, llmCallsPerRun, type RunLabel, type SystemName } from './systems.js';
@@ -46,14 +46,6 @@ export interface ScenarioRunOptions {
 }
 
 
-export interface ScenarioReport {
-  scenario: string;
-  timeScale: number;
-  seed: number;
-  systems: Partial<Record<RunLabel, SystemFigures>>;
-  targets: TargetVerdict[];
-  chart?: string;
-}
 
 /** The local demo keys of local.yaml's tenants. */
 const TENANT_KEYS: Record<string, string> = { 'tenant-a': 'local-key-a', 'tenant-b': 'local-key-b', 'tenant-c': 'local-key-c' };

@@ -3,9 +3,17 @@
  * naive system is the baseline the figures are compared with, side by side.
  */
 import type { SystemFigures } from './figures.js';
-import type { ScenarioReport } from './harness.js';
 import type { RunLabel } from './systems.js';
 import type { Scenario, ScenarioTargets } from './scenario.js';
+
+export interface ScenarioReport {
+  scenario: string;
+  timeScale: number;
+  seed: number;
+  systems: Partial<Record<RunLabel, SystemFigures>>;
+  targets: TargetVerdict[];
+  chart?: string;
+}
 
 export interface TargetVerdict {
   target: keyof ScenarioTargets;

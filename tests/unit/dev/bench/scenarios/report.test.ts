@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import type { SystemFigures } from '../../../../src/dev/scenarios/figures.js';
-import { faultChangesMs } from '../../../../src/dev/scenarios/provider-timeline.js';
-import { scenarioTable, targetVerdicts } from '../../../../src/dev/scenarios/report.js';
-import { loadScenario } from '../../../../src/dev/scenarios/scenario.js';
+import type { SystemFigures } from '../../../../../src/dev/bench/scenarios/figures.js';
+import { faultChangesMs } from '../../../../../src/dev/bench/scenarios/provider-timeline.js';
+import { scenarioTable, targetVerdicts } from '../../../../../src/dev/bench/scenarios/report.js';
+import { loadScenario } from '../../../../../src/dev/bench/scenarios/scenario.js';
 
 const summary = { count: 1, p50: 1, p99: 1, max: 1 };
 const figures = (over: Partial<SystemFigures>): SystemFigures => ({

@@ -2,7 +2,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { scenarioChartSpec, scenarioChartSvg, writeScenarioChart, type ScenarioChartInput, type SystemTimeline } from '../../../../src/dev/scenarios/chart.js';
+import { scenarioChartSpec, scenarioChartSvg, writeScenarioChart, type ScenarioChartInput, type SystemTimeline } from '../../../../../src/dev/bench/scenarios/chart.js';
 
 function timeline(system: string, backlogBound: number | null, p99Ms: (t: number) => number | null): SystemTimeline {
   return {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { expectedArrivals, faultAt, sendTimesMs } from '../../../../src/dev/scenarios/arrivals.js';
-import { loadScenarios, type ArrivalPattern, type FaultWindow } from '../../../../src/dev/scenarios/scenario.js';
-import { seededRandom } from '../../../../src/util/seeded-random.js';
+import { expectedArrivals, faultAt, sendTimesMs } from '../../../../../src/dev/bench/scenarios/arrivals.js';
+import { loadScenarios, type ArrivalPattern, type FaultWindow } from '../../../../../src/dev/bench/scenarios/scenario.js';
+import { seededRandom } from '../../../../../src/util/seeded-random.js';
 
 const constant: ArrivalPattern = { kind: 'constant', rate: 20 };
 const ramp: ArrivalPattern = { kind: 'ramp', from: 0, to: 40, overSec: 30 };

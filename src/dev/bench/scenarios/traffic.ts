@@ -1,12 +1,12 @@
 /**
- * A scenario's clients: open-loop sends at the scheduled times (src/dev/scenarios/arrivals.ts),
+ * A scenario's clients: open-loop sends at the scheduled times (src/dev/bench/scenarios/arrivals.ts),
  * whatever the answers, and per request the client's retries (client-policy.ts). Every send is
  * recorded with its times, measured in ms from the run's start; a send's latency counts from its
  * scheduled time, so a generator that falls behind shows as latency, never as a slower client.
  */
 import http from 'node:http';
-import type { RunClass } from '../../events/schemas.js';
-import { seededRandom } from '../../util/seeded-random.js';
+import type { RunClass } from '../../../events/schemas.js';
+import { seededRandom } from '../../../util/seeded-random.js';
 import { sendTimesMs } from './arrivals.js';
 import { retryDelayMs, sendOutcome, wantsRetry, type SendOutcome } from './client-policy.js';
 import type { Scenario } from './scenario.js';

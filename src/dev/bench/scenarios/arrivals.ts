@@ -6,7 +6,7 @@
  * (durationSec, ramp overSec, spike atSec/forSec, fault atSec/forSec) is divided by k, rates per
  * second stay, so a scaled run sends 1/k of the requests at the same pressure per second.
  */
-import type { FaultPatch } from '../sim/fault-profile.js';
+import type { FaultPatch } from '../../sim/fault-profile.js';
 import type { ArrivalPattern, FaultWindow } from './scenario.js';
 
 /** Expected arrivals from 0 to tSec (unscaled): the integral of the pattern's rate. */

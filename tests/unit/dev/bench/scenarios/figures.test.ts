@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { backlogAt, backlogPeak, cumulativeAt, disturbance, drainSec, latencyMs, systemFigures, timeline, type FigureInputs } from '../../../../src/dev/scenarios/figures.js';
-import type { ProviderSample } from '../../../../src/dev/scenarios/provider-timeline.js';
-import { parseScenario, type Scenario } from '../../../../src/dev/scenarios/scenario.js';
-import type { SendRecord } from '../../../../src/dev/scenarios/traffic.js';
+import { backlogAt, backlogPeak, cumulativeAt, disturbance, drainSec, latencyMs, systemFigures, timeline, type FigureInputs } from '../../../../../src/dev/bench/scenarios/figures.js';
+import type { ProviderSample } from '../../../../../src/dev/bench/scenarios/provider-timeline.js';
+import { parseScenario, type Scenario } from '../../../../../src/dev/bench/scenarios/scenario.js';
+import type { SendRecord } from '../../../../../src/dev/bench/scenarios/traffic.js';
 
 const scenario = (over: Partial<Record<string, unknown>> = {}): Scenario =>
   parseScenario(

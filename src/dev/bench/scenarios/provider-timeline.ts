@@ -2,8 +2,8 @@
  * The provider simulator's side of a scenario run: its fault timeline applied through the admin
  * API at the scheduled times, and its call counters read once a second.
  */
-import { ANTHROPIC_TARGET } from '../sim/fault-profile.js';
-import { simAdmin } from '../bench/sim-admin.js';
+import { ANTHROPIC_TARGET } from '../../sim/fault-profile.js';
+import { simAdmin } from '../sim-admin.js';
 import { faultAt } from './arrivals.js';
 import type { FaultWindow } from './scenario.js';
 
