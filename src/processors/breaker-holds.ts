@@ -118,6 +118,13 @@ export class BreakerHolds<T extends HoldableTask> {
     return held.map((h) => h.waiting);
   }
 
+  /** Held runs that `done` says are over (their deadline passed), no longer held. */
+  takeWhere(done: (task: T) => boolean): Waiting<T>[] {
+    const taken = this.held.filter((h) => done(h.waiting.item));
+    if (taken.length > 0) this.held = this.held.filter((h) => !done(h.waiting.item));
+    return taken.map((h) => h.waiting);
+  }
+
   /** Drops held runs of partitions this instance no longer owns; returns how many. */
   forget(source: (s: string) => boolean): number {
     const before = this.held.length;

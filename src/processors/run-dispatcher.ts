@@ -161,11 +161,13 @@ export class RunDispatcher {
     this.pump();
   }
 
-  /** Waiting runs whose deadline passed are ended now (without permits), wherever they wait in line. */
+  /** Waiting runs whose deadline passed are ended now (without permits), wherever they wait: in line, or held for a breaker. */
   private expireWaiting(): void {
-    if (this.queue.size === 0 || this.stopped) return;
+    if (this.stopped) return;
     const now = this.now();
-    for (const w of this.queue.removeWhere((task) => isExpired(task.run.deadline, now))) this.start(w, undefined);
+    const expired = (task: DispatchTask) => isExpired(task.run.deadline, now);
+    const due = [...(this.queue.size === 0 ? [] : this.queue.removeWhere(expired)), ...(this.holds?.takeWhere(expired) ?? [])];
+    for (const w of due) this.start(w, undefined);
   }
 
   private isBlocked = (runClass: RunClass, tenant: string) => this.blockedClasses.has(runClass) || this.blockedTenants.has(`${runClass}\u0000${tenant}`);

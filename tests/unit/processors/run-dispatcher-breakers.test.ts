@@ -292,6 +292,20 @@ describe('RunDispatcher with breakers: holding', () => {
     expect(heldByDependency(s.d).size).toBe(0);
   });
 
+  it('a held run whose deadline passes expires then, not at the next poll or breaker change', async () => {
+    const s = setup({ pollMs: 60_000 });
+    s.b.set('llm', 'open', FAR);
+    s.d.submit(task(run('held', 'a', 'chat', 'batch', NOW + 1_000)));
+    await settle();
+    expect(s.held.map((h) => h.runId)).toEqual(['held']);
+    s.advance(1_000);
+    // No poll for a minute and no breaker change: only the deadline sweep can find it.
+    await until(() => s.ex.expired.length === 1, 'the held run to expire');
+    expect(s.ex.expired).toEqual(['held']);
+    expect(s.d.waiting).toBe(0);
+    expect(s.p.attempts).toEqual([]);
+  });
+
   it('an interactive run that cannot wait for the probe goes on (to its fallback) instead of being held', async () => {
     const s = setup();
     s.b.set('llm', 'open', NOW + 10_000);
