@@ -90,8 +90,11 @@ export function disturbance(scenario: Scenario, timeScale: number): Span | undef
   return { fromMs: (Math.min(...spans.map((s) => s.from)) * SECOND_MS) / timeScale, toMs: (Math.max(...spans.map((s) => s.to)) * SECOND_MS) / timeScale };
 }
 
-/** Accepted runs not yet ended at each instant: +1 at a 202, −1 at its terminal status. */
-export function backlogAt(sends: readonly SendRecord[]): (ms: number) => number {
+/**
+ * The backlog after each change, in time order: +1 at a 202, −1 at its run's terminal status (a
+ * terminal status seen before its 202 counts at the 202). At one instant arrivals count first.
+ */
+function backlogSteps(sends: readonly SendRecord[]): { times: number[]; levels: number[] } {
   const changes: [number, number][] = [];
   for (const s of sends) {
     if (s.outcome?.kind !== 'accepted') continue;
@@ -99,10 +102,13 @@ export function backlogAt(sends: readonly SendRecord[]): (ms: number) => number 
     if (s.terminalMs !== undefined) changes.push([Math.max(s.terminalMs, s.answeredMs!), -1]);
   }
   changes.sort((a, b) => a[0] - b[0] || b[1] - a[1]);
-  const times = changes.map((c) => c[0]);
-  const levels: number[] = [];
   let level = 0;
-  for (const [, d] of changes) levels.push((level += d));
+  return { times: changes.map((c) => c[0]), levels: changes.map(([, d]) => (level += d)) };
+}
+
+/** Accepted runs not yet ended at each instant. */
+export function backlogAt(sends: readonly SendRecord[]): (ms: number) => number {
+  const { times, levels } = backlogSteps(sends);
   return (ms) => {
     // The last change at or before ms.
     let lo = 0;
@@ -117,11 +123,8 @@ export function backlogAt(sends: readonly SendRecord[]): (ms: number) => number 
 }
 
 export function backlogPeak(sends: readonly SendRecord[]): number {
-  let peak = 0;
-  let level = 0;
-  const changes = sends.flatMap((s) => (s.outcome?.kind !== 'accepted' ? [] : [[s.answeredMs!, 1] as const, ...(s.terminalMs === undefined ? [] : [[Math.max(s.terminalMs, s.answeredMs!), -1] as const])]));
-  for (const [, d] of [...changes].sort((a, b) => a[0] - b[0] || b[1] - a[1])) peak = Math.max(peak, (level += d));
-  return peak;
+  // A loop, not Math.max(...levels): a long run has more changes than a call may take arguments.
+  return backlogSteps(sends).levels.reduce((peak, level) => Math.max(peak, level), 0);
 }
 
 /** The simulator's cumulative count at any instant, linear between its readings (flat before the first and after the last). */
