@@ -1,6 +1,7 @@
 /**
- * Provider simulator (`provider-sim` role): an Anthropic Messages API look-alike plus demo
- * tools, with per-target fault profiles switched at run time through /admin.
+ * Provider simulator (`provider-sim` role): an Anthropic Messages API look-alike (which plays a
+ * scripted agent when offered tools, see scripted-agent.ts) plus demo tools, with per-target
+ * fault profiles switched at run time through /admin.
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { once } from 'node:events';
@@ -16,6 +17,7 @@ import Fastify, {
   type FastifyRequest,
 } from 'fastify';
 import type { Logger } from '../../obs/logger.js';
+import { isRecord } from '../../util/is-record.js';
 import { CallStats, type CallStatsSnapshot } from './call-stats.js';
 import {
   ANTHROPIC_TARGET,
@@ -28,6 +30,15 @@ import {
   type FieldError,
 } from './fault-profile.js';
 import { TargetRateLimits, anthropicRateLimitHeaders, describeRefusal, toolRateLimitHeaders, type BucketState, type CallCost } from './rate-limit.js';
+import {
+  MAX_TOOL_NAME_LENGTH,
+  nextTurn,
+  parseAgentDirective,
+  readConversation,
+  type AgentScript,
+  type AgentTool,
+  type AgentTurn,
+} from './scripted-agent.js';
 
 /** Stats bucket for calls that do not say which tenant they serve. */
 export const NO_TENANT = '_none';
@@ -40,6 +51,8 @@ const LEDGER_BOUNDS: LedgerBounds = { maxKeys: 50_000, maxResponseBytes: 64 * 10
 const MAX_IDEMPOTENCY_KEY_LENGTH = 256;
 const REPLY_SNIPPET_CHARS = 200;
 const STREAM_CHUNKS = 5;
+/** The Messages API's bound on the tools of one request. */
+const MAX_TOOLS = 128;
 
 export interface ProviderSimOptions {
   /** The admin key as configured: a SHA-256 hex digest, never the key itself. */
@@ -367,6 +380,8 @@ const DEFAULT_REPORT_ROWS = 100;
 /** A fixed origin keeps order-lookup answers identical across days. */
 const ETA_BASE_MS = Date.UTC(2030, 0, 1);
 const DAY_MS = 86_400_000;
+const DEFAULT_KB_QUERY = 'getting started';
+const KB_TITLES = ['Shipping times', 'Returns and refunds', 'Tracking a parcel', 'Changing a delivery address', 'Payment methods'] as const;
 
 function toolResponse(tool: string, input: unknown): unknown {
   const fields = isRecord(input) ? input : {};
@@ -383,6 +398,15 @@ function toolResponse(tool: string, input: unknown): unknown {
     }
     case 'notify':
       return { delivered: true };
+    case 'kb-search': {
+      const query = typeof fields.query === 'string' && fields.query !== '' ? fields.query : DEFAULT_KB_QUERY;
+      const hash = createHash('sha256').update(query).digest().readUInt32BE(0);
+      const articles = [0, 1].map((offset) => {
+        const title = KB_TITLES[(hash + offset) % KB_TITLES.length]!;
+        return { title, snippet: `${title}: what applies to "${query}".` };
+      });
+      return { query, articles };
+    }
     default:
       return { ok: true, echo: input ?? null };
   }
@@ -395,15 +419,19 @@ interface MessagesRequest {
   userId?: string;
   stream: boolean;
   maxTokens: number;
+  /** Present when the request offers tools: the sim then plays the scripted agent. */
+  agent: { tools: AgentTool[]; script: AgentScript } | undefined;
 }
+
+type SimContentBlock = { type: 'text'; text: string } | { type: 'tool_use'; id: string; name: string; input: Record<string, unknown> };
 
 interface SimMessage {
   id: string;
   type: 'message';
   role: 'assistant';
   model: string;
-  content: { type: 'text'; text: string }[];
-  stop_reason: 'end_turn';
+  content: SimContentBlock[];
+  stop_reason: AgentTurn['stopReason'];
   stop_sequence: null;
   usage: SimUsage;
 }
@@ -472,6 +500,13 @@ function readMessagesRequest(body: unknown): MessagesRequest {
     return { role, content };
   });
   if (body.system !== undefined && typeof body.system !== 'string') checkBlocks(body.system, 'system', ['text']);
+  const tools = readTools(body.tools);
+  let agent: MessagesRequest['agent'];
+  if (tools.length > 0) {
+    const script = parseAgentDirective(textOf(body.system), tools.map((tool) => tool.name));
+    if (!script.ok) invalid('system', script.message);
+    agent = { tools, script: script.value };
+  }
   let userId: string | undefined;
   if (body.metadata !== undefined) {
     if (!isRecord(body.metadata)) invalid('metadata', 'Input should be a valid dictionary');
@@ -480,7 +515,28 @@ function readMessagesRequest(body: unknown): MessagesRequest {
     if (typeof id === 'string' && id !== '') userId = id;
   }
   if (body.stream !== undefined && typeof body.stream !== 'boolean') invalid('stream', 'Input should be a valid boolean');
-  return { model, messages: parsedMessages, system: body.system, userId, stream: body.stream === true, maxTokens: maxTokens as number };
+  return { model, messages: parsedMessages, system: body.system, userId, stream: body.stream === true, maxTokens: maxTokens as number, agent };
+}
+
+function readTools(tools: unknown): AgentTool[] {
+  if (tools === undefined) return [];
+  if (!Array.isArray(tools)) invalid('tools', 'Input should be a valid list');
+  if (tools.length > MAX_TOOLS) invalid('tools', `List should have at most ${MAX_TOOLS} items`);
+  const parsed = tools.map((tool: unknown, index): AgentTool => {
+    const path = `tools.${index}`;
+    if (!isRecord(tool)) invalid(path, 'Input should be a valid dictionary');
+    const name = required(tool, 'name', `${path}.name`);
+    if (typeof name !== 'string' || name === '' || name.length > MAX_TOOL_NAME_LENGTH) {
+      invalid(`${path}.name`, `Input should be a string of 1 to ${MAX_TOOL_NAME_LENGTH} characters`);
+    }
+    const { description } = tool;
+    if (description !== undefined && typeof description !== 'string') invalid(`${path}.description`, 'Input should be a valid string');
+    const schema = required(tool, 'input_schema', `${path}.input_schema`);
+    if (!isRecord(schema)) invalid(`${path}.input_schema`, 'Input should be a valid dictionary');
+    return { name, ...(description !== undefined && { description }), input_schema: schema };
+  });
+  if (new Set(parsed.map((tool) => tool.name)).size !== parsed.length) invalid('tools', 'Tool names must be unique');
+  return parsed;
 }
 
 function isRole(value: unknown): value is 'user' | 'assistant' {
@@ -507,14 +563,21 @@ function checkBlocks(blocks: unknown, path: string, allowedTypes: readonly strin
   });
 }
 
-/** The readable text of a content value: strings, text blocks and tool results, in order. */
+/** The readable text of a content value: strings, text blocks, tool inputs and tool results, in order. */
 function textOf(content: unknown): string {
   if (typeof content === 'string') return content;
   if (!Array.isArray(content)) return '';
   return content
-    .map((block: unknown) => (isRecord(block) ? (typeof block.text === 'string' ? block.text : textOf(block.content)) : ''))
+    .map(blockText)
     .filter((text) => text !== '')
     .join(' ');
+}
+
+function blockText(block: unknown): string {
+  if (!isRecord(block)) return '';
+  if (typeof block.text === 'string') return block.text;
+  if (block.type === 'tool_use') return JSON.stringify(block.input);
+  return textOf(block.content);
 }
 
 /** Anthropic's rule of thumb: about four characters per token. */
@@ -522,42 +585,78 @@ function estimateTokens(text: string): number {
   return Math.max(1, Math.ceil(text.length / 4));
 }
 
-function buildMessage(request: MessagesRequest): SimMessage {
+/** Without tools the sim echoes the last user message; with tools it plays the scripted agent. */
+function answerTurn(request: MessagesRequest): AgentTurn {
+  if (request.agent !== undefined) return nextTurn(request.agent.script, request.agent.tools, readConversation(request.messages));
   const lastUser = request.messages.findLast((message) => message.role === 'user');
-  const text = `Simulated reply to: ${textOf(lastUser?.content).slice(0, REPLY_SNIPPET_CHARS)}`;
-  const prompt = [textOf(request.system), ...request.messages.map((message) => textOf(message.content))].join('\n');
+  return { text: `Simulated reply to: ${textOf(lastUser?.content).slice(0, REPLY_SNIPPET_CHARS)}`, calls: [], stopReason: 'end_turn' };
+}
+
+function buildMessage(request: MessagesRequest): SimMessage {
+  const turn = answerTurn(request);
+  const content: SimContentBlock[] = [
+    { type: 'text', text: turn.text },
+    ...turn.calls.map((call): SimContentBlock => ({ type: 'tool_use', id: `toolu_sim_${randomBytes(12).toString('hex')}`, ...call })),
+  ];
+  const prompt = [
+    textOf(request.system),
+    ...request.messages.map((message) => textOf(message.content)),
+    // The tool definitions are part of the prompt the model reads, and count as input tokens.
+    ...(request.agent === undefined ? [] : [JSON.stringify(request.agent.tools)]),
+  ].join('\n');
   return {
     id: `msg_sim_${randomBytes(12).toString('hex')}`,
     type: 'message',
     role: 'assistant',
     model: request.model,
-    content: [{ type: 'text', text }],
-    stop_reason: 'end_turn',
+    content,
+    stop_reason: turn.stopReason,
     stop_sequence: null,
-    usage: { input_tokens: estimateTokens(prompt), output_tokens: estimateTokens(text), cache_creation_input_tokens: 0, cache_read_input_tokens: 0 },
+    usage: {
+      input_tokens: estimateTokens(prompt),
+      output_tokens: estimateTokens(content.map(streamedPayload).join('')),
+      cache_creation_input_tokens: 0,
+      cache_read_input_tokens: 0,
+    },
   };
+}
+
+/** What a block's deltas carry when streamed: its text, or its input as JSON. */
+function streamedPayload(block: SimContentBlock): string {
+  return block.type === 'text' ? block.text : JSON.stringify(block.input);
+}
+
+/** A block as its content_block_start opens it, and the deltas that complete it. */
+function streamedBlock(block: SimContentBlock): { start: SimContentBlock; deltas: Record<string, unknown>[] } {
+  const payload = streamedPayload(block);
+  const chunkLength = Math.max(1, Math.ceil(payload.length / STREAM_CHUNKS));
+  const chunks = Array.from({ length: Math.ceil(payload.length / chunkLength) }, (_, i) => payload.slice(i * chunkLength, (i + 1) * chunkLength));
+  return block.type === 'text'
+    ? { start: { type: 'text', text: '' }, deltas: chunks.map((text) => ({ type: 'text_delta', text })) }
+    : { start: { ...block, input: {} }, deltas: chunks.map((partial_json) => ({ type: 'input_json_delta', partial_json })) };
 }
 
 function sseEvent(data: { type: string; [field: string]: unknown }): string {
   return `event: ${data.type}\ndata: ${JSON.stringify(data)}\n\n`;
 }
 
-/** Anthropic's streaming event sequence, with the call's latency spread over the text deltas. */
+/** Anthropic's streaming event sequence, with the call's latency spread over all the deltas. */
 async function* messageEvents(message: SimMessage, delayMs: number, closed: AbortSignal): AsyncGenerator<string> {
-  const text = message.content.map((block) => block.text).join('');
-  const chunkLength = Math.ceil(text.length / STREAM_CHUNKS);
-  const chunks = Array.from({ length: Math.ceil(text.length / chunkLength) }, (_, i) => text.slice(i * chunkLength, (i + 1) * chunkLength));
+  const blocks = message.content.map(streamedBlock);
+  const deltaDelayMs = delayMs / Math.max(1, blocks.reduce((sum, block) => sum + block.deltas.length, 0));
   yield sseEvent({
     type: 'message_start',
     message: { ...message, content: [], stop_reason: null, usage: { ...message.usage, output_tokens: 1 } },
   });
-  yield sseEvent({ type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } });
-  yield sseEvent({ type: 'ping' });
-  for (const chunk of chunks) {
-    if (!(await pause(delayMs / chunks.length, closed))) return;
-    yield sseEvent({ type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: chunk } });
+  for (const [index, block] of blocks.entries()) {
+    yield sseEvent({ type: 'content_block_start', index, content_block: block.start });
+    if (index === 0) yield sseEvent({ type: 'ping' });
+    for (const delta of block.deltas) {
+      if (!(await pause(deltaDelayMs, closed))) return;
+      yield sseEvent({ type: 'content_block_delta', index, delta });
+    }
+    yield sseEvent({ type: 'content_block_stop', index });
   }
-  yield sseEvent({ type: 'content_block_stop', index: 0 });
   yield sseEvent({
     type: 'message_delta',
     delta: { stop_reason: message.stop_reason, stop_sequence: null },
@@ -609,10 +708,6 @@ function bearerMatches(header: string | undefined, expectedDigest: Buffer): bool
   const token = /^Bearer (.+)$/i.exec(header ?? '')?.[1];
   if (token === undefined) return false;
   return timingSafeEqual(createHash('sha256').update(token, 'utf8').digest(), expectedDigest);
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 function isRetryable(status: number): boolean {

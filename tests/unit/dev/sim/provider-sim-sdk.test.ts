@@ -29,7 +29,7 @@ async function expectNothingInFlight(): Promise<void> {
 }
 
 beforeAll(async () => {
-  app = createProviderSim({ adminKeySha256: sha256Hex('admin'), logger: createLogger('silent'), tools: [] });
+  app = createProviderSim({ adminKeySha256: sha256Hex('admin'), logger: createLogger('silent'), tools: ['order-lookup', 'kb-search'] });
   await app.listen({ host: '127.0.0.1', port: 0 });
   port = (app.server.address() as AddressInfo).port;
   client = new Anthropic({ apiKey: 'sim', baseURL: `http://127.0.0.1:${port}`, maxRetries: 0 });
@@ -133,6 +133,75 @@ describe('provider-sim with the real @anthropic-ai/sdk client', () => {
     stream.abort();
     await expect(stream.finalMessage()).rejects.toBeInstanceOf(Anthropic.APIUserAbortError);
     await expectNothingInFlight();
+  });
+});
+
+const AGENT_TOOLS: Anthropic.Tool[] = [
+  { name: 'order-lookup', description: 'Looks up an order', input_schema: { type: 'object', properties: { orderId: { type: 'string' } }, required: ['orderId'] } },
+  { name: 'kb-search', description: 'Searches the help centre', input_schema: { type: 'object', properties: { query: { type: 'string' } }, required: ['query'] } },
+];
+
+/** Answers a tool_use from the sim's own demo tools, as an agent step would. */
+async function runTool(block: Anthropic.ToolUseBlock): Promise<Anthropic.ToolResultBlockParam> {
+  const response = await fetch(`http://127.0.0.1:${port}/tools/${block.name}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ input: block.input }),
+  });
+  return { type: 'tool_result', tool_use_id: block.id, content: await response.text(), ...(!response.ok && { is_error: true }) };
+}
+
+describe('provider-sim as a scripted agent, with the real @anthropic-ai/sdk client', () => {
+  it.each(['create', 'stream'] as const)('runs a tool-use loop of three turns of two calls to its end_turn answer (%s)', async (mode) => {
+    const params = {
+      model: 'claude-sim-1',
+      max_tokens: 256,
+      system: 'You are a support agent.\n[sim-agent tool-turns=3 parallel=2 invalid-input]',
+      tools: AGENT_TOOLS,
+    };
+    const messages: Anthropic.MessageParam[] = [{ role: 'user', content: 'Where is order A-1 and how do returns work?' }];
+    const answers: Anthropic.Message[] = [];
+    for (let turn = 0; turn < 4; turn++) {
+      const answer = mode === 'create' ? await client.messages.create({ ...params, messages }) : await client.messages.stream({ ...params, messages }).finalMessage();
+      answers.push(answer);
+      if (answer.stop_reason !== 'tool_use') break;
+      const calls = answer.content.filter((block): block is Anthropic.ToolUseBlock => block.type === 'tool_use');
+      messages.push({ role: 'assistant', content: answer.content }, { role: 'user', content: await Promise.all(calls.map(runTool)) });
+    }
+    expect(answers.map((answer) => answer.stop_reason)).toEqual(['tool_use', 'tool_use', 'tool_use', 'end_turn']);
+    const calls = answers.map((answer) => answer.content.flatMap((block) => (block.type === 'tool_use' ? [[block.name, block.input]] : [])));
+    expect(calls).toEqual([
+      [['order-lookup', {}], ['kb-search', { query: 'query 0' }]],
+      [['order-lookup', { orderId: 'A-1001' }], ['kb-search', { query: 'query 1' }]],
+      [['order-lookup', { orderId: 'A-1002' }], ['kb-search', { query: 'query 2' }]],
+      [],
+    ]);
+    expect(answers[0]?.content[0]).toMatchObject({ type: 'text', text: 'Looking up order-lookup, kb-search.' });
+    expect(answers[3]?.content).toEqual([{ type: 'text', text: 'Answered from 6 tool results (0 failed).' }]);
+    expect(answers.every((answer) => answer.usage.output_tokens > 0)).toBe(true);
+    expect((await stats()).calls).toEqual({ anthropic: 4, 'order-lookup': 3, 'kb-search': 3 });
+  });
+
+  it('reports each tool input in pieces while streaming', async () => {
+    const stream = client.messages.stream({ ...PARAMS, tools: AGENT_TOOLS, system: '[sim-agent parallel=1]' });
+    const pieces: string[] = [];
+    stream.on('inputJson', (partial) => pieces.push(partial));
+    const message = await stream.finalMessage();
+    expect(message.stop_reason).toBe('tool_use');
+    expect(message.content[1]).toEqual({ type: 'tool_use', id: expect.stringMatching(/^toolu_sim_/), name: 'order-lookup', input: { orderId: 'A-1000' } });
+    expect(pieces.length).toBeGreaterThanOrEqual(2);
+    expect(pieces.join('')).toBe('{"orderId":"A-1000"}');
+  });
+
+  it('surfaces tools validation and a malformed directive as BadRequestError', async () => {
+    const noSchema = await client.messages
+      .create({ ...PARAMS, tools: [{ name: 'order-lookup' } as Anthropic.Tool] })
+      .catch((caught: unknown) => caught);
+    expect(noSchema).toBeInstanceOf(Anthropic.BadRequestError);
+    expect((noSchema as InstanceType<typeof Anthropic.BadRequestError>).message).toContain('tools.0.input_schema: Field required');
+    const directive = await client.messages.create({ ...PARAMS, tools: AGENT_TOOLS, system: '[sim-agent tool-turns=10001]' }).catch((caught: unknown) => caught);
+    expect(directive).toBeInstanceOf(Anthropic.BadRequestError);
+    expect((directive as InstanceType<typeof Anthropic.BadRequestError>).message).toContain('system: [sim-agent] tool-turns must be an integer from 0 to 10000');
   });
 });
 

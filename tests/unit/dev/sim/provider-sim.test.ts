@@ -6,7 +6,7 @@ import { ToolLedger, createProviderSim, type ProviderSimOptions, type ProviderSi
 
 const ADMIN_KEY = 'admin-secret';
 const ADMIN = { authorization: `Bearer ${ADMIN_KEY}` };
-const TOOLS = ['order-lookup', 'report', 'notify', 'crm-sync'];
+const TOOLS = ['order-lookup', 'kb-search', 'report', 'notify', 'crm-sync'];
 
 function sim(extra: Partial<ProviderSimOptions> = {}): FastifyInstance {
   return createProviderSim({ adminKeySha256: sha256Hex(ADMIN_KEY), logger: createLogger('silent'), tools: TOOLS, random: () => 0, ...extra });
@@ -43,6 +43,72 @@ function sseEvents(payload: string): { event: string; data: Record<string, unkno
       const data = /^data: (.*)$/m.exec(frame)?.[1] ?? '{}';
       return { event, data: JSON.parse(data) as Record<string, unknown> };
     });
+}
+
+/** Tool definitions as a caller offers them to the model. */
+const AGENT_TOOLS = [
+  { name: 'order-lookup', description: 'Looks up an order', input_schema: { type: 'object', properties: { orderId: { type: 'string' } }, required: ['orderId'] } },
+  { name: 'kb-search', input_schema: { type: 'object', properties: { query: { type: 'string' }, limit: { type: 'integer' } }, required: ['query'] } },
+];
+
+type Block = { type: 'text'; text: string } | { type: 'tool_use'; id: string; name: string; input: Record<string, unknown> };
+
+interface AgentAnswer {
+  content: Block[];
+  stop_reason: string;
+  usage: { input_tokens: number; output_tokens: number };
+}
+
+/** Rebuilds the message a stream carries, as a client does, checking each tool input arrives in 2+ pieces. */
+function assembleStream(payload: string): AgentAnswer {
+  const events = sseEvents(payload);
+  const content: Block[] = [];
+  const json: string[] = [];
+  const pieces: number[] = [];
+  for (const { data } of events) {
+    const index = data.index as number;
+    if (data.type === 'content_block_start') content[index] = data.content_block as Block;
+    const delta = data.delta as { type: string; text?: string; partial_json?: string } | undefined;
+    const block = content[index];
+    if (delta?.type === 'text_delta' && block?.type === 'text') block.text += delta.text;
+    if (delta?.type === 'input_json_delta') {
+      json[index] = (json[index] ?? '') + (delta.partial_json ?? '');
+      pieces[index] = (pieces[index] ?? 0) + 1;
+    }
+    if (data.type === 'content_block_stop' && block?.type === 'tool_use') {
+      expect(block.input).toEqual({});
+      expect(pieces[index]).toBeGreaterThanOrEqual(2);
+      block.input = JSON.parse(json[index] ?? '') as Record<string, unknown>;
+    }
+  }
+  const final = events.find((event) => event.event === 'message_delta')!.data;
+  return { content, stop_reason: (final.delta as { stop_reason: string }).stop_reason, usage: final.usage as AgentAnswer['usage'] };
+}
+
+async function askAgent(body: Record<string, unknown>): Promise<AgentAnswer> {
+  const response = await sendMessage(body);
+  expect(response.statusCode).toBe(200);
+  return body.stream === true ? assembleStream(response.payload) : response.json();
+}
+
+/** Runs the loop a tool-using caller runs: each tool_use answered by the sim's own tools, until end_turn. */
+async function runAgent(fields: Record<string, unknown>): Promise<AgentAnswer[]> {
+  const messages: unknown[] = [{ role: 'user', content: 'Where is order A-1 and how do returns work?' }];
+  const answers: AgentAnswer[] = [];
+  for (let turn = 0; turn < 10; turn++) {
+    const answer = await askAgent(messageBody({ tools: AGENT_TOOLS, messages, ...fields }));
+    answers.push(answer);
+    if (answer.stop_reason !== 'tool_use') return answers;
+    messages.push({ role: 'assistant', content: answer.content });
+    const results = [];
+    for (const block of answer.content) {
+      if (block.type !== 'tool_use') continue;
+      const response = await callTool(block.name, { input: block.input });
+      results.push({ type: 'tool_result', tool_use_id: block.id, content: response.payload, ...(response.statusCode !== 200 && { is_error: true }) });
+    }
+    messages.push({ role: 'user', content: results });
+  }
+  throw new Error('the agent never ended its turn');
 }
 
 beforeEach(() => {
@@ -154,6 +220,19 @@ describe('POST /v1/messages', () => {
     [messageBody({ metadata: 'acme' }), 'metadata: Input should be a valid dictionary'],
     [messageBody({ metadata: { user_id: 42 } }), 'metadata.user_id: Input should be a valid string'],
     [messageBody({ stream: 'yes' }), 'stream: Input should be a valid boolean'],
+    [messageBody({ tools: {} }), 'tools: Input should be a valid list'],
+    [messageBody({ tools: ['order-lookup'] }), 'tools.0: Input should be a valid dictionary'],
+    [messageBody({ tools: [{ input_schema: {} }] }), 'tools.0.name: Field required'],
+    [messageBody({ tools: [{ name: '', input_schema: {} }] }), 'tools.0.name: Input should be a string of 1 to 128 characters'],
+    [messageBody({ tools: [{ name: 't'.repeat(129), input_schema: {} }] }), 'tools.0.name: Input should be a string of 1 to 128 characters'],
+    [messageBody({ tools: [{ name: 7, input_schema: {} }] }), 'tools.0.name: Input should be a string of 1 to 128 characters'],
+    [messageBody({ tools: [{ name: 'a', description: 7, input_schema: {} }] }), 'tools.0.description: Input should be a valid string'],
+    [messageBody({ tools: [AGENT_TOOLS[0], { name: 'b' }] }), 'tools.1.input_schema: Field required'],
+    [messageBody({ tools: [{ name: 'a', input_schema: [] }] }), 'tools.0.input_schema: Input should be a valid dictionary'],
+    [messageBody({ tools: [AGENT_TOOLS[0], AGENT_TOOLS[0]] }), 'tools: Tool names must be unique'],
+    [messageBody({ tools: AGENT_TOOLS, system: '[sim-agent parallel=17]' }), 'system: [sim-agent] parallel must be an integer from 1 to 16'],
+    [messageBody({ tools: AGENT_TOOLS, system: [{ type: 'text', text: '[sim-agent tool-turns=x]' }] }), 'system: [sim-agent] tool-turns must be'],
+    [messageBody({ tools: AGENT_TOOLS, system: '[sim-agent unknown-tool=kb-search]' }), 'system: [sim-agent] unknown-tool "kb-search" is one of'],
   ])('rejects %j', async (body, message) => {
     const response = await sendMessage(body);
     expect(response.statusCode).toBe(400);
@@ -274,6 +353,112 @@ describe('POST /v1/messages', () => {
   });
 });
 
+describe('POST /v1/messages with tools: the scripted agent', () => {
+  it.each([false, true])('plays the tool turns, fed back with tool results, then answers with their counts (stream: %s)', async (stream) => {
+    const answers = await runAgent({ stream, system: 'You are a support agent.\n[sim-agent tool-turns=3 parallel=2 unknown-tool=refund]' });
+    expect(answers.map((answer) => answer.stop_reason)).toEqual(['tool_use', 'tool_use', 'tool_use', 'end_turn']);
+    const toolUse = (name: string, input: Record<string, unknown>) => ({ type: 'tool_use', id: expect.stringMatching(/^toolu_sim_[0-9a-f]{24}$/), name, input });
+    expect(answers[0]?.content).toEqual([
+      { type: 'text', text: 'Looking up order-lookup, kb-search, refund.' },
+      toolUse('order-lookup', { orderId: 'A-1000' }),
+      toolUse('kb-search', { query: 'query 0' }),
+      toolUse('refund', {}),
+    ]);
+    expect(answers[1]?.content).toEqual([{ type: 'text', text: 'Looking up order-lookup, kb-search.' }, toolUse('order-lookup', { orderId: 'A-1001' }), toolUse('kb-search', { query: 'query 1' })]);
+    expect(answers[2]?.content.slice(1)).toEqual([toolUse('order-lookup', { orderId: 'A-1002' }), toolUse('kb-search', { query: 'query 2' })]);
+    // The unknown tool's call is the one that failed (404 from /tools/refund).
+    expect(answers[3]?.content).toEqual([{ type: 'text', text: 'Answered from 7 tool results (1 failed).' }]);
+    const ids = answers.flatMap((answer) => answer.content.flatMap((block) => (block.type === 'tool_use' ? [block.id] : [])));
+    expect(new Set(ids).size).toBe(7);
+    // Each turn reads the whole conversation so far, so the prompt grows.
+    const inputTokens = answers.map((answer) => answer.usage.input_tokens);
+    expect(inputTokens).toEqual([...inputTokens].sort((a, b) => a - b));
+    expect(new Set(inputTokens).size).toBe(4);
+    // /tools/refund answered 404 before counting a call.
+    expect((await stats()).calls).toEqual({ anthropic: 4, 'order-lookup': 3, 'kb-search': 3 });
+  });
+
+  it('streams a tool turn with the API event sequence', async () => {
+    const response = await sendMessage(messageBody({ stream: true, tools: AGENT_TOOLS, system: '[sim-agent parallel=1]' }));
+    const events = sseEvents(response.payload);
+    const order = events.map((event) => (event.event === 'content_block_delta' ? `delta:${(event.data.delta as { type: string }).type}` : event.event));
+    const deduplicated = order.filter((name, i) => name !== order[i - 1]);
+    expect(deduplicated).toEqual([
+      'message_start',
+      'content_block_start',
+      'ping',
+      'delta:text_delta',
+      'content_block_stop',
+      'content_block_start',
+      'delta:input_json_delta',
+      'content_block_stop',
+      'message_delta',
+      'message_stop',
+    ]);
+    expect(events.filter((event) => event.event === 'content_block_start').map((event) => event.data)).toEqual([
+      { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } },
+      { type: 'content_block_start', index: 1, content_block: { type: 'tool_use', id: expect.stringMatching(/^toolu_sim_/), name: 'order-lookup', input: {} } },
+    ]);
+    const partial = events.filter((event) => (event.data.delta as { type?: string } | undefined)?.type === 'input_json_delta');
+    expect(partial.every((event) => event.data.index === 1)).toBe(true);
+    expect(partial.map((event) => (event.data.delta as { partial_json: string }).partial_json).join('')).toBe('{"orderId":"A-1000"}');
+    expect(events.at(-2)?.data.delta).toEqual({ stop_reason: 'tool_use', stop_sequence: null });
+    expect(events[0]?.data.message).toMatchObject({ content: [], stop_reason: null });
+  });
+
+  it('uses two tool turns of two calls without a directive, and reads a directive from system blocks', async () => {
+    const plain = await runAgent({});
+    expect(plain.map((answer) => answer.content.length)).toEqual([3, 3, 1]);
+    expect(plain.at(-1)?.content).toEqual([{ type: 'text', text: 'Answered from 4 tool results (0 failed).' }]);
+    const blocks = await runAgent({ system: [{ type: 'text', text: 'Be brief.' }, { type: 'text', text: '[sim-agent tool-turns=1 parallel=1 invalid-input]' }] });
+    expect(blocks[0]?.content[1]).toMatchObject({ name: 'order-lookup', input: {} });
+    expect(blocks.map((answer) => answer.stop_reason)).toEqual(['tool_use', 'end_turn']);
+  });
+
+  it('answers at once with tool-turns=0', async () => {
+    const answer = await askAgent(messageBody({ tools: AGENT_TOOLS, system: '[sim-agent tool-turns=0]' }));
+    expect(answer).toMatchObject({ content: [{ type: 'text', text: 'Answered from 0 tool results (0 failed).' }], stop_reason: 'end_turn' });
+  });
+
+  it('ignores the directive of a request without tools', async () => {
+    const answer = await askAgent(messageBody({ system: '[sim-agent parallel=99]', tools: [] }));
+    expect(answer.content).toEqual([{ type: 'text', text: 'Simulated reply to: Where is my order?' }]);
+  });
+
+  it('counts tool definitions, tool inputs and tool results as input tokens, and the tool inputs as output', async () => {
+    const system = '[sim-agent parallel=1]';
+    const messages = [
+      { role: 'user', content: 'Where is it?' },
+      { role: 'assistant', content: [{ type: 'text', text: 'Looking up order-lookup.' }, { type: 'tool_use', id: 'toolu_1', name: 'order-lookup', input: { orderId: 'A-1000' } }] },
+      { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1', content: [{ type: 'text', text: 'shipped' }] }] },
+    ];
+    const answer = await askAgent(messageBody({ system, messages, tools: AGENT_TOOLS }));
+    const prompt = [system, 'Where is it?', 'Looking up order-lookup. {"orderId":"A-1000"}', 'shipped', JSON.stringify(AGENT_TOOLS)].join('\n');
+    expect(answer.usage.input_tokens).toBe(Math.ceil(prompt.length / 4));
+    expect(answer.usage.output_tokens).toBe(Math.ceil('Looking up kb-search.{"query":"query 1"}'.length / 4));
+  });
+
+  it('accepts 128 tools and refuses 129', async () => {
+    const tools = Array.from({ length: 129 }, (_, i) => ({ name: `tool-${i}`, input_schema: { type: 'object' } }));
+    const answer = await askAgent(messageBody({ tools: tools.slice(0, 128), system: '[sim-agent parallel=16]' }));
+    expect(answer.content).toHaveLength(17);
+    const refused = await sendMessage(messageBody({ tools }));
+    expect(refused.statusCode).toBe(400);
+    expect(refused.json().error).toEqual({ type: 'invalid_request_error', message: 'tools: List should have at most 128 items' });
+  });
+
+  it('applies faults and latency to every turn', async () => {
+    const failed = await sendMessage(messageBody({ tools: AGENT_TOOLS }), { 'x-simulate-failure': '529' });
+    expect(failed.statusCode).toBe(529);
+    expect(failed.json().error.type).toBe('overloaded_error');
+    await setFault({ target: 'anthropic', latencyMs: 100 });
+    const started = Date.now();
+    expect((await askAgent(messageBody({ tools: AGENT_TOOLS, stream: true }))).stop_reason).toBe('tool_use');
+    expect(Date.now() - started).toBeGreaterThanOrEqual(90);
+    expect(await stats()).toMatchObject({ calls: { anthropic: 2 }, errors: { anthropic: 1 } });
+  });
+});
+
 describe('X-Simulate-Failure', () => {
   it.each([
     ['429,retry-after=3', 429, '3'],
@@ -373,6 +558,17 @@ describe('demo tools', () => {
     expect((await callTool('report', { input: { rows: 12 } })).json()).toEqual({ rows: 12, summary: 'Simulated report over 12 rows' });
     expect((await callTool('report', { input: { rows: -1 } })).json()).toMatchObject({ rows: 100 });
     expect((await callTool('notify', { input: { to: 'ops' } })).json()).toEqual({ delivered: true });
+    const search = (await callTool('kb-search', { input: { query: 'late parcel' } })).json();
+    expect(search).toEqual({
+      query: 'late parcel',
+      articles: [
+        { title: expect.any(String), snippet: expect.stringContaining('"late parcel"') },
+        { title: expect.any(String), snippet: expect.stringContaining('"late parcel"') },
+      ],
+    });
+    expect(search.articles[0].title).not.toBe(search.articles[1].title);
+    expect((await callTool('kb-search', { input: { query: 'late parcel' } })).json()).toEqual(search);
+    expect((await callTool('kb-search', {})).json()).toMatchObject({ query: 'getting started' });
     expect((await callTool('crm-sync', { input: { id: 7 } })).json()).toEqual({ ok: true, echo: { id: 7 } });
     expect((await callTool('crm-sync', {})).json()).toEqual({ ok: true, echo: null });
   });
@@ -498,6 +694,7 @@ describe('admin faults', () => {
     expect(listed.json()).toEqual({
       anthropic: zero,
       'order-lookup': zero,
+      'kb-search': zero,
       report: { latencyMs: 5, jitterMs: 2, errorStatus: 529, errorRate: 0.1, hang: false },
       notify: zero,
       'crm-sync': zero,
