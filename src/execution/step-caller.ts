@@ -128,7 +128,7 @@ export class StepCaller {
           dependency: depName,
           config: dep,
           system: step.system,
-          userContent,
+          messages: [{ role: 'user', content: userContent }],
           tenantId: run.tenantId,
           timeoutMs,
           headers,

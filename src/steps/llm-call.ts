@@ -4,11 +4,22 @@ import type { LlmDependencyConfig } from '../config/schema.js';
 import { retryAfterMs, type HeaderReader } from './rate-limit-headers.js';
 import { StepError } from './step-error.js';
 
+/** One message of the conversation, as the Messages API takes it. */
+export type LlmMessage = Anthropic.MessageParam;
+
+/** A tool the model may ask for: name, description and JSON Schema of its input. */
+export interface LlmTool {
+  name: string;
+  description: string;
+  inputSchema: Record<string, unknown>;
+}
+
 export interface LlmRequest {
   dependency: string;
   config: LlmDependencyConfig;
   system: string;
-  userContent: string;
+  messages: LlmMessage[];
+  tools?: readonly LlmTool[];
   tenantId: string;
   /** The call's total budget, already clamped to what the run's deadline leaves. */
   timeoutMs: number;
@@ -23,8 +34,17 @@ export interface LlmUsage {
   cacheCreationTokens: number;
 }
 
+/**
+ * A block of the model's answer. A tool_use whose streamed input is not a JSON object has `input`
+ * undefined and `inputError` saying why: the model is told so in an is_error tool_result, which a
+ * thrown error would not allow.
+ */
+export type LlmContentBlock = { type: 'text'; text: string } | { type: 'tool_use'; id: string; name: string; input: Record<string, unknown> | undefined; inputError?: string };
+
 export interface LlmResult {
+  /** The text blocks, concatenated. */
   text: string;
+  content: LlmContentBlock[];
   model: string;
   stopReason: string | null;
   usage: LlmUsage;
@@ -110,6 +130,101 @@ function parseEvent(dependency: string, data: string): unknown {
   }
 }
 
+/** What one response may make us hold: past these the provider is broken or hostile, not verbose. */
+export const MAX_CONTENT_BLOCKS = 64;
+export const MAX_TOOL_INPUT_BYTES = 256 * 1024;
+
+type ToolInput = Pick<Extract<LlmContentBlock, { type: 'tool_use' }>, 'input' | 'inputError'>;
+
+/**
+ * A content block while its deltas arrive: a tool_use has its input once stopped. `skipped` is a
+ * block of a type we do not return (thinking).
+ */
+type OpenBlock = { type: 'text'; text: string } | { type: 'tool_use'; id: string; name: string; json: string; input?: ToolInput } | { type: 'skipped' };
+
+/** A tool's streamed input: the object it must be, or why it is not one. */
+function toolInput(json: string): ToolInput {
+  if (json === '') return { input: {} };
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(json);
+  } catch (err) {
+    return { input: undefined, inputError: `the input is not JSON: ${(err as Error).message}`.slice(0, 300) };
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+    return { input: undefined, inputError: `the input is JSON but not an object: ${json.slice(0, 100)}` };
+  }
+  return { input: parsed as Record<string, unknown> };
+}
+
+/** Assembles the answer's content blocks from their start, delta and stop events, within the bounds above. */
+class ContentAssembler {
+  private readonly blocks = new Map<number, OpenBlock>();
+  private toolInputBytes = 0;
+
+  constructor(private readonly dependency: string) {}
+
+  start(event: Anthropic.RawContentBlockStartEvent): void {
+    const index = this.index(event.index);
+    if (this.blocks.has(index)) throw this.bad(`content block ${index} started twice`);
+    if (this.blocks.size >= MAX_CONTENT_BLOCKS) throw this.bad(`more than ${MAX_CONTENT_BLOCKS} content blocks`);
+    const block = event.content_block as { type?: unknown; id?: unknown; name?: unknown } | undefined;
+    if (block?.type === 'text') this.blocks.set(index, { type: 'text', text: '' });
+    else if (block?.type === 'tool_use') {
+      if (typeof block.id !== 'string' || typeof block.name !== 'string') throw this.bad(`tool_use block ${index} has no id or name`);
+      this.blocks.set(index, { type: 'tool_use', id: block.id, name: block.name, json: '' });
+    } else this.blocks.set(index, { type: 'skipped' });
+  }
+
+  delta(event: Anthropic.RawContentBlockDeltaEvent): void {
+    const block = this.opened(event.index);
+    const delta = event.delta as { type?: unknown; text?: unknown; partial_json?: unknown };
+    if (delta.type === 'text_delta') {
+      if (block.type !== 'text' || typeof delta.text !== 'string') throw this.bad(`a text_delta for content block ${event.index}, which is not text`);
+      block.text += delta.text;
+    } else if (delta.type === 'input_json_delta') {
+      if (block.type !== 'tool_use' || block.input || typeof delta.partial_json !== 'string') throw this.bad(`an input_json_delta for content block ${event.index}, which is no open tool_use`);
+      this.toolInputBytes += Buffer.byteLength(delta.partial_json);
+      if (this.toolInputBytes > MAX_TOOL_INPUT_BYTES) throw this.bad(`more than ${MAX_TOOL_INPUT_BYTES} bytes of tool input`);
+      block.json += delta.partial_json;
+    }
+  }
+
+  stop(event: Anthropic.RawContentBlockStopEvent): void {
+    const block = this.opened(event.index);
+    if (block.type !== 'tool_use' || block.input) return;
+    block.input = toolInput(block.json);
+    block.json = '';
+  }
+
+  /** The blocks in the answer's order. */
+  content(): LlmContentBlock[] {
+    return [...this.blocks.entries()]
+      .sort(([a], [b]) => a - b)
+      .flatMap(([index, block]): LlmContentBlock[] => {
+        if (block.type === 'text') return [{ type: 'text', text: block.text }];
+        if (block.type === 'skipped') return [];
+        if (!block.input) throw this.bad(`tool_use block ${index} never stopped`);
+        return [{ type: 'tool_use', id: block.id, name: block.name, ...block.input }];
+      });
+  }
+
+  private opened(index: unknown): OpenBlock {
+    const block = this.blocks.get(this.index(index));
+    if (!block) throw this.bad(`an event for content block ${String(index)}, which never started`);
+    return block;
+  }
+
+  private index(index: unknown): number {
+    if (!Number.isSafeInteger(index) || (index as number) < 0) throw this.bad(`a content block index that is not a non-negative integer: ${String(index)}`);
+    return index as number;
+  }
+
+  private bad(detail: string): StepError {
+    return new StepError('bad_response', this.dependency, `${this.dependency}: ${detail}`, false);
+  }
+}
+
 /**
  * One streamed Messages call under three budgets, each a timer that aborts the request:
  * - connect (`config.timeouts.connectMs`): from the call's start until the response headers have
@@ -145,7 +260,9 @@ export async function callLlm(client: Anthropic, req: LlmRequest): Promise<LlmRe
           model: req.config.model,
           max_tokens: req.config.maxTokens,
           system: req.system,
-          messages: [{ role: 'user', content: req.userContent }],
+          messages: req.messages,
+          // The provider checks each schema; the SDK's type only insists it describes an object.
+          ...(req.tools?.length ? { tools: req.tools.map((t) => ({ name: t.name, description: t.description, input_schema: t.inputSchema as Anthropic.Tool.InputSchema })) } : {}),
           metadata: { user_id: req.tenantId },
           stream: true,
         },
@@ -156,7 +273,7 @@ export async function callLlm(client: Anthropic, req: LlmRequest): Promise<LlmRe
     clearTimeout(connectTimer);
     armIdle();
     const headers: HeaderReader = (name) => response.headers.get(name);
-    let text = '';
+    const content = new ContentAssembler(dependency);
     let model = req.config.model;
     let stopReason: string | null = null;
     const usage: LlmUsage = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheCreationTokens: 0 };
@@ -170,16 +287,25 @@ export async function callLlm(client: Anthropic, req: LlmRequest): Promise<LlmRe
           model = event.message.model;
           mergeUsage(usage, event.message.usage);
           break;
+        case 'content_block_start':
+          content.start(event);
+          break;
         case 'content_block_delta':
-          if (event.delta.type === 'text_delta') text += event.delta.text;
+          content.delta(event);
+          break;
+        case 'content_block_stop':
+          content.stop(event);
           break;
         case 'message_delta':
           stopReason = event.delta.stop_reason;
           // Cumulative, so the last one is the total.
           mergeUsage(usage, event.usage);
           break;
-        case 'message_stop':
-          return { text, model, stopReason, usage, headers };
+        case 'message_stop': {
+          const blocks = content.content();
+          const text = blocks.map((b) => (b.type === 'text' ? b.text : '')).join('');
+          return { text, content: blocks, model, stopReason, usage, headers };
+        }
       }
     }
     throw new StepError('connection', dependency, `${dependency}: the stream ended before message_stop`, true);

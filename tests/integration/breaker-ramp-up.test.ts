@@ -102,7 +102,7 @@ describe('a breaker closing with a held backlog', () => {
   it('lets calls reach the provider only within the ramped cap, on both processors together, until the whole cap is back', async () => {
     const [a, b] = processors as [Processor, Processor];
     const client = createAnthropicClient({ apiKey: undefined, baseUrl: simUrl });
-    const request = { dependency: DEP, config: dep, system: 's', userContent: 'u', tenantId: 'tenant-a', timeoutMs: 10_000, headers: {} };
+    const request = { dependency: DEP, config: dep, system: 's', messages: [{ role: 'user' as const, content: 'u' }], tenantId: 'tenant-a', timeoutMs: 10_000, headers: {} };
 
     // Trip the breaker, then close it with one successful probe.
     await a.guard.record(DEP, undefined, 'failure', 1);

@@ -54,7 +54,7 @@ function httpWork(simulatorUrl: string) {
       if (!dep) throw new Error(`dependency ${depName} is not configured`);
       const headers = { 'X-Sluice-Tenant': tenantId, 'X-Sluice-Run': runId, 'Idempotency-Key': `${runId}:${step.id}` };
       if (step.kind === 'llm' && dep.kind === 'llm') {
-        const res = await callLlm(anthropic, { dependency: depName, config: dep, system: step.system, userContent: composeUserTurn(input, outputs), tenantId, timeoutMs: dep.timeouts.totalMs, headers });
+        const res = await callLlm(anthropic, { dependency: depName, config: dep, system: step.system, messages: [{ role: 'user', content: composeUserTurn(input, outputs) }], tenantId, timeoutMs: dep.timeouts.totalMs, headers });
         outputs[step.id] = { text: res.text, model: res.model, usage: res.usage };
         lastText = res.text;
       } else if (step.kind === 'tool' && dep.kind === 'tool') {

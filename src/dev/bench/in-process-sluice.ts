@@ -99,7 +99,7 @@ export function oneCallConfig(namespace: string): SluiceConfig {
 
 /** One bare LLM call to the benches' dependency, for the callers that bypass the executor. */
 export function llmRequest(config: SluiceConfig, tenantId: string, timeoutMs: number): LlmRequest {
-  return { dependency: DEP, config: config.dependencies[DEP] as LlmDependencyConfig, system: 's', userContent: 'u', tenantId, timeoutMs, headers: {} };
+  return { dependency: DEP, config: config.dependencies[DEP] as LlmDependencyConfig, system: 's', messages: [{ role: 'user', content: 'u' }], tenantId, timeoutMs, headers: {} };
 }
 
 /** A run of `one-call` as admission would produce it, admitted now. */

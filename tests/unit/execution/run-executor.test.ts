@@ -41,7 +41,8 @@ function executor(cancelAnswers: (CancelReason | undefined)[], journal: Map<stri
       llmCalls++;
       const failure = llmFailures.shift();
       if (failure) throw toStepError('anthropic', failure);
-      return { text: opts.llmText ?? 'ok', model: 'sim', stopReason: 'end_turn', usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } };
+      const text = opts.llmText ?? 'ok';
+      return { text, content: [{ type: 'text', text }], model: 'sim', stopReason: 'end_turn', usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } };
     },
     simulatorUrl: 'http://127.0.0.1:1',
     publishStatus: async (e) => void published.push(e),
@@ -346,8 +347,8 @@ describe('RunExecutor and the shared breakers', () => {
   it('an unavailable tool is passed on to the LLM as {unavailable, reason}, and the answer is marked degraded', async () => {
     const prompts: string[] = [];
     const llm: RunExecutorDeps['llm'] = async (r) => {
-      prompts.push(r.userContent);
-      return { text: 'ok', model: 'sim', stopReason: 'end_turn', usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } };
+      prompts.push(r.messages[0]!.content as string);
+      return { text: 'ok', content: [{ type: 'text', text: 'ok' }], model: 'sim', stopReason: 'end_turn', usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } };
     };
     const { exec, published } = executor([], new Map([['understand', { text: 'order 42' }]]), [], undefined, { breaker: openUntil('order-lookup', run.deadline + 1), deps: { llm } });
     expect(await exec.execute(run, ATTEMPT)).toBe('completed');
@@ -593,7 +594,7 @@ describe('RunExecutor measures a run against its admission', () => {
         now: () => now,
         llm: async () => {
           now += 500;
-          return { text: 'ok', model: 'claude-sonnet-4-6', stopReason: 'end_turn', usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } };
+          return { text: 'ok', content: [{ type: 'text', text: 'ok' }], model: 'claude-sonnet-4-6', stopReason: 'end_turn', usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } };
         },
       },
     });
@@ -616,7 +617,7 @@ describe('RunExecutor measures a run against its admission', () => {
     let calls = 0;
     const llm = async (): Promise<LlmResult> => {
       if (++calls > 1) throw toStepError('anthropic', overloaded());
-      return { text: 'ok', model: 'sim', stopReason: 'end_turn', usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } };
+      return { text: 'ok', content: [{ type: 'text', text: 'ok' }], model: 'sim', stopReason: 'end_turn', usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } };
     };
     const answeredFirst = executor([], new Map([['lookup-order', {}]]), [], undefined, { deps: { llm } });
     expect(await answeredFirst.exec.execute(run, ATTEMPT)).toBe('retried');
@@ -649,7 +650,7 @@ describe('RunExecutor measures a run against its admission', () => {
         now: () => now,
         llm: async () => {
           now += 250;
-          return { text: 'ok', model: 'sim', stopReason: 'end_turn', usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } };
+          return { text: 'ok', content: [{ type: 'text', text: 'ok' }], model: 'sim', stopReason: 'end_turn', usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } };
         },
       },
     });
@@ -683,7 +684,7 @@ describe('RunExecutor measures a run against its admission', () => {
 });
 
 describe('RunExecutor counts the tokens of LLM responses', () => {
-  const answer = (model: string, usage: LlmResult['usage']) => async (): Promise<LlmResult> => ({ text: 'ok', model, stopReason: 'end_turn', usage });
+  const answer = (model: string, usage: LlmResult['usage']) => async (): Promise<LlmResult> => ({ text: 'ok', content: [{ type: 'text', text: 'ok' }], model, stopReason: 'end_turn', usage });
   const tokens = (metrics: ReturnType<typeof createMetrics>, labels: Record<string, string>) => metricValue(metrics.llmTokens, labels);
 
   it('per tenant, workflow, model and kind, every kind from the response\'s usage', async () => {
@@ -791,7 +792,7 @@ describe('RunExecutor paces calls by the dependencies\' rate limits', () => {
   it('books each call with its estimated input and its whole output allowance, then settles by the usage reported', async () => {
     const p = pacer();
     const usage = { inputTokens: 40, outputTokens: 9, cacheReadTokens: 500, cacheCreationTokens: 6 };
-    const { exec } = executor([], toolDone(), [], undefined, { deps: { pacer: p.fake, llm: async () => ({ text: 'ok', model: 'sim', stopReason: 'end_turn', usage, headers: () => null }) } });
+    const { exec } = executor([], toolDone(), [], undefined, { deps: { pacer: p.fake, llm: async () => ({ text: 'ok', content: [{ type: 'text', text: 'ok' }], model: 'sim', stopReason: 'end_turn', usage, headers: () => null }) } });
     expect(await exec.execute(run, ATTEMPT)).toBe('completed');
     expect(p.booked).toHaveLength(2);
     expect(p.booked[0]).toMatchObject({ dependency: 'anthropic', deadline: run.deadline, runClass: run.class, tokens: { outputTokens: 512 } });
@@ -811,7 +812,7 @@ describe('RunExecutor paces calls by the dependencies\' rate limits', () => {
         pacer: p.fake,
         llm: async () => {
           if (calledAfter < 0) calledAfter = Date.now() - started;
-          return { text: 'ok', model: 'sim', stopReason: 'end_turn', usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } };
+          return { text: 'ok', content: [{ type: 'text', text: 'ok' }], model: 'sim', stopReason: 'end_turn', usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } };
         },
       },
     });

@@ -7,7 +7,7 @@ import { sha256Hex } from '../../../src/util/sha256-hex.js';
 import type { CallTimeouts } from '../../../src/config/schema.js';
 import { loadConfig } from '../../../src/config/load.js';
 import { createLogger } from '../../../src/obs/logger.js';
-import { callLlm, type LlmRequest } from '../../../src/steps/llm-call.js';
+import { callLlm, MAX_CONTENT_BLOCKS, MAX_TOOL_INPUT_BYTES, type LlmRequest } from '../../../src/steps/llm-call.js';
 import { StepError } from '../../../src/steps/step-error.js';
 import { createProviderSim, type ProviderSimStats } from '../../../src/dev/sim/provider-sim.js';
 
@@ -35,7 +35,7 @@ function request(timeouts: Partial<CallTimeouts> = {}, headers: Record<string, s
     dependency: 'anthropic',
     config: { ...LLM_DEPENDENCY, model: 'claude-sim-1', timeouts: t },
     system: SYSTEM,
-    userContent: USER,
+    messages: [{ role: 'user', content: USER }],
     tenantId: 'tenant-a',
     timeoutMs: t.totalMs,
     headers,
@@ -83,6 +83,7 @@ describe('callLlm against the provider simulator', () => {
     const reply = `Simulated reply to: ${USER}`;
     expect(result).toEqual({
       text: reply,
+      content: [{ type: 'text', text: reply }],
       model: 'claude-sim-1',
       stopReason: 'end_turn',
       usage: { inputTokens: Math.ceil(`${SYSTEM}\n${USER}`.length / 4), outputTokens: Math.ceil(reply.length / 4), cacheReadTokens: 0, cacheCreationTokens: 0 },
@@ -158,6 +159,8 @@ describe('callLlm against the provider simulator', () => {
 interface Scripted {
   client: Anthropic;
   requests(): number;
+  /** The latest request's body, parsed. */
+  body(): Record<string, unknown>;
   /** Resolves when the server sees the client's connection for the latest request close. */
   hungUp(): Promise<void>;
 }
@@ -175,12 +178,33 @@ function startStream(res: ServerResponse, usage: Record<string, unknown> = { inp
   });
 }
 
-function textDelta(res: ServerResponse, text: string): void {
-  sse(res, 'content_block_delta', { index: 0, delta: { type: 'text_delta', text } });
+function blockStart(res: ServerResponse, index: number, contentBlock: Record<string, unknown>): void {
+  sse(res, 'content_block_start', { index, content_block: contentBlock });
 }
 
-function finishStream(res: ServerResponse, outputTokens: number, usage: Record<string, unknown> = {}): void {
-  sse(res, 'message_delta', { delta: { stop_reason: 'end_turn', stop_sequence: null }, usage: { output_tokens: outputTokens, ...usage } });
+function blockDelta(res: ServerResponse, index: number, delta: Record<string, unknown>): void {
+  sse(res, 'content_block_delta', { index, delta });
+}
+
+function blockStop(res: ServerResponse, index: number): void {
+  sse(res, 'content_block_stop', { index });
+}
+
+function textBlock(res: ServerResponse, text: string, index = 0): void {
+  blockStart(res, index, { type: 'text', text: '' });
+  blockDelta(res, index, { type: 'text_delta', text });
+  blockStop(res, index);
+}
+
+/** A tool_use block whose input arrives as the given pieces of JSON, one input_json_delta each. */
+function toolUseBlock(res: ServerResponse, index: number, id: string, name: string, pieces: string[]): void {
+  blockStart(res, index, { type: 'tool_use', id, name, input: {} });
+  for (const partial_json of pieces) blockDelta(res, index, { type: 'input_json_delta', partial_json });
+  blockStop(res, index);
+}
+
+function finishStream(res: ServerResponse, outputTokens: number, usage: Record<string, unknown> = {}, stopReason = 'end_turn'): void {
+  sse(res, 'message_delta', { delta: { stop_reason: stopReason, stop_sequence: null }, usage: { output_tokens: outputTokens, ...usage } });
   sse(res, 'message_stop');
   res.end();
 }
@@ -190,19 +214,25 @@ describe('callLlm against a scripted SSE server', () => {
   let script: Script;
   let count = 0;
   let lastClose: Promise<void> = Promise.resolve();
+  let lastBody = '';
   let scripted: Scripted;
 
   beforeAll(async () => {
     server = createServer((req, res) => {
       count++;
       lastClose = new Promise((resolve) => res.once('close', () => resolve()));
-      req.resume();
-      req.once('end', () => script(req, res));
+      const chunks: Buffer[] = [];
+      req.on('data', (chunk: Buffer) => chunks.push(chunk));
+      req.once('end', () => {
+        lastBody = Buffer.concat(chunks).toString('utf8');
+        script(req, res);
+      });
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     scripted = {
       client: clientFor(`http://127.0.0.1:${(server.address() as AddressInfo).port}`),
       requests: () => count,
+      body: () => JSON.parse(lastBody) as Record<string, unknown>,
       hungUp: () => lastClose,
     };
   });
@@ -219,7 +249,8 @@ describe('callLlm against a scripted SSE server', () => {
   it('reports a stream that stalls mid-answer as read_timeout and hangs up', async () => {
     script = (_req, res) => {
       startStream(res);
-      textDelta(res, 'Hel');
+      blockStart(res, 0, { type: 'text', text: '' });
+      blockDelta(res, 0, { type: 'text_delta', text: 'Hel' });
       // Then nothing, ever: only the idle budget can end this.
     };
     const started = Date.now();
@@ -237,12 +268,12 @@ describe('callLlm against a scripted SSE server', () => {
       res.once('close', () => clearInterval(pings));
       setTimeout(() => {
         clearInterval(pings);
-        textDelta(res, 'pong');
+        textBlock(res, 'pong');
         finishStream(res, 1);
       }, 1_500);
     };
     const result = await callLlm(scripted.client, request({ readMs: 500 }));
-    expect(result).toEqual({ text: 'pong', model: 'claude-scripted', stopReason: 'end_turn', usage: { inputTokens: 7, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 }, headers: expect.any(Function) });
+    expect(result).toEqual({ text: 'pong', content: [{ type: 'text', text: 'pong' }], model: 'claude-scripted', stopReason: 'end_turn', usage: { inputTokens: 7, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 }, headers: expect.any(Function) });
   });
 
   it('returns empty text for an answer without text blocks', async () => {
@@ -250,13 +281,13 @@ describe('callLlm against a scripted SSE server', () => {
       startStream(res);
       finishStream(res, 0);
     };
-    expect(await callLlm(scripted.client, request())).toEqual({ text: '', model: 'claude-scripted', stopReason: 'end_turn', usage: { inputTokens: 7, outputTokens: 0, cacheReadTokens: 0, cacheCreationTokens: 0 }, headers: expect.any(Function) });
+    expect(await callLlm(scripted.client, request())).toEqual({ text: '', content: [], model: 'claude-scripted', stopReason: 'end_turn', usage: { inputTokens: 7, outputTokens: 0, cacheReadTokens: 0, cacheCreationTokens: 0 }, headers: expect.any(Function) });
   });
 
   it('reads the cache counts of message_start, and the final message_delta\'s cumulative counts over them', async () => {
     script = (_req, res) => {
       startStream(res, { input_tokens: 7, output_tokens: 1, cache_read_input_tokens: 2048, cache_creation_input_tokens: 300 });
-      textDelta(res, 'cached');
+      textBlock(res, 'cached');
       // The API may repeat the input counts in the last delta, cumulative; null means "not reported".
       finishStream(res, 12, { input_tokens: 9, cache_read_input_tokens: 2050, cache_creation_input_tokens: null });
     };
@@ -280,7 +311,7 @@ describe('callLlm against a scripted SSE server', () => {
   ])('maps an %s event inside a 200 stream to a retryable HTTP %i', async (type, status) => {
     script = (_req, res) => {
       startStream(res);
-      textDelta(res, 'partial');
+      textBlock(res, 'partial');
       sse(res, 'error', { error: { type, message: 'try later' } });
       res.end();
     };
@@ -293,7 +324,7 @@ describe('callLlm against a scripted SSE server', () => {
   it('treats a stream cut off before message_stop as a retryable connection failure', async () => {
     script = (_req, res) => {
       startStream(res);
-      textDelta(res, 'half an ans');
+      textBlock(res, 'half an ans');
       res.end();
     };
     const error = await failure(callLlm(scripted.client, request()));
@@ -331,6 +362,151 @@ describe('callLlm against a scripted SSE server', () => {
     const error = await failure(callLlm(scripted.client, request()));
     expect(error).toMatchObject({ kind: 'http_status', status: 400, retryable: false });
     expect(scripted.requests()).toBe(1);
+  });
+
+  it('sends the given messages, and the tools with their schema as input_schema', async () => {
+    script = (_req, res) => {
+      startStream(res);
+      finishStream(res, 1);
+    };
+    const messages: LlmRequest['messages'] = [
+      { role: 'user', content: 'where is order 42?' },
+      { role: 'assistant', content: [{ type: 'tool_use', id: 'toolu_1', name: 'order_lookup', input: { order_id: '42' } }] },
+      { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1', content: '{"status":"shipped"}' }] },
+    ];
+    const inputSchema = { type: 'object', properties: { order_id: { type: 'string' } }, required: ['order_id'] };
+    await callLlm(scripted.client, { ...request(), messages, tools: [{ name: 'order_lookup', description: 'Finds an order.', inputSchema }] });
+    expect(scripted.body()).toMatchObject({ system: SYSTEM, messages, tools: [{ name: 'order_lookup', description: 'Finds an order.', input_schema: inputSchema }] });
+  });
+
+  it('sends no tools field when there are no tools', async () => {
+    script = (_req, res) => {
+      startStream(res);
+      finishStream(res, 1);
+    };
+    await callLlm(scripted.client, { ...request(), tools: [] });
+    expect(scripted.body()).not.toHaveProperty('tools');
+    expect(scripted.body()).toMatchObject({ messages: [{ role: 'user', content: USER }] });
+  });
+
+  it('assembles a tool_use input streamed in pieces', async () => {
+    script = (_req, res) => {
+      startStream(res);
+      toolUseBlock(res, 0, 'toolu_1', 'order_lookup', ['', '{"ord', 'er_id": "4', '2", "items": [1, ', '2]}']);
+      finishStream(res, 9, {}, 'tool_use');
+    };
+    const result = await callLlm(scripted.client, request());
+    expect(result).toMatchObject({ text: '', stopReason: 'tool_use', content: [{ type: 'tool_use', id: 'toolu_1', name: 'order_lookup', input: { order_id: '42', items: [1, 2] } }] });
+    expect(result.content[0]).not.toHaveProperty('inputError');
+  });
+
+  it('keeps text and parallel tool_use blocks in index order, whatever order their deltas come in, and skips thinking', async () => {
+    script = (_req, res) => {
+      startStream(res);
+      blockStart(res, 0, { type: 'thinking', thinking: '', signature: '' });
+      blockDelta(res, 0, { type: 'thinking_delta', thinking: 'two lookups' });
+      blockDelta(res, 0, { type: 'signature_delta', signature: 'sig' });
+      blockStop(res, 0);
+      textBlock(res, 'Looking both up. ', 1);
+      blockStart(res, 2, { type: 'tool_use', id: 'toolu_a', name: 'order_lookup', input: {} });
+      blockStart(res, 3, { type: 'tool_use', id: 'toolu_b', name: 'customer_lookup', input: {} });
+      blockDelta(res, 3, { type: 'input_json_delta', partial_json: '{"customer' });
+      blockDelta(res, 2, { type: 'input_json_delta', partial_json: '{"order_id"' });
+      blockDelta(res, 2, { type: 'input_json_delta', partial_json: ': "42"}' });
+      blockDelta(res, 3, { type: 'input_json_delta', partial_json: '_id": "c7"}' });
+      blockStop(res, 3);
+      blockStop(res, 2);
+      textBlock(res, 'One moment.', 4);
+      finishStream(res, 30, {}, 'tool_use');
+    };
+    const result = await callLlm(scripted.client, request());
+    expect(result.content).toEqual([
+      { type: 'text', text: 'Looking both up. ' },
+      { type: 'tool_use', id: 'toolu_a', name: 'order_lookup', input: { order_id: '42' } },
+      { type: 'tool_use', id: 'toolu_b', name: 'customer_lookup', input: { customer_id: 'c7' } },
+      { type: 'text', text: 'One moment.' },
+    ]);
+    expect(result.text).toBe('Looking both up. One moment.');
+  });
+
+  it('takes a tool_use without input deltas as the empty object', async () => {
+    script = (_req, res) => {
+      startStream(res);
+      toolUseBlock(res, 0, 'toolu_1', 'now', []);
+      finishStream(res, 3, {}, 'tool_use');
+    };
+    expect((await callLlm(scripted.client, request())).content).toEqual([{ type: 'tool_use', id: 'toolu_1', name: 'now', input: {} }]);
+  });
+
+  it.each([
+    ['not JSON', ['{"order_id": "4', '2"'], 'not JSON'],
+    ['an array', ['[1]'], 'not an object'],
+    ['null', ['null'], 'not an object'],
+    ['a string', ['"42"'], 'not an object'],
+  ])('answers a tool_use whose input is %s with inputError, not an error: the model is told', async (_what, pieces, reason) => {
+    script = (_req, res) => {
+      startStream(res);
+      toolUseBlock(res, 0, 'toolu_bad', 'order_lookup', pieces);
+      toolUseBlock(res, 1, 'toolu_ok', 'order_lookup', ['{"order_id": "43"}']);
+      finishStream(res, 9, {}, 'tool_use');
+    };
+    const result = await callLlm(scripted.client, request());
+    expect(result.content).toEqual([
+      { type: 'tool_use', id: 'toolu_bad', name: 'order_lookup', input: undefined, inputError: expect.stringContaining(reason) },
+      { type: 'tool_use', id: 'toolu_ok', name: 'order_lookup', input: { order_id: '43' } },
+    ]);
+  });
+
+  it(`holds at most ${MAX_CONTENT_BLOCKS} content blocks`, async () => {
+    let blocks = MAX_CONTENT_BLOCKS;
+    script = (_req, res) => {
+      startStream(res);
+      for (let i = 0; i < blocks; i++) textBlock(res, 'x', i);
+      finishStream(res, blocks);
+    };
+    expect((await callLlm(scripted.client, request())).content).toHaveLength(MAX_CONTENT_BLOCKS);
+    blocks = MAX_CONTENT_BLOCKS + 1;
+    const error = await failure(callLlm(scripted.client, request()));
+    expect(error).toMatchObject({ kind: 'bad_response', retryable: false });
+    expect(error.message).toContain(`more than ${MAX_CONTENT_BLOCKS} content blocks`);
+  });
+
+  it(`holds at most ${MAX_TOOL_INPUT_BYTES} bytes of tool input in a response, over all its blocks`, async () => {
+    /** A JSON object of exactly `bytes` bytes, in 16 KiB pieces. */
+    const input = (bytes: number): string[] => `{"a":"${'x'.repeat(bytes - 8)}"}`.match(/[^]{1,16384}/g)!;
+    let secondBytes = MAX_TOOL_INPUT_BYTES / 2;
+    script = (_req, res) => {
+      startStream(res);
+      toolUseBlock(res, 0, 'toolu_1', 'store', input(MAX_TOOL_INPUT_BYTES / 2));
+      toolUseBlock(res, 1, 'toolu_2', 'store', input(secondBytes));
+      finishStream(res, 1, {}, 'tool_use');
+    };
+    const whole = await callLlm(scripted.client, request());
+    expect(whole.content.map((b) => b.type === 'tool_use' && b.inputError)).toEqual([undefined, undefined]);
+    secondBytes += 1;
+    const error = await failure(callLlm(scripted.client, request()));
+    expect(error).toMatchObject({ kind: 'bad_response', retryable: false });
+    expect(error.message).toContain(`more than ${MAX_TOOL_INPUT_BYTES} bytes of tool input`);
+  });
+
+  it.each<[string, (res: ServerResponse) => void, string]>([
+    ['a delta for a block never started', (res) => blockDelta(res, 0, { type: 'text_delta', text: 'hi' }), 'never started'],
+    ['a stop for a block never started', (res) => blockStop(res, 2), 'never started'],
+    ['a block started twice', (res) => (textBlock(res, 'a'), textBlock(res, 'b')), 'started twice'],
+    ['tool input for a text block', (res) => (blockStart(res, 0, { type: 'text', text: '' }), blockDelta(res, 0, { type: 'input_json_delta', partial_json: '{}' })), 'no open tool_use'],
+    ['tool input after its block stopped', (res) => (toolUseBlock(res, 0, 'toolu_1', 'now', ['{}']), blockDelta(res, 0, { type: 'input_json_delta', partial_json: '{}' })), 'no open tool_use'],
+    ['a tool_use never stopped', (res) => (blockStart(res, 0, { type: 'tool_use', id: 'toolu_1', name: 'now', input: {} }), blockDelta(res, 0, { type: 'input_json_delta', partial_json: '{}' })), 'never stopped'],
+    ['a tool_use without an id', (res) => blockStart(res, 0, { type: 'tool_use', name: 'now', input: {} }), 'no id or name'],
+    ['a negative block index', (res) => blockStart(res, -1, { type: 'text', text: '' }), 'index'],
+  ])('refuses %s as a bad response, not to be retried', async (_what, events, reason) => {
+    script = (_req, res) => {
+      startStream(res);
+      events(res);
+      finishStream(res, 1);
+    };
+    const error = await failure(callLlm(scripted.client, request()));
+    expect(error).toMatchObject({ kind: 'bad_response', retryable: false });
+    expect(error.message).toContain(reason);
   });
 
   it('lets the total budget win when it is shorter than the connect budget', async () => {
