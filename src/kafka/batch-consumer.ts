@@ -47,6 +47,11 @@ export interface BatchConsumer {
   commitPast(topic: string, partition: number, offset: string): Promise<void>;
 }
 
+/** Waits before restarting a consumer kafkajs gave up on: doubling from 200 ms to 5 s, reset by a join. */
+export function consumerRestartDelayMs(restartsSinceJoin: number): number {
+  return Math.min(5_000, 200 * 2 ** Math.min(restartsSinceJoin, 5));
+}
+
 export function createBatchConsumer(opts: BatchConsumerOptions): BatchConsumer {
   const { kafka, settings, groupId, log } = opts;
   const consumer = kafka.consumer({
@@ -56,6 +61,9 @@ export function createBatchConsumer(opts: BatchConsumerOptions): BatchConsumer {
     allowAutoTopicCreation: false,
     maxWaitTimeInMs: opts.maxWaitTimeInMs,
   });
+  let stopping = false;
+  let restartsSinceJoin = 0;
+  let restartTimer: NodeJS.Timeout | undefined;
   /** Partitions this consumer paused and has not resumed. */
   const paused = new Map<string, { topic: string; partition: number }>();
 
@@ -74,9 +82,37 @@ export function createBatchConsumer(opts: BatchConsumerOptions): BatchConsumer {
    * elsewhere and later comes back would never be fetched again: resume the ones lost.
    */
   const onJoin = (assignment: Record<string, number[]>) => {
+    restartsSinceJoin = 0;
     const owned = new Set(Object.entries(assignment).flatMap(([topic, partitions]) => partitions.map((p) => partitionKey(topic, p))));
-    for (const [key, { topic, partition }] of [...paused]) if (!owned.has(key)) resume(topic, partition);
+    for (const [key, { topic, partition }] of [...paused]) {
+      if (!owned.has(key)) resume(topic, partition);
+      // A consumer restarted after a crash fetches every partition again; what its reader paused stays paused.
+      else consumer.pause([{ topic, partitions: [partition] }]);
+    }
     opts.onAssignment?.(owned, assignment);
+  };
+
+  const run = async () => {
+    await consumer.connect();
+    await consumer.subscribe({ topics: opts.topics, fromBeginning: true });
+    await consumer.run({ autoCommit: false, eachBatchAutoResolve: false, partitionsConsumedConcurrently: opts.partitionsConsumedConcurrently, eachBatch: opts.eachBatch });
+  };
+
+  /**
+   * kafkajs restarts a crashed consumer only after a retriable error. Errors it deems final, such
+   * as "Failed to find group coordinator" while a restarted broker loads its group metadata, would
+   * leave this process deaf to its topics for good: they are passing for Sluice, so it restarts
+   * the consumer itself, with backoff, until it joins again or is stopped.
+   */
+  const restart = (err: unknown) => {
+    if (stopping || restartTimer) return;
+    const delayMs = consumerRestartDelayMs(restartsSinceJoin++);
+    log.warn({ err, groupId, delayMs }, 'consumer crashed with an error kafkajs does not restart after; restarting it');
+    restartTimer = setTimeout(() => {
+      restartTimer = undefined;
+      if (stopping) return;
+      run().catch((failed: unknown) => restart(failed));
+    }, delayMs);
   };
 
   /** A kafkajs call that may wait on the broker or the batch in hand, bounded so a stop always ends. */
@@ -96,15 +132,15 @@ export function createBatchConsumer(opts: BatchConsumerOptions): BatchConsumer {
     groupId,
     async start() {
       consumer.on(consumer.events.GROUP_JOIN, (e) => onJoin(e.payload.memberAssignment));
+      // kafkajs logs the crash itself and restarts after a retriable one.
       consumer.on(consumer.events.CRASH, (e) => {
-        // kafkajs logs the crash itself; only a consumer it will not restart leaves this process deaf.
-        if (!e.payload.restart) log.error({ err: e.payload.error, groupId }, 'consumer crashed and will not restart: these topics are no longer read here');
+        if (!e.payload.restart) restart(e.payload.error);
       });
-      await consumer.connect();
-      await consumer.subscribe({ topics: opts.topics, fromBeginning: true });
-      await consumer.run({ autoCommit: false, eachBatchAutoResolve: false, partitionsConsumedConcurrently: opts.partitionsConsumedConcurrently, eachBatch: opts.eachBatch });
+      await run();
     },
     async stop(drain) {
+      stopping = true;
+      clearTimeout(restartTimer);
       if (drain) {
         await bounded('stop', consumer.stop());
         await drain();

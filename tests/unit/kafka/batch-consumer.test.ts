@@ -1,6 +1,7 @@
 import type { Kafka } from 'kafkajs';
-import { describe, expect, it } from 'vitest';
-import { createBatchConsumer, offsetAfter, partitionKey, splitPartitionKey, type BatchConsumerOptions } from '../../../src/kafka/batch-consumer.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { describe, expect, it, vi } from 'vitest';
+import { consumerRestartDelayMs, createBatchConsumer, offsetAfter, partitionKey, splitPartitionKey, type BatchConsumerOptions } from '../../../src/kafka/batch-consumer.js';
 import { createLogger } from '../../../src/obs/logger.js';
 
 /** A kafkajs consumer that records what is asked of it; `emit` plays its instrumentation events. */
@@ -110,12 +111,54 @@ describe('createBatchConsumer', () => {
     expect(lines.map((l) => l.msg)).toEqual(['consumer stop did not finish in time; going on']);
   });
 
-  it('logs a crash kafkajs will not restart from, and leaves restarts to kafkajs', async () => {
+  it('leaves a crash kafkajs restarts from to kafkajs', async () => {
     const { consumer, fake, lines } = setup();
     await consumer.start();
     fake.emit('consumer.crash', { error: new Error('offset out of range'), groupId: 'g', restart: true });
+    await sleep(300);
     expect(lines).toEqual([]);
-    fake.emit('consumer.crash', { error: new Error('not authorized'), groupId: 'g', restart: false });
-    expect(lines.map((l) => [l.level, l.msg])).toEqual([[50, 'consumer crashed and will not restart: these topics are no longer read here']]);
+    expect(fake.calls.filter((c) => c === 'connect')).toHaveLength(1);
+  });
+
+  it('restarts a consumer kafkajs gave up on, with backoff, and keeps what its reader paused', async () => {
+    const { consumer, fake, lines } = setup();
+    await consumer.start();
+    consumer.pause('t', 0);
+    fake.calls.length = 0;
+    fake.emit('consumer.crash', { error: new Error('Failed to find group coordinator'), groupId: 'g', restart: false });
+    // A second crash report while a restart is due does not schedule another.
+    fake.emit('consumer.crash', { error: new Error('Failed to find group coordinator'), groupId: 'g', restart: false });
+    expect(lines.map((l) => [l.level, l.msg])).toEqual([[40, 'consumer crashed with an error kafkajs does not restart after; restarting it']]);
+    expect(fake.calls).toEqual([]);
+    await vi.waitFor(() => expect(fake.calls).toHaveLength(3), { timeout: 2_000 });
+    expect(fake.calls[0]).toBe('connect');
+    // The restarted consumer fetches everything again until the join puts the reader's pause back.
+    fake.paused.clear();
+    fake.emit('consumer.group_join', { memberAssignment: { t: [0, 1] } });
+    expect([...fake.paused]).toEqual([partitionKey('t', 0)]);
+  });
+
+  it('keeps restarting while the broker refuses, and not once it is stopped', async () => {
+    const { consumer, fake } = setup();
+    await consumer.start();
+    let refusals = 2;
+    const connect = async () => {
+      fake.calls.push('connect');
+      if (refusals-- > 0) throw new Error('ECONNREFUSED');
+    };
+    Object.assign(fake.kafka.consumer({ groupId: 'g' }), { connect });
+    fake.calls.length = 0;
+    fake.emit('consumer.crash', { error: new Error('Failed to find group coordinator'), groupId: 'g', restart: false });
+    await vi.waitFor(() => expect(fake.calls.filter((c) => c.startsWith('run'))).toHaveLength(1), { timeout: 3_000 });
+    expect(fake.calls.filter((c) => c === 'connect')).toHaveLength(3);
+    fake.emit('consumer.crash', { error: new Error('Failed to find group coordinator'), groupId: 'g', restart: false });
+    await consumer.stop();
+    fake.calls.length = 0;
+    await sleep(400);
+    expect(fake.calls).toEqual([]);
+  });
+
+  it('waits longer after each restart that did not lead to a join, up to 5 s', () => {
+    expect([0, 1, 2, 3, 4, 5, 6, 50].map(consumerRestartDelayMs)).toEqual([200, 400, 800, 1_600, 3_200, 5_000, 5_000, 5_000]);
   });
 });
