@@ -1,7 +1,7 @@
 import { sha256Hex } from '../util/sha256-hex.js';
 import { ConfigError } from './load.js';
 import type { SluiceConfig } from './schema.js';
-import { dependencyOf } from './workflows.js';
+import { stepDependencies } from './workflows.js';
 
 /**
  * What the production profile (the default) refuses to start with, and why: each of these is
@@ -20,7 +20,7 @@ export interface ProfileProblem {
 
 /** Dependencies some workflow step calls; a declared but unused one is never called. */
 function calledDependencies(config: SluiceConfig): Set<string> {
-  return new Set(Object.values(config.workflows).flatMap((wf) => wf.steps.map(dependencyOf)));
+  return new Set(Object.values(config.workflows).flatMap((wf) => wf.steps.flatMap(stepDependencies)));
 }
 
 /**

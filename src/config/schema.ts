@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { MAX_RAMP_UP_MS, rampUpMs } from './ramp-up.js';
+import { toolSchemaProblem } from './tool-input-schema.js';
 import { dependencyOf } from './workflows.js';
 
 /**
@@ -150,6 +151,10 @@ const toolDependency = z.object({
   kind: z.literal('tool'),
   /** Absolute http(s) URL, or a path starting with "/" that is served by the provider simulator. */
   url: z.string().refine((u) => u.startsWith('/') || /^https?:\/\//.test(u), 'must be an http(s) URL or a simulator path starting with "/"'),
+  /** What the tool does, as an agent's model reads it when choosing tools. */
+  description: z.string().min(1).max(4_000).optional(),
+  /** JSON Schema of the tool's input (`"type": "object"`): required for a tool an agent may use; each input a model sends is checked against it. */
+  inputSchema: z.record(z.string(), z.unknown()).optional(),
   timeouts: callTimeouts,
   maxConcurrency: z.number().int().min(1).max(100_000),
   retry: retryPolicy,
@@ -198,12 +203,48 @@ const toolStep = z.object({
   tool: name,
 });
 
+/**
+ * A model-driven tool-use loop: the model reads the task, asks for tools (several at once run in
+ * parallel), reads their results and asks again until it answers. Its bounds end a model that
+ * never stops: turns (model calls), tool calls and tokens per run, and the share of the time left
+ * to the run's deadline when the step starts.
+ */
+const agentStep = z.object({
+  id: name,
+  kind: z.literal('agent'),
+  /** The LLM dependency the model turns call (its cap, breaker and pacing apply to each turn). */
+  dependency: name.default('anthropic'),
+  system: z.string().min(1).max(100_000),
+  /** Tool dependencies the model may ask for; each needs an `inputSchema`. */
+  tools: z
+    .array(name)
+    .min(1)
+    .max(64)
+    .refine((t) => new Set(t).size === t.length, 'must not name a tool twice'),
+  /** Overrides the dependency's model for this agent. */
+  model: z.string().min(1).optional(),
+  /** Overrides the dependency's `maxTokens` (the answer's allowance per turn) for this agent. */
+  maxTokens: z.number().int().min(1).max(64_000).optional(),
+  bounds: z
+    .object({
+      maxTurns: z.number().int().min(1).max(100).default(8),
+      maxToolCalls: z.number().int().min(0).max(1_000).default(20),
+      /** Input and output tokens of all the model's turns in one run. */
+      maxTokens: z.number().int().min(1).max(100_000_000).default(100_000),
+      /** Tool calls of one turn that run at once; the rest wait for a free place. */
+      maxParallelTools: z.number().int().min(1).max(32).default(4),
+      /** The share of the time left to the run's deadline at the step's start that the step may use. */
+      deadlineShare: z.number().gt(0).max(1).default(1),
+    })
+    .prefault({}),
+});
+
 const workflow = z.object({
   description: z.string().default(''),
   defaultClass: z.enum(RUN_CLASSES).default('interactive'),
   /** Runs of this workflow executing at once across all processors (changeable at run time). */
   maxConcurrency: z.number().int().min(1).max(1_000_000).default(32),
-  steps: z.array(z.discriminatedUnion('kind', [llmStep, toolStep])).min(1).max(50),
+  steps: z.array(z.discriminatedUnion('kind', [llmStep, toolStep, agentStep])).min(1).max(50),
   /**
    * The declared answer a `degrade` tenant gets when a dependency is unavailable, returned as
    * `result.text` with `result.degraded: true`. Without it, unavailability fails the run.
@@ -587,13 +628,20 @@ export const configSchema = z
         if (seen.has(step.id)) ctx.addIssue({ code: 'custom', path: [...at, 'id'], message: `duplicate step id "${step.id}"` });
         seen.add(step.id);
         const depName = dependencyOf(step);
-        const dep = cfg.dependencies[depName];
-        const field = step.kind === 'llm' ? 'dependency' : 'tool';
-        if (!dep) ctx.addIssue({ code: 'custom', path: [...at, field], message: `unknown dependency "${depName}"` });
-        else if (dep.kind !== step.kind) ctx.addIssue({ code: 'custom', path: [...at, field], message: `"${depName}" is a ${dep.kind} dependency, not ${step.kind}` });
+        const field = step.kind === 'tool' ? 'tool' : 'dependency';
+        expectDependency(cfg.dependencies, depName, step.kind === 'tool' ? 'tool' : 'llm', [...at, field], ctx);
+        if (step.kind !== 'agent') return;
+        step.tools.forEach((toolName, t) => {
+          const tool = expectDependency(cfg.dependencies, toolName, 'tool', [...at, 'tools', t], ctx);
+          if (tool?.kind === 'tool' && !tool.inputSchema) ctx.addIssue({ code: 'custom', path: [...at, 'tools', t], message: `tool "${toolName}" has no inputSchema, which an agent needs to offer it to the model` });
+        });
       });
     }
     for (const [depName, dep] of Object.entries(cfg.dependencies)) {
+      if (dep.kind === 'tool' && dep.inputSchema) {
+        const problem = toolSchemaProblem(dep.inputSchema);
+        if (problem) ctx.addIssue({ code: 'custom', path: ['dependencies', depName, 'inputSchema'], message: problem });
+      }
       const adaptive = dep.adaptiveConcurrency;
       if (adaptive && adaptive.max === undefined && adaptive.min > dep.maxConcurrency) {
         ctx.addIssue({ code: 'custom', path: ['dependencies', depName, 'adaptiveConcurrency', 'min'], message: 'must not exceed maxConcurrency (the default max)' });
@@ -620,10 +668,19 @@ export const configSchema = z
     }
   });
 
+/** The dependency named `depName` when it is configured and of `kind`; otherwise an issue at `path`. */
+function expectDependency(dependencies: Record<string, z.infer<typeof dependency>>, depName: string, kind: 'llm' | 'tool', path: PropertyKey[], ctx: z.RefinementCtx): z.infer<typeof dependency> | undefined {
+  const dep = Object.hasOwn(dependencies, depName) ? dependencies[depName] : undefined;
+  if (!dep) ctx.addIssue({ code: 'custom', path, message: `unknown dependency "${depName}"` });
+  else if (dep.kind !== kind) ctx.addIssue({ code: 'custom', path, message: `"${depName}" is a ${dep.kind} dependency, not ${kind}` });
+  return dep;
+}
+
 export type SluiceConfig = z.infer<typeof configSchema>;
 export type TenantConfig = SluiceConfig['tenants'][string];
 export type WorkflowConfig = SluiceConfig['workflows'][string];
 export type StepConfig = WorkflowConfig['steps'][number];
+export type AgentStepConfig = Extract<StepConfig, { kind: 'agent' }>;
 export type DependencyConfig = SluiceConfig['dependencies'][string];
 export type LlmDependencyConfig = Extract<DependencyConfig, { kind: 'llm' }>;
 export type PricingConfig = SluiceConfig['pricing'];

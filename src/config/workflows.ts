@@ -1,12 +1,17 @@
-/** A workflow step as far as its dependency goes: an LLM step names an LLM dependency, a tool step a tool. */
-export type DependencyStep = { kind: 'llm'; dependency: string } | { kind: 'tool'; tool: string };
+/** A workflow step as far as its dependencies go: an LLM step names an LLM dependency, a tool step a tool, an agent its model and its tools. */
+export type DependencyStep = { kind: 'llm'; dependency: string } | { kind: 'tool'; tool: string } | { kind: 'agent'; dependency: string; tools: readonly string[] };
 
-/** The dependency a step calls. */
+/** The dependency a step calls first: a tool step's tool, an LLM step's or an agent's model. */
 export function dependencyOf(step: DependencyStep): string {
-  return step.kind === 'llm' ? step.dependency : step.tool;
+  return step.kind === 'tool' ? step.tool : step.dependency;
 }
 
-/** Dependencies a workflow's steps call, each once, in step order. */
+/** Every dependency a step may call: an agent's model and its tools, else the one dependency. */
+export function stepDependencies(step: DependencyStep): readonly string[] {
+  return step.kind === 'agent' ? [step.dependency, ...step.tools] : [dependencyOf(step)];
+}
+
+/** Dependencies a workflow's steps may call, each once, in step order. */
 export function dependenciesOf(steps: readonly DependencyStep[]): string[] {
-  return [...new Set(steps.map(dependencyOf))];
+  return [...new Set(steps.flatMap(stepDependencies))];
 }

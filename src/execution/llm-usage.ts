@@ -57,7 +57,7 @@ function addCall(to: PricedUsage, usage: TokenUsage, costUsd: number | undefined
 }
 
 /**
- * The usage of a run's LLM steps from their outputs: one answered call per step that has an
+ * The usage of a run's LLM and agent steps from their outputs: one answered call per LLM step, and per agent turn, that has an
  * output (called in this attempt or kept by the journal). Calls that failed, and answers a crash
  * lost before the journal kept them, are not in it (the metrics count them).
  */
@@ -66,15 +66,28 @@ export function runUsage(steps: readonly StepConfig[], outputs: Readonly<Record<
   // No prototype: a model label is config text, and `__proto__` must be a key like any other.
   const byModel = Object.create(null) as Record<string, PricedUsage>;
   for (const step of steps) {
-    if (step.kind !== 'llm') continue;
+    if (step.kind === 'tool') continue;
     const dep: DependencyConfig | undefined = ownEntry(config.dependencies, dependencyOf(step));
-    const call = recordedCall(outputs[step.id]);
-    if (dep?.kind !== 'llm' || !call) continue;
-    const { model, costUsd } = pricedCall(config, dep, call.model, call.usage);
-    const usage = stepUsage(call.usage);
-    addCall(total, usage, costUsd);
-    addCall((byModel[model] ??= emptyUsage()), usage, costUsd);
+    if (dep?.kind !== 'llm') continue;
+    const output = outputs[step.id];
+    // An agent's output lists each of its answered turns; an LLM step's output is its one call.
+    const calls = step.kind === 'agent' ? agentCalls(output) : [output];
+    for (const recorded of calls) {
+      const call = recordedCall(recorded);
+      if (!call) continue;
+      const { model, costUsd } = pricedCall(config, dep, call.model, call.usage);
+      const usage = stepUsage(call.usage);
+      addCall(total, usage, costUsd);
+      addCall((byModel[model] ??= emptyUsage()), usage, costUsd);
+    }
   }
   for (const u of [total, ...Object.values(byModel)]) u.costUsd = u.costUsd === null ? null : roundUsd(u.costUsd);
   return { ...total, byModel };
+}
+
+/** The calls an agent step's output records (`agent.calls`); none for a stand-in or an output without them. */
+function agentCalls(output: unknown): unknown[] {
+  if (typeof output !== 'object' || output === null) return [];
+  const agent = (output as { agent?: { calls?: unknown } }).agent;
+  return Array.isArray(agent?.calls) ? agent.calls : [];
 }

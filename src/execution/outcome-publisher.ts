@@ -40,6 +40,8 @@ export interface RunFailed {
   message: string;
   step?: string;
   error: RunError;
+  /** What the run produced before it failed (an agent's transcript so far), when that is worth keeping. */
+  result?: string;
 }
 
 /** An attempt that ends with the run's next attempt on the retry topic, due at `dueAt`. */
@@ -133,7 +135,7 @@ export class OutcomePublisher {
   /** A failed run dies here: archived in the DLQ topic with its context, then reported failed. */
   async failed(run: RunRequested, context: AttemptContext, failure: RunFailed): Promise<RunOutcome> {
     await this.archive(run, context, failure.reason, failure.error);
-    return this.finish(run, { status: 'failed', message: failure.message, step: failure.step, error: failure.error });
+    return this.finish(run, { status: 'failed', message: failure.message, step: failure.step, error: failure.error, result: failure.result });
   }
 
   /** Ends a run without further attempts: archived in the DLQ topic with its context, then reported failed. */

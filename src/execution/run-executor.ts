@@ -1,5 +1,6 @@
 import type { SluiceConfig } from '../config/schema.js';
 import type { RunRequested } from '../events/schemas.js';
+import { AgentLoop } from './agent-loop.js';
 import type { AttemptContext, RunOutcome } from './attempt.js';
 import { CallGuard, type CallGuardDeps } from './call-guard.js';
 import { OutcomePublisher, type OutcomePublisherDeps } from './outcome-publisher.js';
@@ -13,7 +14,7 @@ export interface RunExecutorDeps
   extends Omit<OutcomePublisherDeps, 'config' | 'now'>,
     Omit<CallGuardDeps, 'config' | 'now'>,
     Omit<StepCallerDeps, 'config' | 'guard' | 'now' | 'random' | 'tokenSettlement'>,
-    Omit<StepLoopDeps, 'config' | 'caller' | 'outcomes' | 'now' | 'random'> {
+    Omit<StepLoopDeps, 'config' | 'caller' | 'agents' | 'outcomes' | 'now' | 'random'> {
   config: SluiceConfig;
   now?: () => number;
   /** Source for retry jitter; injectable so tests are deterministic. */
@@ -38,7 +39,8 @@ export class RunExecutor {
     this.outcomes = new OutcomePublisher({ ...deps, now: this.now });
     const guard = new CallGuard({ ...deps, now: this.now });
     const caller = new StepCaller({ ...deps, guard, now: this.now, random });
-    this.steps = new StepLoop({ ...deps, caller, outcomes: this.outcomes, now: this.now, random });
+    const agents = new AgentLoop({ ...deps, caller, outcomes: this.outcomes, now: this.now });
+    this.steps = new StepLoop({ ...deps, caller, agents, outcomes: this.outcomes, now: this.now, random });
   }
 
   async execute(run: RunRequested, context: AttemptContext): Promise<RunOutcome> {

@@ -6,8 +6,9 @@ import type { Metrics } from '../obs/metrics.js';
 import { breakerRetryAt, deferredStepRetryAt, transientRetryAt } from '../retries/run-retry.js';
 import type { CancelReason } from '../runs/cancellation.js';
 import { MIN_USEFUL_CALL_MS, isExpired } from '../runs/deadline.js';
-import { stepSequence } from '../runs/status-sequence.js';
+import { slotsPerStep, stepSequence } from '../runs/status-sequence.js';
 import { StepError } from '../steps/step-error.js';
+import type { AgentLoop } from './agent-loop.js';
 import type { AttemptContext, RunOutcome } from './attempt.js';
 import { DependencyUnavailable } from './call-guard.js';
 import { degradedCompletion, fallbackFor, type Unavailability } from './fallback-policy.js';
@@ -24,6 +25,8 @@ export interface StepLoopDeps {
   /** Completed steps (a redelivered run skips them instead of repeating their side effects) and the cancellation. */
   progress: RunProgress;
   caller: Pick<StepCaller, 'call'>;
+  /** Runs agent steps (their model turns and tool calls go through the same caller). */
+  agents: Pick<AgentLoop, 'run'>;
   outcomes: OutcomePublisher;
   metrics: Metrics;
   now: () => number;
@@ -76,17 +79,31 @@ export class StepLoop {
     /** The cancellation read when the last step was recorded: then the boundary needs no check of its own. */
     let readAtRecord: { cancelled: CancelReason | undefined } | undefined;
     const steps = workflow.steps;
+    const slots = slotsPerStep(steps);
     for (const [i, step] of steps.entries()) {
       const where = `step ${i + 1}/${steps.length} (${step.id})`;
       const cancelledNow = i === 0 ? undefined : readAtRecord ? readAtRecord.cancelled : await this.deps.progress.cancelReason(run.runId);
       readAtRecord = undefined;
       if (cancelledNow) return outcomes.cancelled(run, cancelledNow, `at the step boundary before ${where}`);
       if (isExpired(run.deadline, now())) return outcomes.expired(run, context, `before ${where}`);
-      outcomes.running(run, { sequence: stepSequence(run.attempt, i), message: `running: ${where} calling ${dependencyOf(step)}`, step: step.id });
+      if (step.kind !== 'agent') outcomes.running(run, { sequence: stepSequence(run.attempt, i, { progress: 0, slots }), message: `running: ${where} calling ${dependencyOf(step)}`, step: step.id });
       const remembered = start.done.has(step.id);
       let output: unknown;
       try {
-        output = remembered ? start.done.get(step.id) : await this.deps.caller.call(run, step, input, outputs);
+        if (remembered) output = start.done.get(step.id);
+        else if (step.kind !== 'agent') output = await this.deps.caller.call(run, step, input, outputs);
+        else {
+          const end = await this.deps.agents.run({ run, step, stepIndex: i, slots, where, input, outputs, done: start.done, fallback: tenant.fallback });
+          if (end.kind === 'cancelled') return outcomes.cancelled(run, end.reason, `during ${where}`);
+          if (end.kind === 'stopped') {
+            const partial = { ...outputs, [step.id]: end.output };
+            const result = JSON.stringify({ text: null, degraded: false, stoppedBy: end.reached.bound, steps: steps.filter((s) => s.id in partial).map((s) => ({ id: s.id, output: partial[s.id] })), usage: runUsage(steps, partial, this.deps.config) });
+            const message = `${where} — ${end.reached.message} (agent bound ${end.reached.bound}); the transcript so far is in the result`;
+            return outcomes.failed(run, context, { reason: 'non_retryable', message: `failed: ${message}`, step: step.id, error: { code: 'agent_bound_reached', message, retryable: false }, result });
+          }
+          output = end.output;
+          unavailable.push(...end.output.agent.unavailable);
+        }
       } catch (err) {
         if (isExpired(run.deadline, now())) return outcomes.expired(run, context, `during ${where}`);
         const failed = this.afterFailedCall(run, context, step, where, err, outputSeen);
@@ -118,7 +135,7 @@ export class StepLoop {
       }
       outputSeen = true;
       outputs[step.id] = output;
-      if (step.kind === 'llm') lastText = (output as { text: string }).text;
+      if (step.kind !== 'tool') lastText = (output as { text: string }).text;
     }
     const usage = runUsage(steps, outputs, this.deps.config);
     if (unavailable.length > 0) return outcomes.completed(run, context, degradedCompletion({ attempt: run.attempt, steps, outputs, unavailable, text: lastText ?? null, usage }));

@@ -8,10 +8,22 @@ export const MAX_STEPS = SLOTS_PER_ATTEMPT - 2;
 
 export const ADMITTED_SEQUENCE = 0;
 
-export function stepSequence(attempt: number, stepIndex: number): number {
+/**
+ * Numbers each step of a workflow has: one, or, in a workflow with an agent step, an equal share
+ * of the attempt's, so the agent's turns are numbered between its step and the next.
+ */
+export function slotsPerStep(steps: readonly { kind: string }[]): number {
+  return steps.some((s) => s.kind === 'agent') ? Math.floor(MAX_STEPS / Math.max(1, steps.length)) : 1;
+}
+
+/** A step's number (`progress` 0), or the number of its `progress`-th event within its `slots`. */
+export function stepSequence(attempt: number, stepIndex: number, at: { progress: number; slots: number } = { progress: 0, slots: 1 }): number {
   if (!Number.isInteger(attempt) || attempt < 1) throw new RangeError(`attempt must be a positive integer, got ${attempt}`);
-  if (!Number.isInteger(stepIndex) || stepIndex < 0 || stepIndex >= MAX_STEPS) throw new RangeError(`step index must be in [0, ${MAX_STEPS}), got ${stepIndex}`);
-  return attempt * SLOTS_PER_ATTEMPT + stepIndex + 1;
+  const { progress, slots } = at;
+  if (!Number.isInteger(slots) || slots < 1) throw new RangeError(`slots must be a positive integer, got ${slots}`);
+  if (!Number.isInteger(stepIndex) || stepIndex < 0 || (stepIndex + 1) * slots > MAX_STEPS) throw new RangeError(`step index must be in [0, ${Math.floor(MAX_STEPS / slots)}), got ${stepIndex}`);
+  if (!Number.isInteger(progress) || progress < 0 || progress >= slots) throw new RangeError(`progress must be in [0, ${slots}), got ${progress}`);
+  return attempt * SLOTS_PER_ATTEMPT + stepIndex * slots + progress + 1;
 }
 
 export function terminalSequence(attempt: number): number {

@@ -6,6 +6,8 @@ import { StepError } from './step-error.js';
 
 /** One message of the conversation, as the Messages API takes it. */
 export type LlmMessage = Anthropic.MessageParam;
+/** A content block of a message sent: text, a tool call sent back, or a tool's result. */
+export type LlmMessageBlock = Anthropic.ContentBlockParam;
 
 /** A tool the model may ask for: name, description and JSON Schema of its input. */
 export interface LlmTool {

@@ -2,6 +2,7 @@ import { Redis } from 'ioredis';
 import { Worker, type Job } from 'bullmq';
 import { defaultConfigPath, loadConfig } from '../../config/load.js';
 import { ownEntry } from '../../config/lookup.js';
+import { dependencyOf } from '../../config/workflows.js';
 import { callLlm, createAnthropicClient } from '../../steps/llm-call.js';
 import { composeUserTurn } from '../../steps/prompt.js';
 import { callTool } from '../../steps/tool-call.js';
@@ -49,7 +50,7 @@ function httpWork(simulatorUrl: string) {
     const outputs: Record<string, unknown> = {};
     let lastText: string | null = null;
     for (const step of workflow.steps) {
-      const depName = step.kind === 'llm' ? step.dependency : step.tool;
+      const depName = dependencyOf(step);
       const dep = ownEntry(config.dependencies, depName);
       if (!dep) throw new Error(`dependency ${depName} is not configured`);
       const headers = { 'X-Sluice-Tenant': tenantId, 'X-Sluice-Run': runId, 'Idempotency-Key': `${runId}:${step.id}` };

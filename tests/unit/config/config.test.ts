@@ -6,6 +6,7 @@ import { join, relative } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, ENV_OVERRIDES, defaultConfigPath, loadConfig, parseConfig } from '../../../src/config/load.js';
 import { ROLES, configSchema } from '../../../src/config/schema.js';
+import { dependencyOf } from '../../../src/config/workflows.js';
 
 const sha = (s: string) => createHash('sha256').update(s, 'utf8').digest('hex');
 
@@ -68,8 +69,10 @@ describe('built-in config/local.yaml', () => {
     expect(cfg.api.adminKeySha256).toBe(sha('local-admin-key'));
   });
 
-  it('declares the support-reply and report-digest workflows', () => {
-    expect(Object.keys(cfg.workflows).sort()).toEqual(['report-digest', 'support-reply']);
+  it('declares the support-agent, support-reply and report-digest workflows', () => {
+    expect(Object.keys(cfg.workflows).sort()).toEqual(['report-digest', 'support-agent', 'support-reply']);
+    const agent = cfg.workflows['support-agent']!.steps[0]!;
+    expect(agent).toMatchObject({ kind: 'agent', dependency: 'anthropic', tools: ['order-lookup', 'kb-search'], bounds: { maxTurns: 6, maxParallelTools: 4 } });
     const support = cfg.workflows['support-reply']!;
     expect(support.defaultClass).toBe('interactive');
     expect(support.steps.map((s) => s.id)).toEqual(['understand', 'lookup-order', 'reply']);
@@ -81,7 +84,7 @@ describe('built-in config/local.yaml', () => {
   });
 
   it('declares the dependencies with their kinds and budgets', () => {
-    expect(Object.keys(cfg.dependencies).sort()).toEqual(['anthropic', 'notify', 'order-lookup', 'report']);
+    expect(Object.keys(cfg.dependencies).sort()).toEqual(['anthropic', 'kb-search', 'notify', 'order-lookup', 'report']);
     const anthropic = cfg.dependencies.anthropic!;
     expect(anthropic.kind).toBe('llm');
     if (anthropic.kind === 'llm') {
@@ -100,8 +103,8 @@ describe('built-in config/local.yaml', () => {
   it('only references dependencies of the right kind from its workflow steps', () => {
     for (const wf of Object.values(cfg.workflows)) {
       for (const step of wf.steps) {
-        const dep = cfg.dependencies[step.kind === 'llm' ? step.dependency : step.tool];
-        expect(dep?.kind).toBe(step.kind);
+        const dep = cfg.dependencies[dependencyOf(step)];
+        expect(dep?.kind).toBe(step.kind === 'tool' ? 'tool' : 'llm');
       }
     }
   });
@@ -520,6 +523,54 @@ describe('parseConfig errors name the field path', () => {
     const err = configError(() => parseConfig(doc));
     expect(err.fields).toEqual(['workflows.wf.steps.0.dependency']);
     expect(err.message).toContain('"lookup" is a tool dependency, not llm');
+  });
+
+  /** baseDoc with an agent workflow whose tool `lookup` has an input schema. */
+  function agentDoc(step: Record<string, unknown> = {}): Record<string, any> {
+    const doc = baseDoc();
+    doc.dependencies.lookup.inputSchema = { type: 'object', properties: { id: { type: 'string' } }, required: ['id'] };
+    doc.workflows.agent = { steps: [{ id: 'solve', kind: 'agent', system: 'solve it', tools: ['lookup'], ...step }] };
+    return doc;
+  }
+
+  it('takes an agent step with its bounds defaulted', () => {
+    const cfg = parseConfig(agentDoc());
+    expect(cfg.workflows.agent!.steps[0]).toEqual({
+      id: 'solve',
+      kind: 'agent',
+      dependency: 'anthropic',
+      system: 'solve it',
+      tools: ['lookup'],
+      bounds: { maxTurns: 8, maxToolCalls: 20, maxTokens: 100_000, maxParallelTools: 4, deadlineShare: 1 },
+    });
+  });
+
+  it('an agent naming an unknown tool, an llm as a tool, or a tool without an input schema', () => {
+    const doc = agentDoc({ tools: ['lookup', 'nope', 'anthropic'] });
+    doc.dependencies.other = { ...doc.dependencies.lookup, inputSchema: undefined };
+    doc.workflows.agent.steps.push({ id: 'again', kind: 'agent', system: 's', tools: ['other'] });
+    const err = configError(() => parseConfig(doc));
+    expect(err.fields).toEqual(['workflows.agent.steps.0.tools.1', 'workflows.agent.steps.0.tools.2', 'workflows.agent.steps.1.tools.0']);
+    expect(err.message).toContain('unknown dependency "nope"');
+    expect(err.message).toContain('"anthropic" is a llm dependency, not tool');
+    expect(err.message).toContain('tool "other" has no inputSchema');
+  });
+
+  it('an agent whose model is a tool, whose tools repeat, or whose bounds are out of range', () => {
+    const doc = agentDoc({ dependency: 'lookup', tools: ['lookup', 'lookup'], bounds: { maxTurns: 0, deadlineShare: 1.5, maxParallelTools: 33 } });
+    const err = configError(() => parseConfig(doc));
+    expect(err.fields).toEqual(expect.arrayContaining(['workflows.agent.steps.0.dependency', 'workflows.agent.steps.0.tools', 'workflows.agent.steps.0.bounds.maxTurns', 'workflows.agent.steps.0.bounds.deadlineShare', 'workflows.agent.steps.0.bounds.maxParallelTools']));
+    expect(err.message).toContain('must not name a tool twice');
+  });
+
+  it('a tool input schema that is not an object schema, or not a JSON Schema at all', () => {
+    const doc = agentDoc();
+    doc.dependencies.lookup.inputSchema = { type: 'string' };
+    expect(configError(() => parseConfig(doc)).message).toContain('dependencies.lookup.inputSchema: must be a JSON Schema with "type": "object"');
+    doc.dependencies.lookup.inputSchema = { type: 'object', properties: { id: { type: 'strin' } } };
+    const err = configError(() => parseConfig(doc));
+    expect(err.fields).toEqual(['dependencies.lookup.inputSchema']);
+    expect(err.message).toContain('is not a valid JSON Schema');
   });
 
   it('duplicate step ids', () => {

@@ -48,6 +48,7 @@ describe('productionProblems', () => {
       'roles',
       'anthropic.apiKey',
       'dependencies.order-lookup.url',
+      'dependencies.kb-search.url',
       'dependencies.report.url',
       'dependencies.notify.url',
       'localInfra',

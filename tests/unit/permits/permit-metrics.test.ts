@@ -14,7 +14,7 @@ describe('configuredScopes', () => {
     expect(scopes['tenant:tenant-a']).toBe(config.tenants['tenant-a']!.maxConcurrency);
     expect(scopes['workflow:report-digest']).toBe(config.workflows['report-digest']!.maxConcurrency);
     expect(scopes['dependency:anthropic']).toBe(config.dependencies.anthropic!.maxConcurrency);
-    expect(Object.keys(scopes)).toHaveLength(2 + 3 + 2 + 4);
+    expect(Object.keys(scopes)).toHaveLength(2 + 3 + 3 + 5);
   });
 });
 

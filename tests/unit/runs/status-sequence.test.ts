@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ADMITTED_SEQUENCE, MAX_STEPS, SLOTS_PER_ATTEMPT, stepSequence, terminalSequence } from '../../../src/runs/status-sequence.js';
+import { ADMITTED_SEQUENCE, MAX_STEPS, SLOTS_PER_ATTEMPT, slotsPerStep, stepSequence, terminalSequence } from '../../../src/runs/status-sequence.js';
 
 describe('status sequence numbers', () => {
   it('has the documented constants', () => {
@@ -62,5 +62,28 @@ describe('status sequence numbers', () => {
 
   it('never lets a step collide with the terminal slot', () => {
     expect(stepSequence(1, MAX_STEPS - 1)).toBeLessThan(terminalSequence(1));
+  });
+
+  it('gives each step of a workflow with an agent an equal block of numbers, in step order', () => {
+    const steps = [{ kind: 'llm' }, { kind: 'agent' }, { kind: 'tool' }];
+    const slots = slotsPerStep(steps);
+    expect(slots).toBe(332);
+    expect(slotsPerStep([{ kind: 'llm' }, { kind: 'tool' }])).toBe(1);
+    expect(slotsPerStep([{ kind: 'agent' }])).toBe(MAX_STEPS);
+    expect(slotsPerStep(Array.from({ length: 50 }, () => ({ kind: 'agent' })))).toBe(19);
+    const numbers = [0, 1, 2].flatMap((step) => [0, 1, slots - 1].map((progress) => stepSequence(2, step, { progress, slots })));
+    expect(numbers).toEqual([...numbers].sort((a, b) => a - b));
+    expect(new Set(numbers).size).toBe(numbers.length);
+    expect(stepSequence(2, 1, { progress: 0, slots })).toBe(2000 + 332 + 1);
+    expect(stepSequence(2, 2, { progress: slots - 1, slots })).toBeLessThan(terminalSequence(2));
+    // Without an agent the numbers are those of one slot per step.
+    expect(stepSequence(1, 3, { progress: 0, slots: 1 })).toBe(stepSequence(1, 3));
+  });
+
+  it('refuses progress outside its step\'s block and blocks past the attempt\'s numbers', () => {
+    expect(() => stepSequence(1, 0, { progress: 332, slots: 332 })).toThrow('progress must be in [0, 332), got 332');
+    expect(() => stepSequence(1, 0, { progress: -1, slots: 332 })).toThrow(RangeError);
+    expect(() => stepSequence(1, 3, { progress: 0, slots: 332 })).toThrow(RangeError);
+    expect(() => stepSequence(1, 0, { progress: 0, slots: 0 })).toThrow(RangeError);
   });
 });

@@ -66,9 +66,15 @@ export function naiveSystem(local: Record<string, any>): Record<string, any> {
 
 export const SYSTEM_BUILDERS: Record<SystemName, (local: Record<string, any>) => Record<string, any>> = { sluice: sluiceSystem, naive: naiveSystem };
 
-/** LLM calls one run of each workflow makes when every call succeeds: what one offered run asks of the provider. */
+/**
+ * LLM calls one run of each workflow makes when every call succeeds: what one offered run asks of
+ * the provider. A workflow with an agent step is left out: its model decides how many turns it takes.
+ */
 export function llmCallsPerRun(doc: Record<string, any>): Record<string, number> {
   const out: Record<string, number> = {};
-  for (const [name, w] of Object.entries<any>(doc.workflows ?? {})) out[name] = (w.steps as { kind: string }[]).filter((s) => s.kind === 'llm').length;
+  for (const [name, w] of Object.entries<any>(doc.workflows ?? {})) {
+    const steps = w.steps as { kind: string }[];
+    if (!steps.some((s) => s.kind === 'agent')) out[name] = steps.filter((s) => s.kind === 'llm').length;
+  }
   return out;
 }

@@ -44,7 +44,7 @@ describe('scenario systems', () => {
     expect(Object.keys(naive.dependencies)).toEqual(Object.keys(local.dependencies));
   });
 
-  it('counts the LLM steps of each workflow', () => {
+  it('counts the LLM steps of each workflow, leaving out agent workflows (their model decides)', () => {
     expect(llmCallsPerRun(localConfig())).toEqual({ 'support-reply': 2, 'report-digest': 2 });
   });
 });
