@@ -67,6 +67,44 @@ describe('runUsage', () => {
     expect(runUsage(steps, outputs, config)).toEqual({ ...usage(10, 0), llmCalls: 1, costUsd: 0.00003, byModel: { 'claude-sonnet-4-6': { ...usage(10, 0), llmCalls: 1, costUsd: 0.00003 } } });
   });
 
+  const agentStep = (id: string, dependency: string): StepConfig => ({ id, kind: 'agent', dependency, system: 's', tools: ['lookup'], bounds: { maxTurns: 8, maxToolCalls: 20, maxTokens: 100_000, maxParallelTools: 4, deadlineShare: 1 } });
+
+  it('counts each answered turn of an agent step as one call, priced by its model, beside the LLM steps', () => {
+    const steps = [step('a', 'anthropic'), agentStep('agent', 'anthropic')];
+    const outputs = {
+      a: { text: 'x', model: 'claude-sonnet-4-6', usage: usage(1_000, 100) },
+      agent: {
+        text: 'done',
+        // The agent's own model and usage fields, if any, are not a call: only its turns are.
+        model: 'claude-sonnet-4-6',
+        usage: usage(999, 999),
+        agent: { turns: 3, calls: [{ model: 'claude-sonnet-4-6', usage: usage(2_000, 200) }, { model: 'claude-haiku-4-5', usage: usage(1_000, 100) }, { model: 'claude-sonnet-4-6', usage: usage(3_000, 300, 0, 1_000) }] },
+      },
+    };
+    const sonnetUsd = (6_000 * 3 + 600 * 15 + 1_000 * 0.3) / 1e6;
+    const haikuUsd = (1_000 * 1 + 100 * 5) / 1e6;
+    expect(runUsage(steps, outputs, config)).toEqual({
+      ...usage(7_000, 700, 0, 1_000),
+      llmCalls: 4,
+      costUsd: Math.round((sonnetUsd + haikuUsd) * 1e8) / 1e8,
+      byModel: {
+        'claude-sonnet-4-6': { ...usage(6_000, 600, 0, 1_000), llmCalls: 3, costUsd: Math.round(sonnetUsd * 1e8) / 1e8 },
+        'claude-haiku-4-5': { ...usage(1_000, 100), llmCalls: 1, costUsd: haikuUsd },
+      },
+    });
+  });
+
+  it('counts nothing for an agent stand-in, an agent output without calls, or an agent on a non-LLM dependency', () => {
+    const steps = [agentStep('a', 'anthropic'), agentStep('b', 'anthropic'), agentStep('c', 'anthropic'), agentStep('d', 'lookup')];
+    const outputs = { a: { unavailable: true, reason: 'breaker open' }, b: { text: 'x', agent: { turns: 1 } }, c: { text: 'x', agent: { calls: 'not a list' } }, d: { agent: { calls: [{ model: 'claude-sonnet-4-6', usage: usage(1, 1) }] } } };
+    expect(runUsage(steps, outputs, config)).toEqual({ ...usage(0, 0), llmCalls: 0, costUsd: 0, byModel: {} });
+  });
+
+  it('counts a stopped agent\'s turns, whose transcript is all the run produced', () => {
+    const outputs = { agent: { text: null, agent: { stoppedBy: 'maxTurns', calls: [{ model: 'claude-sonnet-4-6', usage: usage(10, 1) }, { model: 'claude-sonnet-4-6', usage: usage(10, 1) }] } } };
+    expect(runUsage([agentStep('agent', 'anthropic')], outputs, config)).toMatchObject({ inputTokens: 20, outputTokens: 2, llmCalls: 2 });
+  });
+
   it('is zero, at a known cost of 0, for a run without LLM answers', () => {
     expect(runUsage([tool], { look: {} }, config)).toEqual({ ...usage(0, 0), llmCalls: 0, costUsd: 0, byModel: {} });
   });

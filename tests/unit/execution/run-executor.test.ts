@@ -1,8 +1,10 @@
 import Anthropic from '@anthropic-ai/sdk';
-import { describe, expect, it } from 'vitest';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../src/config/load.js';
 import type { RunRequested, RunStatusChanged } from '../../../src/events/schemas.js';
-import { heldSequence } from '../../../src/runs/status-sequence.js';
+import { heldSequence, slotsPerStep, stepSequence } from '../../../src/runs/status-sequence.js';
 import { createLogger } from '../../../src/obs/logger.js';
 import { createMetrics } from '../../../src/obs/metrics.js';
 import { RunExecutor, type RunExecutorDeps } from '../../../src/execution/run-executor.js';
@@ -906,5 +908,105 @@ describe('RunExecutor paces calls by the dependencies\' rate limits', () => {
     // the failed call settles nothing (a 429 timed by retry-after goes to the retry topic)
     expect(p.booked).toHaveLength(1);
     expect(p.settled).toHaveLength(0);
+  });
+});
+
+describe('RunExecutor with an agent step', () => {
+  const agentRun: RunRequested = { ...run, workflow: 'support-agent', input: '{"message":"Where is order A-1?"}' };
+  const usage = { inputTokens: 100, outputTokens: 20, cacheReadTokens: 0, cacheCreationTokens: 0 };
+  const answer = (text: string): LlmResult => ({ text, content: [{ type: 'text', text }], model: 'claude-sonnet-4-6', stopReason: 'end_turn', usage });
+  const asks = (...uses: { id: string; name: string; input: Record<string, unknown> }[]): LlmResult => ({ text: '', content: uses.map((u) => ({ type: 'tool_use' as const, ...u })), model: 'claude-sonnet-4-6', stopReason: 'tool_use', usage });
+  /** An LLM that plays `turns` in order, keeping the requests it got. */
+  const scripted = (turns: LlmResult[]) => {
+    const requests: Parameters<RunExecutorDeps['llm']>[0][] = [];
+    const llm: RunExecutorDeps['llm'] = async (req) => {
+      requests.push(req);
+      const next = turns.shift();
+      if (!next) throw new Error('the test scripted no more model turns');
+      return next;
+    };
+    return { llm, requests };
+  };
+
+  /** The simulator's tool paths, answered in-process: each request's path and Idempotency-Key. */
+  let tools: { path: string; key: string | undefined; body: unknown }[] = [];
+  let simulatorUrl = '';
+  let server: Server;
+  beforeAll(async () => {
+    server = createServer((req, res) => {
+      let body = '';
+      req.on('data', (chunk: Buffer) => (body += chunk.toString()));
+      req.on('end', () => {
+        tools.push({ path: req.url ?? '', key: req.headers['idempotency-key'] as string | undefined, body: JSON.parse(body) });
+        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ found: req.url }));
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    simulatorUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  beforeEach(() => void (tools = []));
+
+  it('completes with the answer, the step\'s agent summary and the usage of every turn', async () => {
+    const { llm, requests } = scripted([asks({ id: 'toolu_1', name: 'order-lookup', input: { orderId: 'A-1' } }, { id: 'toolu_2', name: 'kb-search', input: { query: 'late' } }), answer('It shipped.')]);
+    const journal = new Map<string, unknown>();
+    const { exec, published, deadLetters } = executor([], journal, [], undefined, { deps: { llm, simulatorUrl } });
+    expect(await exec.execute(agentRun, ATTEMPT)).toBe('completed');
+    expect(requests).toHaveLength(2);
+    expect(requests[0]!.tools!.map((t) => t.name)).toEqual(['order-lookup', 'kb-search']);
+    expect(tools.map((t) => [t.path, t.key]).sort()).toEqual([
+      ['/tools/kb-search', `${run.runId}:agent:toolu_2`],
+      ['/tools/order-lookup', `${run.runId}:agent:toolu_1`],
+    ]);
+    const result = JSON.parse(published.at(-1)!.result!);
+    expect(result).toMatchObject({ text: 'It shipped.', degraded: false, steps: [{ id: 'agent', output: { text: 'It shipped.', agent: { turns: 2, toolCalls: 2, toolErrors: 0, tokens: 240, unavailable: [] } } }] });
+    expect(result.steps[0].output.agent.transcript).toHaveLength(2);
+    expect(result.usage).toMatchObject({ inputTokens: 200, outputTokens: 40, llmCalls: 2, byModel: { 'claude-sonnet-4-6': { llmCalls: 2 } } });
+    // The turns' progress is numbered within the step's block, before the outcome.
+    const slots = slotsPerStep(loadConfig({ env: {} }).workflows['support-agent']!.steps);
+    expect(published.filter((e) => e.status === 'running').map((e) => e.sequence)).toEqual([0, 1, 2].map((progress) => stepSequence(1, 0, { progress, slots })));
+    expect([...journal.keys()].sort()).toEqual(['agent', 'agent#turn-1', 'agent#turn-1#toolu_1', 'agent#turn-1#toolu_2', 'agent#turn-2']);
+    expect(deadLetters).toHaveLength(0);
+  });
+
+  it('fails a run stopped by a bound with agent_bound_reached, keeping the transcript so far as its result, and dead-letters it', async () => {
+    const { llm } = scripted(Array.from({ length: 10 }, (_, i) => asks({ id: `toolu_${i}`, name: 'no-such-tool', input: {} })));
+    const { exec, published, deadLetters } = executor([], new Map(), [], undefined, { deps: { llm, simulatorUrl } });
+    expect(await exec.execute(agentRun, ATTEMPT)).toBe('failed');
+    const failed = published.at(-1)!;
+    expect(failed).toMatchObject({ status: 'failed', step: 'agent', error: { code: 'agent_bound_reached', retryable: false } });
+    expect(failed.message).toMatch(/^failed: step 1\/1 \(agent\) — the model still asked for tools \(no-such-tool\) at turn 6, the last of 6 \(agent bound maxTurns\); the transcript so far is in the result$/);
+    const result = JSON.parse(failed.result!);
+    expect(result).toMatchObject({ text: null, degraded: false, stoppedBy: 'maxTurns', steps: [{ id: 'agent', output: { text: null, agent: { stoppedBy: 'maxTurns', turns: 6, toolCalls: 5, toolErrors: 5 } } }] });
+    expect(result.steps[0].output.agent.transcript).toHaveLength(6);
+    expect(result.usage).toMatchObject({ llmCalls: 6, inputTokens: 600 });
+    expect(tools).toHaveLength(0);
+    expect(deadLetters).toHaveLength(1);
+    expect(deadLetters[0]!.headers['sluice-dlt-reason']).toBe('non_retryable');
+    expect(deadLetters[0]!.envelope).toMatchObject({ errorClass: 'agent_bound_reached' });
+  });
+
+  it('completes degraded when a tool is unavailable to a degrade tenant: the model read an is_error result', async () => {
+    const { llm, requests } = scripted([asks({ id: 'toolu_1', name: 'kb-search', input: { query: 'late' } }), answer('The knowledge base is unavailable.')]);
+    const { exec, published } = executor([], new Map(), [], undefined, { breaker: { name: 'kb-search', state: 'open', retryAt: run.deadline + 1_000 }, deps: { llm, simulatorUrl } });
+    expect(await exec.execute(agentRun, ATTEMPT)).toBe('completed');
+    expect(tools).toHaveLength(0);
+    expect(JSON.stringify(requests[1]!.messages[2])).toContain('"is_error":true');
+    expect(JSON.parse(published.at(-1)!.result!)).toMatchObject({ degraded: true, text: 'The knowledge base is unavailable.', unavailable: [{ dependency: 'kb-search' }] });
+  });
+
+  it('fails a fail tenant\'s run when a tool is unavailable', async () => {
+    const { llm } = scripted([asks({ id: 'toolu_1', name: 'kb-search', input: { query: 'late' } })]);
+    const { exec, published } = executor([], new Map(), [], undefined, { breaker: { name: 'kb-search', state: 'open', retryAt: run.deadline + 1_000 }, deps: { llm, simulatorUrl } });
+    expect(await exec.execute({ ...agentRun, tenantId: 'tenant-c' }, ATTEMPT)).toBe('failed');
+    expect(published.at(-1)).toMatchObject({ status: 'failed', step: 'agent', error: { code: 'dependency_unavailable' } });
+  });
+
+  it('is cancelled when the journal answers a cancellation as a turn is recorded', async () => {
+    const { llm } = scripted([asks({ id: 'toolu_1', name: 'kb-search', input: { query: 'late' } })]);
+    const { exec, published } = executor([undefined, 'requested'], new Map(), [], undefined, { deps: { llm, simulatorUrl } });
+    expect(await exec.execute(agentRun, ATTEMPT)).toBe('cancelled');
+    expect(published.at(-1)!.message).toBe("cancelled: stopped at the caller's request during step 1/1 (agent)");
+    expect(tools).toHaveLength(0);
   });
 });
