@@ -48,10 +48,11 @@ export type AgentEnd =
   | { kind: 'stopped'; reached: BoundReached; output: AgentOutput }
   | { kind: 'cancelled'; reason: CancelReason };
 
-/** A tool call's result as journaled and as the model reads it. */
+/** A tool call's result as journaled and as the model reads it; `unavailable` is journaled too, so a resumed run's answer stays marked degraded. */
 interface ToolResult {
   content: string;
   isError: boolean;
+  unavailable?: Unavailability;
 }
 
 export interface AgentLoopDeps {
@@ -152,7 +153,7 @@ export class AgentLoop {
       tally.toolCalls += plan.calls.length + plan.refused.length;
       this.report(a, 2 * turn - 1, turnProgress(a.where, turn, plan.calls));
       const results = new Map<string, ToolResult>(plan.refused.map((r) => [r.id, { content: r.error, isError: true }]));
-      const settled = await settleWithLimit(plan.calls, step.bounds.maxParallelTools, (call) => this.callTool(a, callRun, turn, call, output.agent.unavailable));
+      const settled = await settleWithLimit(plan.calls, step.bounds.maxParallelTools, (call) => this.callTool(a, callRun, turn, call));
       // Every call is settled (and journaled) before a failure ends the attempt, so none is made twice.
       const thrown = settled.find((s) => s.status === 'rejected');
       if (thrown) throw thrown.reason;
@@ -163,6 +164,7 @@ export class AgentLoop {
         if (use.type !== 'tool_use') continue;
         const result = results.get(use.id)!;
         lastResults.push(result);
+        if (result.unavailable) output.agent.unavailable.push(result.unavailable);
         summary.tools.push({ id: use.id, name: use.name, isError: result.isError });
         blocks.push({ type: 'tool_result', tool_use_id: use.id, content: result.content, ...(result.isError ? { is_error: true } : {}) });
       }
@@ -175,7 +177,7 @@ export class AgentLoop {
    * One tool call, or its journaled result. A failure is the model's to read as an `is_error`
    * result, and journaled like a success: the model's next turn is built on it either way.
    */
-  private async callTool(a: AgentStepRun, callRun: RunRequested, turn: number, call: ToolCallPlan, unavailable: Unavailability[]): Promise<ToolResult> {
+  private async callTool(a: AgentStepRun, callRun: RunRequested, turn: number, call: ToolCallPlan): Promise<ToolResult> {
     const key = toolResultKey(a.step.id, turn, call.id);
     const journaled = a.done.get(key) as ToolResult | undefined;
     if (journaled && typeof journaled.content === 'string') return journaled;
@@ -189,8 +191,7 @@ export class AgentLoop {
       if (err instanceof DependencyUnavailable) {
         // A `fail` tenant takes no answer built without the tool; the step loop fails the run.
         if (a.fallback === 'fail') throw err;
-        unavailable.push({ dependency: err.dependency, reason: err.message });
-        result = { content: `the ${call.name} tool is unavailable right now (${err.message}); do not guess what it would have said`, isError: true };
+        result = { content: `the ${call.name} tool is unavailable right now (${err.message}); do not guess what it would have said`, isError: true, unavailable: { dependency: err.dependency, reason: err.message } };
       } else if (err instanceof StepError || err instanceof StepRetryLater) {
         result = { content: `the ${call.name} tool failed: ${err.message}`, isError: true };
       } else throw err;

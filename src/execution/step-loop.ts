@@ -8,7 +8,7 @@ import type { CancelReason } from '../runs/cancellation.js';
 import { MIN_USEFUL_CALL_MS, isExpired } from '../runs/deadline.js';
 import { slotsPerStep, stepSequence } from '../runs/status-sequence.js';
 import { StepError } from '../steps/step-error.js';
-import type { AgentLoop } from './agent-loop.js';
+import type { AgentLoop, AgentOutput } from './agent-loop.js';
 import type { AttemptContext, RunOutcome } from './attempt.js';
 import { DependencyUnavailable } from './call-guard.js';
 import { degradedCompletion, fallbackFor, type Unavailability } from './fallback-policy.js';
@@ -102,8 +102,9 @@ export class StepLoop {
             return outcomes.failed(run, context, { reason: 'non_retryable', message: `failed: ${message}`, step: step.id, error: { code: 'agent_bound_reached', message, retryable: false }, result });
           }
           output = end.output;
-          unavailable.push(...end.output.agent.unavailable);
         }
+        // From the journal too: an agent that answered without a tool is degraded on every delivery.
+        if (step.kind === 'agent') unavailable.push(...((output as Partial<AgentOutput>).agent?.unavailable ?? []));
       } catch (err) {
         if (isExpired(run.deadline, now())) return outcomes.expired(run, context, `during ${where}`);
         const failed = this.afterFailedCall(run, context, step, where, err, outputSeen);

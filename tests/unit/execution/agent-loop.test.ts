@@ -264,6 +264,17 @@ describe('AgentLoop resuming a redelivered run', () => {
 describe('AgentLoop when a tool is unavailable', () => {
   const unavailable = (call: Extract<DependencyCall, { kind: 'tool' }>) => new DependencyUnavailable(call.dependency, NOW + 60_000, false);
 
+  it('degrade, resumed: a journaled unavailable result still lists the tool, so the answer stays marked degraded', async () => {
+    const first = agent({ turns: [turn([search('t1')]), turn([text('unused')])], tool: async (call) => { throw unavailable(call); }, cancelAt: new Map([[turnKey('agent', 2), 'requested' as CancelReason]]) });
+    expect(await first.loop.run(first.stepRun())).toMatchObject({ kind: 'cancelled' });
+    // The next delivery finds turn 1 and its tool result journaled, as after a crash before turn 2 was.
+    const done = new Map([...first.journal].filter(([k]) => k !== turnKey('agent', 2)));
+    const again = agent({ turns: [turn([text('The knowledge base is unavailable.')])] });
+    const end = await again.loop.run(again.stepRun({ done }));
+    expect(again.toolCalls()).toHaveLength(0);
+    expect(end).toMatchObject({ kind: 'answered', output: { agent: { unavailable: [{ dependency: 'kb-search', reason: expect.stringContaining('breaker open') }] } } });
+  });
+
   it('degrade: the model reads an is_error result, and the tool is listed as unavailable', async () => {
     const tool: ToolAnswer = async (call) => {
       if (call.dependency === 'kb-search') throw unavailable(call);

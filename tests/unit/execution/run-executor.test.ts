@@ -995,6 +995,14 @@ describe('RunExecutor with an agent step', () => {
     expect(JSON.parse(published.at(-1)!.result!)).toMatchObject({ degraded: true, text: 'The knowledge base is unavailable.', unavailable: [{ dependency: 'kb-search' }] });
   });
 
+  it('stays degraded on redelivery when the journal already holds the agent step\'s output', async () => {
+    const output = { text: 'The knowledge base is unavailable.', agent: { turns: 2, toolCalls: 1, toolErrors: 1, tokens: 240, calls: [], transcript: [], unavailable: [{ dependency: 'kb-search', reason: 'kb-search is unavailable (breaker open)' }] } };
+    const { exec, published, llmCalls } = executor([], new Map([['agent', output]]), [], undefined, { deps: { simulatorUrl } });
+    expect(await exec.execute(agentRun, ATTEMPT)).toBe('completed');
+    expect(llmCalls()).toBe(0);
+    expect(JSON.parse(published.at(-1)!.result!)).toMatchObject({ degraded: true, text: 'The knowledge base is unavailable.', unavailable: [{ dependency: 'kb-search' }] });
+  });
+
   it('fails a fail tenant\'s run when a tool is unavailable', async () => {
     const { llm } = scripted([asks({ id: 'toolu_1', name: 'kb-search', input: { query: 'late' } })]);
     const { exec, published } = executor([], new Map(), [], undefined, { breaker: { name: 'kb-search', state: 'open', retryAt: run.deadline + 1_000 }, deps: { llm, simulatorUrl } });
