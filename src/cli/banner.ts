@@ -14,6 +14,8 @@ export function startBanner(config: SluiceConfig, running: RunningRoles): string
         `    curl -s -X POST ${running.apiUrl}/v1/runs -H 'Authorization: Bearer local-key-a' \\`,
         `         -H 'Content-Type: application/json' -d '{"workflow":"support-reply","input":{"message":"Where is order 42?"}}'`,
         `    curl -s ${running.apiUrl}/v1/runs/<runId> -H 'Authorization: Bearer local-key-a'`,
+        `  an agent choosing its tools: "workflow":"support-agent"; watch its turns with`,
+        `    curl -sN ${running.apiUrl}/v1/runs/<runId>/events -H 'Authorization: Bearer local-key-a'`,
       );
     }
   }

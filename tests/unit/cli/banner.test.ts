@@ -25,6 +25,10 @@ describe('startBanner', () => {
     const dev = startBanner(loadConfig({ env: {} }), running);
     expect(dev.split('\n')[0]).toBe('Sluice is running (dev profile): roles api, processor');
     expect(dev).toContain("-H 'Authorization: Bearer local-key-a'");
+    // Both demo workflows the banner names exist in the demo config, and the agent's events are where the API serves them.
+    for (const workflow of ['support-reply', 'support-agent']) expect(loadConfig({ env: {} }).workflows[workflow]).toBeDefined();
+    expect(dev).toContain('"workflow":"support-agent"');
+    expect(dev).toContain('http://127.0.0.1:8080/v1/runs/<runId>/events');
     const production = startBanner(parseConfig(secretDoc()), running);
     expect(production.split('\n')[0]).toBe('Sluice is running (production profile): roles api, processor');
     expect(production).not.toContain('local-key-a');
