@@ -23,7 +23,7 @@ import { databaseName, maintenanceUrl, quoteIdent } from '../infra/postgres.js';
 import { terminate, waitFor } from '../infra/process.js';
 import { spawnEphemeralRedis } from '../infra/redis.js';
 import { waitForHttp } from './admission-bench.js';
-import { childEnv, withBenchHarness, writeYaml } from './processor-bench.js';
+import { childEnv, withBenchHarness, writeYaml } from './bench-harness.js';
 import { BENCH_WORKFLOW, stackConfigDoc } from './sizing-stack.js';
 import { counterDelta, endOffsetsByTopic, firstKey, infoField, lessIdle, parseCommandStats, slotGroup } from './sizing-figures.js';
 

@@ -20,7 +20,7 @@ import { freePort } from '../../util/free-port.js';
 import { withTimeout } from '../../util/with-timeout.js';
 import { waitForHttp } from './admission-bench.js';
 import { deleteKeys } from './bench-redis.js';
-import { childEnv, localConfig, scrape, withBenchHarness, writeYaml } from './processor-bench.js';
+import { childEnv, localConfig, scrape, withBenchHarness, writeYaml } from './bench-harness.js';
 import { simAdmin } from './sim-admin.js';
 import { BENCH_WORKFLOW, LLM_CALLS_PER_RUN, setLatencies, stackConfigDoc } from './sizing-stack.js';
 import { bytesPerRun, median, mostSeen, promSum, splitInFlight, throughputFigure, windowByLabel, windowMeanMs, type ThroughputFigure } from './sizing-figures.js';

@@ -16,7 +16,8 @@ import { withTimeout } from '../../util/with-timeout.js';
 import { waitForHttp } from './admission-bench.js';
 import { deleteKeys } from './bench-redis.js';
 import { promSum } from './sizing-figures.js';
-import { childEnv, localConfig, perSec, runProcessorPhases, scrape, withBenchHarness, writeYaml, type BenchHarness, type BenchPhase, type PhaseResult, type ProcessorBenchOptions } from './processor-bench.js';
+import { childEnv, localConfig, scrape, withBenchHarness, writeYaml, type BenchHarness } from './bench-harness.js';
+import { perSec, runProcessorPhases, type BenchPhase, type PhaseResult, type ProcessorBenchOptions } from './processor-bench.js';
 
 export interface LagBenchOptions {
   /** Partitions in all over Sluice's five topics, one measurement each. */

@@ -29,6 +29,23 @@ const admissionTargets = (v: string) =>
     return t as AdmissionTarget;
   });
 
+interface PhaseFlags {
+  runs: number;
+  warmup: number;
+  concurrency: number;
+  phaseTimeout: number;
+}
+
+/** The options of the benches that push runs through one processor per phase. */
+const withPhaseOptions = (command: Command, defaultRuns: number): Command =>
+  command
+    .option('--runs <n>', 'runs measured per processor phase', bounded(10, 20_000), defaultRuns)
+    .option('--warmup <n>', 'runs per processor phase before measuring', bounded(1, 5_000), 200)
+    .option('--concurrency <n>', 'processor.maxInFlight and every cap (processor: also the BullMQ worker concurrency)', bounded(1, 1_000), 64)
+    .option('--phase-timeout <sec>', 'upper bound on one measured processor phase', bounded(5, 600), 120);
+
+const phaseOptions = (o: PhaseFlags) => ({ runs: o.runs, warmup: o.warmup, concurrency: o.concurrency, phaseTimeoutSec: o.phaseTimeout });
+
 const program = new Command('sluice-bench').description('Sluice benchmarks: figures as ratios against a baseline measured in the same run');
 
 program
@@ -45,18 +62,27 @@ program
     benchAdmission({ rates: o.rates, durationSec: o.duration, warmupSec: o.warmup, targets: o.paths, variants: o.variants, rounds: o.rounds, cpuProfDir: o.cpuProf }),
   );
 
-program
-  .command('processor')
-  .description('runs/s end to end: Sluice with caps enforced and off, vs a BullMQ worker doing the same calls; Redis calls per run')
-  .option('--runs <n>', 'runs (jobs) measured per phase', bounded(10, 20_000), 2_000)
-  .option('--warmup <n>', 'runs (jobs) per phase before measuring', bounded(1, 5_000), 200)
-  .option('--concurrency <n>', 'processor.maxInFlight, every cap, and the BullMQ worker concurrency', bounded(1, 1_000), 64)
-  .option('--phase-timeout <sec>', 'upper bound on one measured phase', bounded(5, 600), 120)
+withPhaseOptions(
+  program.command('processor').description('runs/s end to end: Sluice with caps enforced and off, vs a BullMQ worker doing the same calls (runs are its jobs); Redis calls per run'),
+  2_000,
+)
   .option('--cpu-prof <dir>', 'run each Sluice processor under node --cpu-prof, writing its profile to this directory')
-  .action(async (o: { runs: number; warmup: number; concurrency: number; phaseTimeout: number; cpuProf?: string }) => {
+  .action(async (o: PhaseFlags & { cpuProf?: string }) => {
     // Loaded on use: the other benches run without bullmq installed.
     const { benchProcessor } = await import('./processor-bench.js');
-    await benchProcessor({ runs: o.runs, warmup: o.warmup, concurrency: o.concurrency, phaseTimeoutSec: o.phaseTimeout, cpuProfDir: o.cpuProf });
+    await benchProcessor({ ...phaseOptions(o), cpuProfDir: o.cpuProf });
+  });
+
+withPhaseOptions(
+  program.command('agent').description('an agent step (support-agent) with parallel and with sequential tool calls vs the fixed support-reply workflow: runs/s, latency, model turns and processor CPU per run and per turn'),
+  1_000,
+)
+  .option('--rounds <n>', 'times each phase is measured, the phases taking turns', bounded(1, 20), 2)
+  .option('--tool-latency <ms>', 'latency of every simulated tool call (the Messages API answers at 0 ms)', bounded(0, 10_000), 50)
+  .option('--json', 'print the figures as one JSON line instead of a table', false)
+  .action(async (o: PhaseFlags & { rounds: number; toolLatency: number; json: boolean }) => {
+    const { benchAgent } = await import('./agent-bench.js');
+    await benchAgent({ ...phaseOptions(o), rounds: o.rounds, toolLatencyMs: o.toolLatency, json: o.json });
   });
 
 program
@@ -104,19 +130,18 @@ program
     await benchTokenBudget({ seconds: o.seconds, load: o.load, seed: o.seed, phaseTimeoutSec: o.phaseTimeout });
   });
 
-program
-  .command('lag')
-  .description('the lag monitor\'s cost (Kafka requests and CPU per poll, per 100 partitions), and the processor bench with and without a lag monitor beside it')
+withPhaseOptions(
+  program
+    .command('lag')
+    .description('the lag monitor\'s cost (Kafka requests and CPU per poll, per 100 partitions), and the processor bench with and without a lag monitor beside it'),
+  1_000,
+)
   .option('--partitions <list>', 'partitions in all over the five topics, one measurement each, comma-separated', numbers, [100, 400])
   .option('--polls <n>', 'polls measured per scenario', bounded(3, 500), 20)
   .option('--interval <ms>', 'the monitor\'s poll interval', bounded(200, 60_000), 1_000)
   .option('--standby <sec>', 'seconds the monitor is measured as a standby', bounded(1, 600), 10)
-  .option('--runs <n>', 'runs measured per processor phase', bounded(10, 20_000), 1_000)
-  .option('--warmup <n>', 'runs per processor phase before measuring', bounded(1, 5_000), 200)
-  .option('--concurrency <n>', 'processor.maxInFlight and every cap', bounded(1, 1_000), 64)
   .option('--rounds <n>', 'pairs of processor phases (without, with the monitor)', bounded(1, 20), 2)
-  .option('--phase-timeout <sec>', 'upper bound on one measured processor phase', bounded(5, 600), 120)
-  .action(async (o: { partitions: number[]; polls: number; interval: number; standby: number; runs: number; warmup: number; concurrency: number; rounds: number; phaseTimeout: number }) => {
+  .action(async (o: PhaseFlags & { partitions: number[]; polls: number; interval: number; standby: number; rounds: number }) => {
     if (o.partitions.some((p) => !Number.isInteger(p) || p < 5 || p > 5_000)) throw new Error('--partitions: whole numbers from 5 (one per topic) to 5000');
     const { benchLag } = await import('./lag-bench.js');
     await benchLag({
@@ -125,7 +150,7 @@ program
       intervalMs: o.interval,
       standbySec: o.standby,
       rounds: o.rounds,
-      processor: { runs: o.runs, warmup: o.warmup, concurrency: o.concurrency, phaseTimeoutSec: o.phaseTimeout },
+      processor: phaseOptions(o),
     });
   });
 

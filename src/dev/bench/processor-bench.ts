@@ -1,34 +1,13 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
-import type { Consumer, Kafka } from 'kafkajs';
-import { pino } from 'pino';
-import { parse, stringify } from 'yaml';
-import { parseConfig } from '../../config/load.js';
-import { EventCodec } from '../../events/codec.js';
-import { FileSchemaRegistry } from '../../events/file-schema-registry.js';
-import { SUBJECTS, type RunRequested, type RunStatusChanged } from '../../events/schemas.js';
-import { infraUp } from '../infra/local-infra.js';
-import { createKafka } from '../../kafka/client.js';
-import { ensureTopics, groupId, topicNames } from '../../kafka/topics.js';
-import { createLogger, type Logger } from '../../obs/logger.js';
-import { EventProducer } from '../../producers/event-producer.js';
-import { newRunId } from '../../runs/run-id.js';
 import { SCRIPTS, type ScriptName, scriptSource } from '../../redis/scripts.js';
-import { childTraceparent } from '../../runs/traceparent.js';
-import { isTerminal } from '../../status/run-history.js';
-import { packageRoot } from '../../util/package-root.js';
-import type { BullJobData, BullWork, WatchMessage, WorkerMessage } from './bullmq-worker.js';
-import { waitForHttp } from './admission-bench.js';
-import { freePort } from '../../util/free-port.js';
-import { deleteKeys } from './bench-redis.js';
 import { withTimeout } from '../../util/with-timeout.js';
+import { childEnv, withBenchHarness, type BenchHarness, scrape } from './bench-harness.js';
+import type { BullJobData, BullWork, WatchMessage, WorkerMessage } from './bullmq-worker.js';
 import { simAdmin } from './sim-admin.js';
 import { promSum } from './sizing-figures.js';
+import { runRequest, sluiceConfigDoc, startSimulator, withSluiceProcess } from './sluice-process.js';
 
 export interface ProcessorBenchOptions {
   /** Runs (jobs) measured per phase. */
@@ -43,78 +22,14 @@ export interface ProcessorBenchOptions {
   cpuProfDir?: string;
 }
 
-const TENANTS = ['tenant-a', 'tenant-b', 'tenant-c'];
 const WORKFLOW = 'support-reply';
 /** Idle window (per phase, just before measuring) whose Redis calls are scaled and subtracted. */
 const IDLE_BASELINE_MS = 1_000;
 const WARMUP_TIMEOUT_MS = 90_000;
 /** Runs of the window after a Sluice phase whose Redis commands are counted one by one (MONITOR slows Redis, so not while measuring). */
 const COUNTED_RUNS = 100;
-const STOP_GRACE_MS = 25_000;
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
-// ---------------------------------------------------------------------------------------------
-// Child processes: every one is tracked, stopped at the end of its phase, and killed on any exit.
-
-export class Children {
-  private readonly live = new Set<ChildProcess>();
-  private readonly tails = new Map<ChildProcess, string[]>();
-
-  start(script: string, args: string[], env: NodeJS.ProcessEnv, ipc = false, nodeArgs: readonly string[] = []): ChildProcess {
-    const child = spawn(process.execPath, [...nodeArgs, join(packageRoot(), 'dist', script), ...args], {
-      env,
-      stdio: ipc ? ['ignore', 'pipe', 'inherit', 'ipc'] : ['ignore', 'pipe', 'inherit'],
-    });
-    const tail: string[] = [];
-    this.tails.set(child, tail);
-    child.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
-      tail.push(...chunk.split('\n').filter(Boolean));
-      tail.splice(0, Math.max(0, tail.length - 30));
-    });
-    this.live.add(child);
-    child.once('exit', () => this.live.delete(child));
-    return child;
-  }
-
-  /** The child's last stdout lines (pino JSON), for error messages. */
-  tail(child: ChildProcess): string {
-    return (this.tails.get(child) ?? []).join('\n');
-  }
-
-  /** Rejects as soon as the child exits: race it against anything that waits on the child. */
-  exited(child: ChildProcess, what: string): Promise<never> {
-    const p = new Promise<never>((_, reject) => {
-      const fail = (code: number | null, signal: string | null) => reject(new Error(`${what} exited early (code ${code}, signal ${signal}); its last output:\n${this.tail(child)}`));
-      if (child.exitCode !== null || child.signalCode !== null) fail(child.exitCode, child.signalCode);
-      else child.once('exit', fail);
-    });
-    // Handled here so a child stopped on purpose later is not an unhandled rejection.
-    p.catch(() => undefined);
-    return p;
-  }
-
-  /** SIGTERM, then SIGKILL after the grace period. */
-  async stop(child: ChildProcess, graceMs = STOP_GRACE_MS): Promise<void> {
-    if (child.exitCode !== null || child.signalCode !== null) return;
-    const exit = once(child, 'exit');
-    child.kill('SIGTERM');
-    const inTime = await Promise.race([exit.then(() => true), sleep(graceMs).then(() => false)]);
-    if (!inTime) {
-      child.kill('SIGKILL');
-      await Promise.race([exit, sleep(2_000)]);
-    }
-  }
-
-  stopAll(): Promise<void> {
-    return Promise.all([...this.live].map((c) => this.stop(c))).then(() => undefined);
-  }
-
-  /** Synchronous last resort (process 'exit', signals): nothing is left running. */
-  killAll(): void {
-    for (const c of this.live) c.kill('SIGKILL');
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Redis server statistics.
@@ -218,69 +133,6 @@ function delta(before: CommandCalls, after: CommandCalls, inner: Set<string>): R
   return { all, topLevel, byCommand };
 }
 
-// ---------------------------------------------------------------------------------------------
-// Configuration and the simulator.
-
-export function localConfig(): Record<string, any> {
-  return parse(readFileSync(join(packageRoot(), 'config', 'local.yaml'), 'utf8')) as Record<string, any>;
-}
-
-/** local.yaml pointed at the bench's simulator, registry and ops port, logging at warn; caps are the caller's. */
-export function benchConfigBase(o: { simulatorUrl: string; registryDir: string; opsPort: number }): Record<string, any> {
-  const c = localConfig();
-  c.localInfra = false;
-  c.logLevel = 'warn';
-  c.opsPort = o.opsPort;
-  c.schemaRegistry = { dir: o.registryDir };
-  c.simulator = { ...c.simulator, url: o.simulatorUrl };
-  c.anthropic = { baseUrl: o.simulatorUrl };
-  return c;
-}
-
-export function writeYaml(dir: string, name: string, doc: unknown): string {
-  const path = join(dir, name);
-  writeFileSync(path, stringify(doc));
-  return path;
-}
-
-/** local.yaml with every cap at `concurrency` (high enough not to throttle, but enforced). */
-function sluiceConfigDoc(o: { simulatorUrl: string; registryDir: string; concurrency: number; enforceCaps: boolean; opsPort: number }): Record<string, any> {
-  const c = benchConfigBase(o);
-  const n = o.concurrency;
-  c.limits = { global: n };
-  c.admission = { maxBacklog: 100_000_000 };
-  c.processor = { maxInFlight: n, enforceCaps: o.enforceCaps };
-  for (const t of Object.values<any>(c.tenants)) {
-    t.maxConcurrency = n;
-    t.admission = { bucket: { capacity: 1_000_000, refillPerSec: 1_000_000 }, maxBacklog: 10_000_000 };
-  }
-  for (const d of Object.values<any>(c.dependencies)) d.maxConcurrency = n;
-  for (const w of Object.values<any>(c.workflows)) w.maxConcurrency = n;
-  return c;
-}
-
-/** The children must never reach the real Anthropic API, whatever this shell has set. */
-export function childEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = { ...process.env, ...extra };
-  delete env.ANTHROPIC_API_KEY;
-  delete env.ANTHROPIC_BASE_URL;
-  delete env.SLUICE_CONFIG;
-  delete env.SLUICE_ROLES;
-  return env;
-}
-
-
-/** Every target at 0 ms, no jitter, no errors; verified by reading the profiles back. */
-async function zeroLatency(simulatorUrl: string): Promise<void> {
-  const profiles = (await simAdmin(simulatorUrl, 'GET', '/faults')) as Record<string, unknown>;
-  for (const target of Object.keys(profiles)) {
-    await simAdmin(simulatorUrl, 'PUT', '/faults', { target, latencyMs: 0, jitterMs: 0, errorRate: 0, hang: false });
-  }
-  const after = (await simAdmin(simulatorUrl, 'GET', '/faults')) as Record<string, { latencyMs: number; jitterMs: number }>;
-  const slow = Object.entries(after).filter(([, p]) => p.latencyMs !== 0 || p.jitterMs !== 0);
-  if (slow.length > 0) throw new Error(`simulator targets still have latency: ${slow.map(([t]) => t).join(', ')}`);
-}
-
 interface SimWindow {
   calls: number;
   errors: number;
@@ -290,16 +142,6 @@ async function simWindow(simulatorUrl: string): Promise<SimWindow> {
   const s = (await simAdmin(simulatorUrl, 'GET', '/stats')) as { calls: Record<string, number>; errors: Record<string, number> };
   const sum = (r: Record<string, number>) => Object.values(r).reduce((a, b) => a + b, 0);
   return { calls: sum(s.calls), errors: sum(s.errors) };
-}
-
-/** The processor's Prometheus text, or undefined if it cannot be read (diagnostics only). */
-export async function scrape(url: string): Promise<string | undefined> {
-  try {
-    const res = await fetch(url, { signal: AbortSignal.timeout(5_000) });
-    return res.ok ? await res.text() : undefined;
-  } catch {
-    return undefined;
-  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -337,89 +179,11 @@ function subtractIdle(d: RedisDelta, idle: RedisDelta, idleMs: number, phaseMs: 
   return { all: Math.max(0, d.all - idle.all * scale), topLevel: Math.max(0, d.topLevel - idle.topLevel * scale), byCommand: d.byCommand };
 }
 
-/** Terminal status events of the runs it is asked about, read from the status topic. */
-class StatusWatcher {
-  private readonly outcomes = new Map<string, string>();
-  private target: { ids: Set<string>; done: number; resolve: (at: number) => void } | undefined;
-
-  private constructor(private readonly consumer: Consumer) {}
-
-  static async start(kafka: Kafka, codec: EventCodec, namespace: string): Promise<StatusWatcher> {
-    const consumer = kafka.consumer({ groupId: `${namespace}bench.status-watch`, maxWaitTimeInMs: 50, allowAutoTopicCreation: false });
-    const watcher = new StatusWatcher(consumer);
-    await consumer.connect();
-    await consumer.subscribe({ topics: [topicNames(namespace).status], fromBeginning: true });
-    await consumer.run({
-      partitionsConsumedConcurrently: 6,
-      eachBatch: async ({ batch }) => {
-        for (const m of batch.messages) {
-          const e = await codec.decode<RunStatusChanged>(m.value, SUBJECTS.runStatusChanged);
-          if (isTerminal(e.status)) watcher.record(e.runId, e.status);
-        }
-      },
-    });
-    return watcher;
-  }
-
-  private record(runId: string, status: string): void {
-    if (this.outcomes.has(runId)) return;
-    this.outcomes.set(runId, status);
-    const t = this.target;
-    if (t?.ids.has(runId) && ++t.done === t.ids.size) {
-      this.target = undefined;
-      t.resolve(Date.now());
-    }
-  }
-
-  /** Resolves with the time the last of `ids` was seen finished; must be called before submitting them. */
-  expect(ids: Set<string>): Promise<number> {
-    return new Promise((resolve) => {
-      this.target = { ids, done: [...ids].filter((id) => this.outcomes.has(id)).length, resolve };
-      if (this.target.done === ids.size) resolve(Date.now());
-    });
-  }
-
-  tally(ids: Iterable<string>): Record<string, number> {
-    const out: Record<string, number> = {};
-    for (const id of ids) {
-      const s = this.outcomes.get(id) ?? 'unfinished';
-      out[s] = (out[s] ?? 0) + 1;
-    }
-    return out;
-  }
-
-  stop(): Promise<void> {
-    return this.consumer.disconnect();
-  }
-}
-
-interface Ctx {
+interface Ctx extends BenchHarness {
   opts: ProcessorBenchOptions;
-  infra: { kafkaBrokers: string[]; redisUrl: string; databaseUrl: string };
-  children: Children;
-  redis: Redis;
   simulatorUrl: string;
-  dir: string;
   stamp: string;
-  logger: Logger;
   luaInner: Set<string>;
-}
-
-function runRequest(i: number): RunRequested {
-  const now = Date.now();
-  return {
-    runId: newRunId(now),
-    tenantId: TENANTS[i % TENANTS.length]!,
-    workflow: WORKFLOW,
-    class: 'interactive',
-    admittedAt: now,
-    deadline: now + 600_000,
-    attempt: 1,
-    traceparent: childTraceparent(undefined),
-    input: JSON.stringify({ message: 'Where is order 42?', orderId: String(i) }),
-    idempotencyKey: null,
-    dueAt: null,
-  };
 }
 
 /** Measures `measure()` and the Redis calls around it, minus an idle window just before it. */
@@ -449,59 +213,34 @@ export interface SluicePhase {
  * (acks=all), one processor process (its own consumer group, namespace and Redis keys), and the
  * clock stopped when the status topic shows the last run finished.
  */
-async function sluicePhase(ctx: Ctx, label: string, phase: SluicePhase, index: number): Promise<PhaseResult> {
-  const { opts, infra, children } = ctx;
-  const namespace = `bench-proc-${ctx.stamp}-${index}.`;
-  const registryDir = join(ctx.dir, 'schema-registry');
-  const opsPort = await freePort();
-  const doc = { ...sluiceConfigDoc({ simulatorUrl: ctx.simulatorUrl, registryDir, concurrency: opts.concurrency, enforceCaps: phase.enforceCaps, opsPort }), ...phase.config };
-  const configPath = writeYaml(ctx.dir, `sluice-${index}.yaml`, doc);
-  const env = { KAFKA_BROKERS: infra.kafkaBrokers.join(','), REDIS_URL: infra.redisUrl, DATABASE_URL: infra.databaseUrl, SLUICE_NAMESPACE: namespace };
-  const config = parseConfig(doc, env, configPath);
-
-  const kafka = createKafka(config.kafka, ctx.logger, `bench-${process.pid}`);
-  const admin = kafka.admin();
-  await admin.connect();
-  const codec = new EventCodec(new FileSchemaRegistry(registryDir));
-  let producer: EventProducer | undefined;
-  let watcher: StatusWatcher | undefined;
-  let child: ChildProcess | undefined;
-  try {
-    await ensureTopics(admin, config.kafka, namespace);
-    producer = await EventProducer.connect(kafka, codec, topicNames(namespace), { maxPending: opts.runs + opts.warmup + 1_000 });
-    watcher = await StatusWatcher.start(kafka, codec, namespace);
-    const profile = opts.cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', opts.cpuProfDir, '--cpu-prof-name', `processor-phase-${index}.cpuprofile`] : [];
-    child = children.start('cli/main.js', ['start', '--config', configPath, '--roles', phase.roles], childEnv(env), false, profile);
-    const died = children.exited(child, `sluice processor (${label})`);
-    const publishAll = (runs: RunRequested[]) => Promise.all(runs.map((r) => producer!.publishRunRequested(r, 30_000)));
-
+function sluicePhase(ctx: Ctx, label: string, phase: SluicePhase, index: number): Promise<PhaseResult> {
+  const { opts } = ctx;
+  const spec = {
+    label,
+    index,
+    stamp: ctx.stamp,
+    roles: phase.roles,
+    config: (o: { registryDir: string; opsPort: number }) => ({ ...sluiceConfigDoc({ ...o, simulatorUrl: ctx.simulatorUrl, concurrency: opts.concurrency, enforceCaps: phase.enforceCaps }), ...phase.config }),
+    maxPending: opts.runs + opts.warmup + 1_000,
+    cpuProfDir: opts.cpuProfDir,
+  };
+  return withSluiceProcess(ctx, spec, async (p) => {
     // Warm-up: the processor joins its group and reads from the beginning, so these wait for it.
-    const warm = Array.from({ length: opts.warmup }, (_, i) => runRequest(i));
-    const warmDone = watcher.expect(new Set(warm.map((r) => r.runId)));
-    await Promise.race([publishAll(warm), died]);
-    await Promise.race([withTimeout(warmDone, WARMUP_TIMEOUT_MS, `${label} warm-up`), died]);
+    await p.runAll(Array.from({ length: opts.warmup }, (_, i) => runRequest(WORKFLOW, i)), WARMUP_TIMEOUT_MS, 'warm-up');
 
     await simAdmin(ctx.simulatorUrl, 'POST', '/stats/reset');
-    const runs = Array.from({ length: opts.runs }, (_, i) => runRequest(i));
-    const ids = new Set(runs.map((r) => r.runId));
+    const runs = Array.from({ length: opts.runs }, (_, i) => runRequest(WORKFLOW, i));
     // Scraped outside the Redis window: a scrape reads permit gauges from Redis.
-    const metricsUrl = `http://127.0.0.1:${opsPort}/metrics`;
-    const before = await scrape(metricsUrl);
+    const before = await scrape(p.metricsUrl);
     const m = await measureRedis(ctx, async () => {
-      const done = watcher!.expect(ids);
-      const t0 = Date.now();
-      await Promise.race([publishAll(runs), died]);
-      const submitted = Date.now();
-      const end = await Promise.race([withTimeout(done, opts.phaseTimeoutSec * 1000, `${label} measured runs`), died]);
-      return { submitSec: (submitted - t0) / 1000, totalSec: (end - t0) / 1000 };
+      const t = await p.runAll(runs, opts.phaseTimeoutSec * 1000, 'measured runs');
+      return { submitSec: (t.submittedAt - t.startedAt) / 1000, totalSec: (t.finishedAt - t.startedAt) / 1000 };
     });
-    const after = await scrape(metricsUrl);
+    const after = await scrape(p.metricsUrl);
     const sim = await simWindow(ctx.simulatorUrl);
-    const counted = Array.from({ length: COUNTED_RUNS }, (_, i) => runRequest(i));
-    const roundTripCount = await countRoundTrips(ctx.redis, namespace, counted.length, async () => {
-      const done = watcher!.expect(new Set(counted.map((r) => r.runId)));
-      await Promise.race([publishAll(counted), died]);
-      await Promise.race([withTimeout(done, opts.phaseTimeoutSec * 1000, `${label} counted runs`), died]);
+    const counted = Array.from({ length: COUNTED_RUNS }, (_, i) => runRequest(WORKFLOW, i));
+    const roundTripCount = await countRoundTrips(ctx.redis, p.namespace, counted.length, async () => {
+      await p.runAll(counted, opts.phaseTimeoutSec * 1000, 'counted runs');
     });
     const diff = (name: string) => (after && before ? promSum(after, name) - promSum(before, name) : undefined);
     return {
@@ -509,7 +248,7 @@ async function sluicePhase(ctx: Ctx, label: string, phase: SluicePhase, index: n
       runs: opts.runs,
       submitSec: m.value.submitSec,
       totalSec: m.value.totalSec,
-      outcomes: watcher.tally(ids),
+      outcomes: p.tally(runs.map((r) => r.runId)),
       redis: m.redis,
       idlePerSec: m.idlePerSec,
       sim,
@@ -521,16 +260,7 @@ async function sluicePhase(ctx: Ctx, label: string, phase: SluicePhase, index: n
       roundTripCount,
       ...(after ? { lagMs: { mean: promSum(after, 'sluice_process_nodejs_eventloop_lag_mean_seconds') * 1000, p99: promSum(after, 'sluice_process_nodejs_eventloop_lag_p99_seconds') * 1000 } } : {}),
     };
-  } finally {
-    if (child) await children.stop(child);
-    await watcher?.stop().catch(() => undefined);
-    await producer?.close().catch(() => undefined);
-    // Leave nothing behind: the namespace's topics, consumer groups and Redis keys (step journal).
-    await admin.deleteTopics({ topics: Object.values(topicNames(namespace)), timeout: 10_000 }).catch(() => undefined);
-    await admin.deleteGroups([groupId(namespace, 'processor'), `${namespace}bench.status-watch`]).catch(() => undefined);
-    await admin.disconnect().catch(() => undefined);
-    await deleteKeys(ctx.redis, `${namespace}*`).catch(() => undefined);
-  }
+  });
 }
 
 /** BullMQ: addBulk of N jobs, one worker process with the same concurrency, on the same Redis. */
@@ -578,7 +308,7 @@ async function bullPhase(ctx: Ctx, label: string, work: BullWork): Promise<Phase
   const jobOpts = { removeOnComplete: true, removeOnFail: 1_000 };
   const addAll = async (n: number) => {
     const jobs = Array.from({ length: n }, (_, i) => {
-      const r = runRequest(i);
+      const r = runRequest(WORKFLOW, i);
       return { name: WORKFLOW, data: { tenantId: r.tenantId, runId: r.runId, input: JSON.parse(r.input) as unknown }, opts: jobOpts };
     });
     const chunks: (typeof jobs)[] = [];
@@ -652,61 +382,11 @@ function table(results: PhaseResult[], opts: ProcessorBenchOptions): string {
 /** A phase of the processor bench: Sluice as `sluice` says, or a BullMQ worker doing `bull`. */
 export type BenchPhase = { label: string } & ({ sluice: SluicePhase } | { bull: BullWork });
 
-/** What a bench holds while it runs: the infrastructure, its child processes, a Redis client, a temp dir. */
-export interface BenchHarness {
-  infra: { kafkaBrokers: string[]; redisUrl: string; databaseUrl: string };
-  children: Children;
-  redis: Redis;
-  dir: string;
-  logger: Logger;
-}
-
-/**
- * Brings the infrastructure up and runs `body`; afterwards, however it ended, every child is
- * stopped (killed on a signal or an exit) and the temp dir removed.
- */
-export async function withBenchHarness<T>(name: string, body: (h: BenchHarness) => Promise<T>): Promise<T> {
-  // Stdout carries the figures (a table or one JSON object): the harness's own logs go to stderr.
-  const logger = createLogger('warn', 'sluice', pino.destination(2));
-  const infra = await infraUp({ stateDir: process.env.SLUICE_STATE_DIR ?? '.sluice', logger });
-  const children = new Children();
-  const killAll = () => children.killAll();
-  const onSignal = (signal: NodeJS.Signals) => {
-    children.killAll();
-    process.stderr.write(`sluice-bench: ${signal}, children killed\n`);
-    process.exit(130);
-  };
-  process.on('exit', killAll);
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
-  const dir = mkdtempSync(join(tmpdir(), `sluice-bench-${name}-`));
-  const redis = new Redis(infra.redisUrl, { maxRetriesPerRequest: 1, commandTimeout: 5_000 });
-  try {
-    return await body({ infra, children, redis, dir, logger });
-  } finally {
-    await children.stopAll();
-    redis.disconnect();
-    rmSync(dir, { recursive: true, force: true });
-    process.off('exit', killAll);
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
-  }
-}
-
 /** Runs the phases one after another on the same Kafka, Redis and simulator; answers their results. */
 export function runProcessorPhases(opts: ProcessorBenchOptions, phases: readonly BenchPhase[]): Promise<PhaseResult[]> {
-  return withBenchHarness('processor', async ({ infra, children, redis, dir, logger }) => {
-    const simPort = await freePort();
-    const simDoc = localConfig();
-    simDoc.localInfra = false;
-    simDoc.logLevel = 'warn';
-    simDoc.simulator = { ...simDoc.simulator, host: '127.0.0.1', port: simPort };
-    const sim = children.start('cli/main.js', ['start', '--config', writeYaml(dir, 'sim.yaml', simDoc), '--roles', 'provider-sim'], childEnv({}));
-    const simulatorUrl = `http://127.0.0.1:${simPort}`;
-    await Promise.race([waitForHttp(`${simulatorUrl}/healthz`, 30_000), children.exited(sim, 'provider simulator')]);
-    await zeroLatency(simulatorUrl);
-
-    const ctx: Ctx = { opts, infra, children, redis, simulatorUrl, dir, stamp: Date.now().toString(36), logger, luaInner: luaInnerCommands() };
+  return withBenchHarness('processor', async (h) => {
+    const simulatorUrl = await startSimulator(h);
+    const ctx: Ctx = { ...h, opts, simulatorUrl, stamp: Date.now().toString(36), luaInner: luaInnerCommands() };
     const results: PhaseResult[] = [];
     for (const [i, p] of phases.entries()) {
       const r = 'sluice' in p ? await sluicePhase(ctx, p.label, p.sluice, i) : await bullPhase(ctx, p.label, p.bull);

@@ -2,7 +2,7 @@
  * What the in-flight and footprint benches share: the Sluice config they run with (caps set by
  * the bench, not local.yaml's demo values) and the provider simulator's admin API.
  */
-import { benchConfigBase } from './processor-bench.js';
+import { benchConfigBase } from './bench-harness.js';
 import { simAdmin } from './sim-admin.js';
 
 export const BENCH_WORKFLOW = 'support-reply';

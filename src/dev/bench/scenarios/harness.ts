@@ -20,7 +20,7 @@ import { ensureTopics, groupId, topicNames, type GroupRole } from '../../../kafk
 import { freePort } from '../../../util/free-port.js';
 import { waitForHttp } from '../admission-bench.js';
 import { deleteKeys } from '../bench-redis.js';
-import { childEnv, localConfig, withBenchHarness, writeYaml, type BenchHarness } from '../processor-bench.js';
+import { childEnv, localConfig, withBenchHarness, writeYaml, type BenchHarness } from '../bench-harness.js';
 import { runOpenLoop } from '../open-loop.js';
 import { simAdmin } from '../sim-admin.js';
 import { writeScenarioChart, type ScenarioChartInput } from './chart.js';

@@ -5,9 +5,9 @@
  */
 import type { Consumer, Kafka } from 'kafkajs';
 import type { EventCodec } from '../../../events/codec.js';
-import { SUBJECTS, type RunStatusChanged } from '../../../events/schemas.js';
-import { topicNames } from '../../../kafka/topics.js';
+import type { RunStatusChanged } from '../../../events/schemas.js';
 import { isTerminal } from '../../../status/run-history.js';
+import { consumeStatuses } from '../sluice-process.js';
 import type { RunWatch } from './traffic.js';
 
 interface Seen {
@@ -20,23 +20,11 @@ interface Seen {
 export class StatusFollower implements RunWatch {
   private readonly runs = new Map<string, Seen>();
 
-  private constructor(private readonly consumer: Consumer) {}
+  private consumer: Consumer | undefined;
 
   static async start(kafka: Kafka, codec: EventCodec, namespace: string): Promise<StatusFollower> {
-    const consumer = kafka.consumer({ groupId: `${namespace}scenario.status-follower`, maxWaitTimeInMs: 50, allowAutoTopicCreation: false });
-    const follower = new StatusFollower(consumer);
-    await consumer.connect();
-    await consumer.subscribe({ topics: [topicNames(namespace).status], fromBeginning: true });
-    await consumer.run({
-      partitionsConsumedConcurrently: 6,
-      eachBatch: async ({ batch }) => {
-        const at = Date.now();
-        for (const m of batch.messages) {
-          const e = await codec.decode<RunStatusChanged>(m.value, SUBJECTS.runStatusChanged);
-          follower.seen(e.runId, e.status, at);
-        }
-      },
-    });
+    const follower = new StatusFollower();
+    follower.consumer = await consumeStatuses(kafka, codec, namespace, `${namespace}scenario.status-follower`, (e, at) => follower.seen(e.runId, e.status, at));
     return follower;
   }
 
@@ -69,7 +57,7 @@ export class StatusFollower implements RunWatch {
     return run;
   }
 
-  stop(): Promise<void> {
-    return this.consumer.disconnect();
+  async stop(): Promise<void> {
+    await this.consumer?.disconnect();
   }
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../../../../src/config/load.js';
-import { localConfig } from '../../../../../src/dev/bench/processor-bench.js';
+import { localConfig } from '../../../../../src/dev/bench/bench-harness.js';
 import { llmCallsPerRun, naiveSystem, sluiceSystem } from '../../../../../src/dev/bench/scenarios/systems.js';
 
 const parsed = (doc: Record<string, any>) => parseConfig({ ...doc, localInfra: false }, { KAFKA_BROKERS: '127.0.0.1:9092', REDIS_URL: 'redis://127.0.0.1:6379', DATABASE_URL: 'postgres://x@127.0.0.1/x' }, 'test.yaml');
