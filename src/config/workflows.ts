@@ -15,3 +15,13 @@ export function stepDependencies(step: DependencyStep): readonly string[] {
 export function dependenciesOf(steps: readonly DependencyStep[]): string[] {
   return [...new Set(steps.flatMap(stepDependencies))];
 }
+
+/**
+ * Permit leases one run may hold at once: its run lease, and one per dependency call in flight,
+ * which is one for `llm` and `tool` steps and up to `maxParallelTools` for an agent's tool calls.
+ */
+export function leasesPerRun(workflows: Readonly<Record<string, { steps: readonly ({ kind: string } & { bounds?: { maxParallelTools: number } })[] }>>): number {
+  let calls = 1;
+  for (const wf of Object.values(workflows)) for (const step of wf.steps) if (step.kind === 'agent' && step.bounds) calls = Math.max(calls, step.bounds.maxParallelTools);
+  return 1 + calls;
+}

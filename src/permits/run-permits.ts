@@ -13,7 +13,7 @@ import type { PermitWakeups } from './permit-wakeups.js';
 export interface PermitDeps {
   config: SluiceConfig;
   keys: RedisKeys;
-  store: Pick<PermitStore, 'tryAcquire'>;
+  store: Pick<PermitStore, 'tryAcquire' | 'release'>;
   keeper: Pick<LeaseKeeper, 'keep' | 'release'>;
   wakeups: Pick<PermitWakeups, 'onWake' | 'fallbackPollMs'>;
   metrics: Metrics;
@@ -28,11 +28,17 @@ async function takeLease(deps: PermitDeps, scopes: readonly PermitScope[], owner
   const answer = await deps.store.tryAcquire(scopes, ttl, owner);
   if (!answer.granted) return answer;
   const lease = answer.lease;
-  deps.keeper.keep(lease, (lost: PermitLease) => {
-    // The run goes on (a call in flight cannot be recalled), but its caps may be exceeded now.
-    deps.metrics.permitLeasesLost.inc();
-    deps.logger.error({ runId, scopes: lost.scopes }, 'a permit lease was lost (not renewed in time); caps may be exceeded until this run ends');
-  });
+  try {
+    deps.keeper.keep(lease, (lost: PermitLease) => {
+      // The run goes on (a call in flight cannot be recalled), but its caps may be exceeded now.
+      deps.metrics.permitLeasesLost.inc();
+      deps.logger.error({ runId, scopes: lost.scopes }, 'a permit lease was lost (not renewed in time); caps may be exceeded until this run ends');
+    });
+  } catch (err) {
+    // A lease nobody renews or releases would hold its permits from every processor until it lapses.
+    await deps.store.release(lease);
+    throw err;
+  }
   return { granted: true as const, release: () => deps.keeper.release(lease).then(() => undefined) };
 }
 

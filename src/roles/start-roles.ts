@@ -45,6 +45,7 @@ import { RunBreakerGate } from '../breakers/run-breaker-gate.js';
 import { rampUpShares } from '../breakers/ramp-up-shares.js';
 import { ownEntry } from '../config/lookup.js';
 import { llmFromSimulator } from '../config/profile.js';
+import { leasesPerRun } from '../config/workflows.js';
 import { RetryForwarder } from '../retries/retry-forwarder.js';
 import { RETRY_BUDGET_REPORT_MS, SharedRetryBudgets } from '../retries/shared-retry-budget.js';
 import { LagMonitor } from '../lag/lag-monitor.js';
@@ -159,8 +160,8 @@ async function startProcessor(ctx: RoleContext, simulatorUrl: string): Promise<v
   await wakeups.start();
   onStop(() => wakeups.close());
   const permitStore = new PermitStore(clients.scripts, clients.keys);
-  // A lease per running run plus one per call in flight: twice the runs bounds it.
-  const keeper = new LeaseKeeper(permitStore, { ttlMs: config.processor.permitLeaseMs, maxLeases: config.processor.maxInFlight * 2, logger: log });
+  // A lease per running run plus one per call in flight, of which an agent has several.
+  const keeper = new LeaseKeeper(permitStore, { ttlMs: config.processor.permitLeaseMs, maxLeases: config.processor.maxInFlight * leasesPerRun(config.workflows), logger: log });
   onStop(async () => keeper.stop());
   const permitDeps = { config, keys: clients.keys, store: permitStore, keeper, wakeups, metrics, logger: log };
   // Caps off (benchmarks, kill switch): every permit is granted at once, without Redis.

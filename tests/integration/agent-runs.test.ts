@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readStatusStream } from '../support/sse.js';
-import { ADMIN_KEY, TENANT_A_KEY, TENANT_C_KEY, eventually, freePort, http, startSluice, testNamespace, waitForStatus, writeTestConfig, type SluiceProcess } from './harness.js';
+import { startDrillStack, type DrillStack } from '../support/drill-stack.js';
+import { ADMIN_KEY, TENANT_A_KEY, TENANT_C_KEY, eventually, http, waitForStatus, type SluiceProcess } from './harness.js';
 
 /**
  * Agent steps end to end on Kafka, Redis and Postgres, with the provider simulator playing the
@@ -8,19 +9,11 @@ import { ADMIN_KEY, TENANT_A_KEY, TENANT_C_KEY, eventually, freePort, http, star
  * runs in its own process so it can be killed mid-loop while the rest keeps the evidence.
  */
 describe('agent runs', () => {
-  let front: SluiceProcess;
-  const processors: SluiceProcess[] = [];
+  let stack: DrillStack;
   let api: string;
   let sim: string;
-  let configPath: string;
-  let namespace: string;
+  let processor: SluiceProcess;
 
-  const startProcessor = async () => {
-    const p = await startSluice({ configPath, roles: 'processor', namespace });
-    processors.push(p);
-    await p.waitForLog((l) => l.msg === 'partitions assigned', 60_000);
-    return p;
-  };
   const setFaults = (target: string, profile: Record<string, unknown>) => http(`${sim}/admin/faults`, { method: 'PUT', key: ADMIN_KEY, json: { target, ...profile } });
   const resetSim = async () => {
     await http(`${sim}/admin/faults`, { method: 'DELETE', key: ADMIN_KEY });
@@ -35,42 +28,39 @@ describe('agent runs', () => {
   const agentStep = (system: string, bounds: Record<string, unknown> = {}, tools = ['order-lookup', 'kb-search']) => ({ steps: [{ id: 'agent', kind: 'agent', tools, system, bounds }] });
 
   beforeAll(async () => {
-    const [apiPort, simPort] = [await freePort(), await freePort()];
-    namespace = testNamespace('agent');
-    configPath = writeTestConfig({
-      api: { port: apiPort },
-      simulator: { port: simPort, anthropicLatencyMs: 0, anthropicJitterMs: 0 },
-      kafka: { sessionTimeoutMs: 6_000, heartbeatIntervalMs: 1_000, partitions: { interactive: 2, batch: 2, status: 2 } },
-      processor: { shutdownGraceMs: 1_000 },
-      dependencies: {
-        // One lookup at a time across the cluster: the cap must hold while agents fan out.
-        'order-lookup': { maxConcurrency: 1 },
-        // Its own tool, so the other tests' successes are not in its breaker's window: one failure opens it.
-        'flaky-search': {
-          kind: 'tool',
-          url: '/tools/flaky-search',
-          inputSchema: { type: 'object', properties: { query: { type: 'string' } }, required: ['query'] },
-          timeouts: { connectMs: 1_000, readMs: 4_000, totalMs: 5_000 },
-          maxConcurrency: 8,
-          retry: { maxAttempts: 1 },
-          breaker: { minimumCalls: 1, failureRateThreshold: 0.5, openMs: 60_000, windowMs: 60_000 },
+    stack = await startDrillStack({
+      label: 'agent',
+      splitProcessor: true,
+      overrides: {
+        simulator: { anthropicLatencyMs: 0, anthropicJitterMs: 0 },
+        dependencies: {
+          // One lookup at a time across the cluster: the cap must hold while agents fan out.
+          'order-lookup': { maxConcurrency: 1 },
+          // Its own tool, so the other tests' successes are not in its breaker's window: one failure opens it.
+          'flaky-search': {
+            kind: 'tool',
+            url: '/tools/flaky-search',
+            inputSchema: { type: 'object', properties: { query: { type: 'string' } }, required: ['query'] },
+            timeouts: { connectMs: 1_000, readMs: 4_000, totalMs: 5_000 },
+            maxConcurrency: 8,
+            retry: { maxAttempts: 1 },
+            breaker: { minimumCalls: 1, failureRateThreshold: 0.5, openMs: 60_000, windowMs: 60_000 },
+          },
+        },
+        workflows: {
+          'fan-out-agent': agentStep('Answer with the tools. [sim-agent tool-turns=2 parallel=2]'),
+          'looping-agent': agentStep('Never stop. [sim-agent tool-turns=1000 parallel=1]', { maxTurns: 3 }),
+          'fragile-agent': agentStep('Answer with the tools. [sim-agent tool-turns=2 parallel=2]', {}, ['order-lookup', 'flaky-search']),
         },
       },
-      workflows: {
-        'fan-out-agent': agentStep('Answer with the tools. [sim-agent tool-turns=2 parallel=2]'),
-        'looping-agent': agentStep('Never stop. [sim-agent tool-turns=1000 parallel=1]', { maxTurns: 3 }),
-        'fragile-agent': agentStep('Answer with the tools. [sim-agent tool-turns=2 parallel=2]', {}, ['order-lookup', 'flaky-search']),
-      },
     });
-    front = await startSluice({ configPath, roles: 'provider-sim,status-sink,dlq-sink,api', namespace });
-    api = `http://127.0.0.1:${apiPort}`;
-    sim = `http://127.0.0.1:${simPort}`;
-    await startProcessor();
+    api = stack.api;
+    sim = stack.sim;
+    processor = stack.processor!;
   }, 120_000);
 
   afterAll(async () => {
-    for (const p of processors) await p.stop();
-    await front?.stop();
+    await stack?.stop();
   });
 
   it('completes a 3-turn agent whose two tool calls per turn overlap, under the tools\' caps', async () => {
@@ -109,9 +99,9 @@ describe('agent runs', () => {
     const runId = await submit('fan-out-agent');
     // Killed while turn 2's tools are in flight: turn 1 and its two results are journaled.
     await readStatusStream(`${api}/v1/runs/${runId}/events`, { key: TENANT_A_KEY, timeoutMs: 30_000, stopWhen: (events) => events.some((e) => /turn 2, calling/.test(e.message ?? '')) });
-    await processors.at(-1)!.kill9();
+    await processor.kill9();
     for (const tool of ['order-lookup', 'kb-search']) await setFaults(tool, { latencyMs: 50, jitterMs: 0 });
-    await startProcessor();
+    processor = await stack.startProcessor();
 
     const done = await waitForStatus(api, runId, TENANT_A_KEY, ['completed', 'failed', 'expired'], 60_000);
     expect(done.status, JSON.stringify(done.error)).toBe('completed');

@@ -11,6 +11,7 @@ import { rampUpShares } from '../../breakers/ramp-up-shares.js';
 import { RunBreakerGate } from '../../breakers/run-breaker-gate.js';
 import { loadConfig } from '../../config/load.js';
 import type { LlmDependencyConfig, SluiceConfig } from '../../config/schema.js';
+import { leasesPerRun } from '../../config/workflows.js';
 import type { RunRequested } from '../../events/schemas.js';
 import type { AttemptContext } from '../../execution/attempt.js';
 import { RunExecutor } from '../../execution/run-executor.js';
@@ -121,7 +122,7 @@ async function dependencyPermits(config: SluiceConfig, redis: Redis, board: Brea
   const wakeups = new PermitWakeups(redis, { channel: keys.permitReleased(), logger });
   await wakeups.start();
   const store = new PermitStore(new LuaScripts(redis), keys);
-  const keeper = new LeaseKeeper(store, { ttlMs: config.processor.permitLeaseMs, maxLeases: config.processor.maxInFlight * 2, logger });
+  const keeper = new LeaseKeeper(store, { ttlMs: config.processor.permitLeaseMs, maxLeases: config.processor.maxInFlight * leasesPerRun(config.workflows), logger });
   const permits = new RedisDependencyPermits({ config, keys, store, keeper, wakeups, metrics, logger }, rampUpShares(config, board));
   return {
     acquire: (dependency: string, run: RunRequested) => permits.acquire(dependency, run),
