@@ -38,6 +38,8 @@ export function tokenPrior(workflow: WorkflowConfig, dependencies: Readonly<Reco
   if (workflow.tokenPrior !== undefined) return workflow.tokenPrior;
   let tokens = 0;
   for (const step of workflow.steps) {
+    // An agent's turns are many and grow with the transcript: its token bound is what it may use.
+    if (step.kind === 'agent') tokens += step.bounds.maxTokens;
     if (step.kind !== 'llm') continue;
     const dep = dependencies[step.dependency];
     if (dep?.kind === 'llm') tokens += 2 * dep.maxTokens;

@@ -252,7 +252,7 @@ const workflow = z.object({
   fallback: z.object({ text: z.string().min(1).max(10_000) }).optional(),
   /**
    * Input+output tokens one run is assumed to use until enough runs were measured (token budgets).
-   * Default: twice the `maxTokens` of each LLM step's dependency, summed (src/admission/token-budget.ts).
+   * Default: twice the `maxTokens` of each LLM step's dependency plus each agent's `bounds.maxTokens`, summed (src/admission/token-budget.ts).
    */
   tokenPrior: z.number().int().min(1).max(100_000_000).optional(),
 });

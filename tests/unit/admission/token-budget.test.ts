@@ -18,6 +18,14 @@ describe('tokenPrior', () => {
     expect(tokenPrior(wf(steps), deps)).toBe(2 * (100 + 1_000 + 100));
   });
 
+  it('counts an agent step as its token bound', () => {
+    const steps = [
+      { kind: 'llm', dependency: 'small' },
+      { kind: 'agent', dependency: 'big', tools: ['lookup'], bounds: { maxTokens: 5_000 } },
+    ];
+    expect(tokenPrior(wf(steps), deps)).toBe(2 * 100 + 5_000);
+  });
+
   it('a declared tokenPrior wins; a workflow of tools only assumes none', () => {
     expect(tokenPrior(wf([{ kind: 'llm', dependency: 'big' }], 77), deps)).toBe(77);
     expect(tokenPrior(wf([{ kind: 'tool', tool: 'lookup' }]), deps)).toBe(0);
