@@ -135,7 +135,9 @@ export class OutcomePublisher {
   /** A failed run dies here: archived in the DLQ topic with its context, then reported failed. */
   async failed(run: RunRequested, context: AttemptContext, failure: RunFailed): Promise<RunOutcome> {
     await this.archive(run, context, failure.reason, failure.error);
-    return this.finish(run, { status: 'failed', message: failure.message, step: failure.step, error: failure.error, result: failure.result });
+    // What a failed run produced is kept only while it fits in its status event, as a result must.
+    const result = failure.result !== undefined && checkResult(failure.result, this.deps.config.processor).ok ? failure.result : undefined;
+    return this.finish(run, { status: 'failed', message: failure.message, step: failure.step, error: failure.error, result });
   }
 
   /** Ends a run without further attempts: archived in the DLQ topic with its context, then reported failed. */

@@ -986,6 +986,15 @@ describe('RunExecutor with an agent step', () => {
     expect(deadLetters[0]!.envelope).toMatchObject({ errorClass: 'agent_bound_reached' });
   });
 
+  it('fails a bound-stopped run without its transcript when the transcript would not fit in a status event', async () => {
+    const { llm } = scripted(Array.from({ length: 10 }, (_, i) => asks({ id: `toolu_${i}`, name: 'no-such-tool', input: {} })));
+    const config = loadConfig({ env: {} });
+    config.processor.maxResultBytes = 500;
+    const { exec, published } = executor([], new Map(), [], config, { deps: { llm, simulatorUrl } });
+    expect(await exec.execute(agentRun, ATTEMPT)).toBe('failed');
+    expect(published.at(-1)).toMatchObject({ status: 'failed', error: { code: 'agent_bound_reached' }, result: null });
+  });
+
   it('completes degraded when a tool is unavailable to a degrade tenant: the model read an is_error result', async () => {
     const { llm, requests } = scripted([asks({ id: 'toolu_1', name: 'kb-search', input: { query: 'late' } }), answer('The knowledge base is unavailable.')]);
     const { exec, published } = executor([], new Map(), [], undefined, { breaker: { name: 'kb-search', state: 'open', retryAt: run.deadline + 1_000 }, deps: { llm, simulatorUrl } });
