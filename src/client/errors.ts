@@ -64,7 +64,8 @@ export function parseRetryAfter(value: string | null, nowMs: number): number | u
   if (value === null) return undefined;
   const text = value.trim();
   if (/^\d+$/.test(text)) return Number(text);
-  const at = Date.parse(text);
+  // Date.parse reads some bare numbers ("1.5") as dates; an HTTP date names its day and month.
+  const at = /[a-z]/i.test(text) ? Date.parse(text) : Number.NaN;
   return Number.isNaN(at) ? undefined : Math.max(0, Math.ceil((at - nowMs) / 1000));
 }
 

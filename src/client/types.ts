@@ -1,7 +1,7 @@
 /**
- * The HTTP contract's shapes (docs/contract.md, "HTTP") as a caller sees them. Declared here rather
- * than imported from the server, so that the client's declarations name nothing of the server (a
- * test checks the server's shapes still fit these).
+ * The HTTP contract's shapes (docs/contract.md, "HTTP") as a caller sees them. Declared here, below
+ * the server, so that the client's declarations name nothing of the server; the server's views are
+ * these types, and a test checks that what they are built from (statuses, errors, usage) still fits.
  */
 
 export type RunClass = 'interactive' | 'batch';
@@ -51,6 +51,7 @@ export interface Run {
   attempts: number;
   result?: unknown;
   error?: RunError;
+  /** A completed run's LLM tokens and cost, once Sluice has stored them. */
   usage?: RunUsage;
   links: RunLinks;
 }

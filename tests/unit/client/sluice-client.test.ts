@@ -59,12 +59,8 @@ async function collect(events: AsyncIterable<RunEvent>): Promise<number[]> {
 }
 
 async function refusalOf(p: Promise<unknown>): Promise<SluiceRefusal> {
-  const err = await p.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(SluiceRefusal);
-  return err as SluiceRefusal;
+  await expect(p).rejects.toBeInstanceOf(SluiceRefusal);
+  return (await p.catch((e: unknown) => e)) as SluiceRefusal;
 }
 
 const submitBody = { workflow: 'support-reply', input: { orderId: '42' } };
