@@ -1,4 +1,5 @@
 import type { Pool, PoolClient } from 'pg';
+import type { Run, RunEvent } from '../client/types.js';
 import { inTransaction } from '../db/pool.js';
 import type { RunClass, RunError, RunEventBase, RunStatus, RunStatusChanged } from '../events/schemas.js';
 import { foldStatusEvents } from './run-history.js';
@@ -6,23 +7,8 @@ import { ADMITTED_SEQUENCE } from '../runs/status-sequence.js';
 import { storableJsonText, storableNullableText, storableText } from '../db/storable-text.js';
 import { runUsageOf, type PricedUsage, type RunUsage } from './run-usage.js';
 
-/** A run as `GET /v1/runs/:id` shows it (field names from docs/contract.md). */
-export interface RunView {
-  runId: string;
-  workflow: string;
-  class: RunClass;
-  status: RunStatus;
-  statusMessage: string;
-  admittedAt: string;
-  deadline: string;
-  startedAt?: string;
-  finishedAt?: string;
-  attempts: number;
-  result?: unknown;
-  error?: RunError;
-  /** A completed run's LLM tokens and cost, once the status sink has stored them (run_usage). */
-  usage?: RunUsage;
-}
+/** A run as `GET /v1/runs/:id` shows it, but for the links the route adds: the client's contract type. */
+export type RunView = Omit<Run, 'links'>;
 
 /** A run as the submit path records it, before any status event arrives. */
 export type AdmittedRun = Pick<RunEventBase, 'runId' | 'tenantId' | 'workflow' | 'class' | 'admittedAt' | 'deadline'> & { message: string };
@@ -86,17 +72,7 @@ function toView(r: RunRow & RunUsageColumns): RunView {
 }
 
 /** One status transition as the SSE stream sends it. */
-export interface RunEventView {
-  runId: string;
-  sequence: number;
-  status: RunStatus;
-  message: string;
-  step: string | null;
-  attempt: number;
-  occurredAt: string;
-  result?: unknown;
-  error?: RunError;
-}
+export type RunEventView = RunEvent;
 
 interface RunEventRow {
   run_id: string;

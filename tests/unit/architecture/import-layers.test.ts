@@ -11,7 +11,9 @@ import { describe, expect, it } from 'vitest';
  * this order: each is understood from those below it.
  *
  * - util: helpers that know nothing of Sluice.
- * - config, obs: the validated configuration (and the workflow helpers over it); logs and metrics.
+ * - config, obs, client: the validated configuration (and the workflow helpers over it); logs and
+ *   metrics; the HTTP client library the package exports, which knows the API only by its contract
+ *   (docs/contract.md), so that a caller's program loads nothing of the server.
  * - events, redis, db: the wire format; Redis keys and scripts; Postgres pools, errors and
  *   isolated writes.
  * - kafka: clients, topics, and the one consumer factory and batch-sink loop every consumer uses
@@ -34,7 +36,7 @@ import { describe, expect, it } from 'vitest';
  */
 const LAYERS: readonly (readonly string[])[] = [
   ['util'],
-  ['config', 'obs'],
+  ['config', 'obs', 'client'],
   ['events', 'redis', 'db'],
   ['kafka'],
   ['runs', 'steps', 'producers'],
