@@ -153,7 +153,10 @@ export class AgentLoop {
       tally.toolCalls += plan.calls.length + plan.refused.length;
       this.report(a, 2 * turn - 1, turnProgress(a.where, turn, plan.calls));
       const results = new Map<string, ToolResult>(plan.refused.map((r) => [r.id, { content: r.error, isError: true }]));
-      const settled = await settleWithLimit(plan.calls, step.bounds.maxParallelTools, (call) => this.callTool(a, callRun, turn, call));
+      const cancellations: CancelReason[] = [];
+      const settled = await settleWithLimit(plan.calls, step.bounds.maxParallelTools, (call) => this.callTool(a, callRun, turn, call, cancellations));
+      // The caller's explicit request comes first, as at every step boundary.
+      if (cancellations.length > 0) return { kind: 'cancelled', reason: cancellations[0]! };
       // Every call is settled (and journaled) before a failure ends the attempt, so none is made twice.
       const thrown = settled.find((s) => s.status === 'rejected');
       if (thrown) throw thrown.reason;
@@ -175,9 +178,10 @@ export class AgentLoop {
 
   /**
    * One tool call, or its journaled result. A failure is the model's to read as an `is_error`
-   * result, and journaled like a success: the model's next turn is built on it either way.
+   * result, and journaled like a success: the model's next turn is built on it either way. A
+   * cancellation read as the result is journaled goes into `cancellations`.
    */
-  private async callTool(a: AgentStepRun, callRun: RunRequested, turn: number, call: ToolCallPlan): Promise<ToolResult> {
+  private async callTool(a: AgentStepRun, callRun: RunRequested, turn: number, call: ToolCallPlan, cancellations: CancelReason[]): Promise<ToolResult> {
     const key = toolResultKey(a.step.id, turn, call.id);
     const journaled = a.done.get(key) as ToolResult | undefined;
     if (journaled && typeof journaled.content === 'string') return journaled;
@@ -197,8 +201,8 @@ export class AgentLoop {
       } else throw err;
     }
     this.deps.metrics.agentToolCalls.inc({ dependency: call.name, outcome: result.isError ? 'error' : 'ok' });
-    // A cancellation it reads is seen again at the next turn's journal entry or the step boundary.
-    await this.deps.progress.record(a.run.runId, key, result, a.run.deadline);
+    const cancelled = await this.deps.progress.record(a.run.runId, key, result, a.run.deadline);
+    if (cancelled) cancellations.push(cancelled);
     return result;
   }
 

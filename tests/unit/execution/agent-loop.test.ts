@@ -393,6 +393,19 @@ describe('AgentLoop cancellation and protocol faults', () => {
     expect(a.toolCalls()).toHaveLength(2);
   });
 
+  it('ends with `cancelled` when a cancellation is read as a tool result is recorded, after the turn\'s calls settle and before the model is asked again', async () => {
+    const a = agent({ turns: threeTurns(), cancelAt: new Map([[toolResultKey('agent', 1, 't1b'), 'requested' as CancelReason]]) });
+    expect(await a.loop.run(a.stepRun())).toEqual({ kind: 'cancelled', reason: 'requested' });
+    expect(a.modelCalls()).toHaveLength(1);
+    expect(a.toolCalls()).toHaveLength(2);
+    expect(a.journal.has(toolResultKey('agent', 1, 't1a'))).toBe(true);
+  });
+
+  it('reports a cancellation rather than the failure of a fail tenant\'s unavailable tool in the same turn', async () => {
+    const a = agent({ turns: threeTurns(), tool: async (call) => (call.callId.endsWith('t1a') ? { ok: true } : Promise.reject(new DependencyUnavailable(call.dependency, NOW + 60_000, false))), cancelAt: new Map([[toolResultKey('agent', 1, 't1a'), 'requested' as CancelReason]]) });
+    expect(await a.loop.run({ ...a.stepRun(), fallback: 'fail' })).toEqual({ kind: 'cancelled', reason: 'requested' });
+  });
+
   it('fails the step with a non-retryable bad_response when a tool_use id breaks the API\'s rules', async () => {
     const a = agent({ turns: [turn([lookup('toolu 1')])] });
     const err = await a.loop.run(a.stepRun()).catch((e: unknown) => e);
