@@ -143,7 +143,7 @@ export class StepLoop {
     // A list, not a map: Postgres jsonb does not keep key order, and step order is meaningful.
     const result = JSON.stringify({ text: lastText ?? null, degraded: false, steps: steps.map((s) => ({ id: s.id, output: outputs[s.id] })), usage });
     const seconds = ((now() - run.admittedAt) / 1000).toFixed(1);
-    return outcomes.completed(run, context, { message: `completed: ${steps.length} steps, ${seconds} s after admission, attempt ${run.attempt}`, result });
+    return outcomes.completed(run, context, { message: `completed: ${steps.length} step${steps.length === 1 ? '' : 's'}, ${seconds} s after admission, attempt ${run.attempt}`, result });
   }
 
   /**
