@@ -8,6 +8,8 @@ export interface HttpSchemaRegistryOptions {
 const CONTENT_TYPE = 'application/vnd.schemaregistry.v1+json';
 /** Confluent's error_code for "schema not found". */
 const SCHEMA_NOT_FOUND = 40403;
+/** Levels under which the registry refuses a new schema that cannot read the subject's older data. */
+const BACKWARD_LEVELS: ReadonlySet<unknown> = new Set(['BACKWARD', 'BACKWARD_TRANSITIVE', 'FULL', 'FULL_TRANSITIVE']);
 
 /**
  * Client for a Confluent-compatible schema registry. Credentials in the URL
@@ -32,14 +34,33 @@ export class HttpSchemaRegistry extends CachingSchemaRegistry {
     this.timeoutMs = options.timeoutMs ?? 5000;
   }
 
-  protected registerUncached(subject: string, schemaJson: string): Promise<number> {
-    return this.request('POST', `/subjects/${encodeURIComponent(subject)}/versions`, { schema: schemaJson }).then((body) => {
-      const value = (body as { id?: unknown } | null)?.id;
-      if (typeof value !== 'number' || !isSchemaId(value)) {
-        throw new SchemaRegistryError(`registering ${subject}: response has no valid id`, false);
-      }
-      return value;
-    });
+  protected async registerUncached(subject: string, schemaJson: string): Promise<number> {
+    await this.requireBackwardCompatibility(subject);
+    const path = `/subjects/${encodeURIComponent(subject)}/versions`;
+    const body = await this.request('POST', path, { schema: schemaJson });
+    const value = (body as { id?: unknown } | null)?.id;
+    if (typeof value !== 'number' || !isSchemaId(value)) {
+      throw new SchemaRegistryError(`registering ${subject}: response has no valid id`, false);
+    }
+    return value;
+  }
+
+  /**
+   * Records written with older schemas stay in the topics, so the registry must refuse a schema
+   * (Sluice's or another producer's) that cannot read them. A level the operator set that already
+   * implies BACKWARD (including a stricter one) is left alone; otherwise the subject gets BACKWARD.
+   * Registries that ignore `defaultToGlobal` answer 404 for a subject without a level of its own.
+   */
+  private async requireBackwardCompatibility(subject: string): Promise<void> {
+    const path = `/config/${encodeURIComponent(subject)}`;
+    const level = await this.request('GET', `${path}?defaultToGlobal=true`).then(
+      (body) => (body as { compatibilityLevel?: unknown } | null)?.compatibilityLevel,
+      (err: unknown) => {
+        if (err instanceof HttpStatusError && err.status === 404) return undefined;
+        throw err;
+      },
+    );
+    if (!BACKWARD_LEVELS.has(level)) await this.request('PUT', path, { compatibility: 'BACKWARD' });
   }
 
   protected fetchSchema(id: number): Promise<string> {
@@ -60,7 +81,7 @@ export class HttpSchemaRegistry extends CachingSchemaRegistry {
     );
   }
 
-  private async request(method: 'GET' | 'POST', path: string, body?: unknown): Promise<unknown> {
+  private async request(method: 'GET' | 'POST' | 'PUT', path: string, body?: unknown): Promise<unknown> {
     const url = `${this.baseUrl}${path}`;
     const headers: Record<string, string> = { accept: CONTENT_TYPE };
     if (body !== undefined) headers['content-type'] = CONTENT_TYPE;

@@ -21,6 +21,12 @@ interface Recorded {
 class FakeRegistry {
   readonly requests: Recorded[] = [];
   readonly schemas: string[] = [];
+  /** Compatibility level per subject; a subject without one falls back to `globalLevel`. */
+  readonly levels = new Map<string, string>();
+  /** Undefined: the registry ignores `defaultToGlobal`, as older ones do. */
+  globalLevel: string | undefined = 'NONE';
+  /** Answer a level change with 403, as for an API key without write access to config. */
+  denyConfigWrites = false;
   failWith: { status: number; body: string } | undefined;
   hangMs = 0;
   private readonly server: Server = createServer((req, res) => void this.handle(req, res));
@@ -59,6 +65,19 @@ class FakeRegistry {
       if (index < 0) index = this.schemas.push(schema) - 1;
       return reply(200, { id: index + 1 });
     }
+    const config = /^\/config\/([^/?]+)(\?defaultToGlobal=true)?$/.exec(req.url ?? '');
+    if (config) {
+      const subject = decodeURIComponent(config[1] as string);
+      if (req.method === 'PUT') {
+        if (this.denyConfigWrites) return reply(403, { error_code: 40301, message: 'User is denied operation Write' });
+        const { compatibility } = JSON.parse(body) as { compatibility: string };
+        this.levels.set(subject, compatibility);
+        return reply(200, { compatibility });
+      }
+      const level = this.levels.get(subject) ?? (config[2] ? this.globalLevel : undefined);
+      if (level === undefined) return reply(404, { error_code: 40408, message: 'Subject has no compatibility level' });
+      return reply(200, { compatibilityLevel: level });
+    }
     const byId = /^\/schemas\/ids\/(\d+)$/.exec(req.url ?? '');
     if (req.method === 'GET' && byId) {
       const schema = this.schemas[Number(byId[1]) - 1];
@@ -77,13 +96,16 @@ describe('HttpSchemaRegistry', () => {
     fake.failWith = undefined;
     fake.hangMs = 0;
     fake.requests.length = 0;
+    fake.levels.clear();
+    fake.globalLevel = 'NONE';
+    fake.denyConfigWrites = false;
   });
 
   it('registers with the Confluent request shape and reads the schema back by id', async () => {
     const registry = new HttpSchemaRegistry(`${fake.url}/`);
     const id = await registry.register('dev.sluice.events.X', '"string"');
     expect(id).toBe(fake.schemas.indexOf('"string"') + 1);
-    expect(fake.requests[0]).toMatchObject({
+    expect(fake.requests.at(-1)).toMatchObject({
       method: 'POST',
       url: '/subjects/dev.sluice.events.X/versions',
       contentType: CONTENT_TYPE,
@@ -98,7 +120,7 @@ describe('HttpSchemaRegistry', () => {
     await registry.register('s', '"long"');
     await Promise.all([registry.schemaById(id), registry.schemaById(id)]);
     await registry.schemaById(id);
-    expect(fake.requests.map((r) => r.method)).toEqual(['POST', 'GET']);
+    expect(fake.requests.map((r) => r.method)).toEqual(['GET', 'PUT', 'POST', 'GET']);
   });
 
   it('sends URL credentials as basic auth', async () => {
@@ -107,6 +129,52 @@ describe('HttpSchemaRegistry', () => {
     url.password = 's3cr%2Ft';
     await new HttpSchemaRegistry(url.toString()).register('s', '"int"');
     expect(fake.requests[0]?.authorization).toBe(`Basic ${Buffer.from('key:s3cr/t').toString('base64')}`);
+  });
+
+  it('sets BACKWARD on the subject before registering when its level does not imply it', async () => {
+    await new HttpSchemaRegistry(fake.url).register('dev.sluice.events.RunRequested', '"string"');
+    expect(fake.requests.map((r) => `${r.method} ${r.url}`)).toEqual([
+      'GET /config/dev.sluice.events.RunRequested?defaultToGlobal=true',
+      'PUT /config/dev.sluice.events.RunRequested',
+      'POST /subjects/dev.sluice.events.RunRequested/versions',
+    ]);
+    expect(fake.requests[1]).toMatchObject({ contentType: CONTENT_TYPE, body: '{"compatibility":"BACKWARD"}' });
+    expect(fake.levels.get('dev.sluice.events.RunRequested')).toBe('BACKWARD');
+  });
+
+  it.each(['BACKWARD', 'BACKWARD_TRANSITIVE', 'FULL', 'FULL_TRANSITIVE'])(
+    'leaves a %s level alone, whether global or set on the subject',
+    async (level) => {
+      fake.globalLevel = level;
+      await new HttpSchemaRegistry(fake.url).register('a', '"string"');
+      fake.globalLevel = 'NONE';
+      fake.levels.set('b', level);
+      await new HttpSchemaRegistry(fake.url).register('b', '"string"');
+      expect(fake.requests.map((r) => r.method)).toEqual(['GET', 'POST', 'GET', 'POST']);
+    },
+  );
+
+  it.each(['NONE', 'FORWARD', 'FORWARD_TRANSITIVE'])('replaces a %s level with BACKWARD', async (level) => {
+    fake.levels.set('s', level);
+    await new HttpSchemaRegistry(fake.url).register('s', '"string"');
+    expect(fake.levels.get('s')).toBe('BACKWARD');
+  });
+
+  it('sets BACKWARD when the registry ignores defaultToGlobal and the subject has no level', async () => {
+    fake.globalLevel = undefined;
+    await new HttpSchemaRegistry(fake.url).register('s', '"string"');
+    expect(fake.levels.get('s')).toBe('BACKWARD');
+  });
+
+  it('does not register when the level cannot be set, and tries again on the next call', async () => {
+    const registry = new HttpSchemaRegistry(fake.url);
+    fake.denyConfigWrites = true;
+    const err = await registry.register('s', '"string"').catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(SchemaRegistryError);
+    expect((err as Error).message).toMatch(/403.*denied/);
+    expect(fake.requests.map((r) => r.method)).toEqual(['GET', 'PUT']);
+    fake.denyConfigWrites = false;
+    expect(await registry.register('s', '"string"')).toBeGreaterThan(0);
   });
 
   it("maps Confluent's schema-not-found to SchemaNotFoundError", async () => {
