@@ -107,17 +107,14 @@ export class AgentLoop {
     const schemas = new Map(step.tools.map((name) => [name, this.inputSchemaOf(name)]));
     const tools: LlmTool[] = step.tools.map((name) => ({ name, description: this.descriptionOf(name), inputSchema: schemas.get(name)! }));
     const messages: LlmMessage[] = [{ role: 'user', content: composeUserTurn(a.input, a.outputs) }];
-    const tally: AgentTally = { turns: 0, toolCalls: 0, tokens: 0 };
     const output: AgentOutput = { text: null, agent: { turns: 0, toolCalls: 0, toolErrors: 0, tokens: 0, calls: [], transcript: [], unavailable: [] } };
-    const finish = (): AgentOutput => {
-      Object.assign(output.agent, tally);
-      return output;
-    };
+    // The bounds count what the output reports: one set of figures, not a copy kept in step.
+    const tally: AgentTally = output.agent;
     let lastResults: ToolResult[] = [];
 
     for (;;) {
       const reached = boundBeforeTurn(tally, step.bounds, now(), stepDeadline);
-      if (reached) return this.stopped(reached, finish());
+      if (reached) return this.stopped(reached, output);
       const turn = tally.turns + 1;
       this.report(a, 2 * turn - 2, turn === 1 ? turnProgress(a.where, 1, []) : `${turnProgress(a.where, turn, [])} with ${describeResults(lastResults)}`);
       const key = turnKey(step.id, turn);
@@ -127,7 +124,7 @@ export class AgentLoop {
           answer = (await this.deps.caller.callDependency(callRun, { kind: 'llm', dependency: step.dependency, callId: `${step.id}:turn-${turn}`, system: step.system, messages, tools, model: step.model, maxTokens: step.maxTokens })) as LlmCallOutput;
         } catch (err) {
           // The step's share of the deadline ran out during the call: that is the bound, not a failure.
-          if (step.bounds.deadlineShare < 1 && now() >= stepDeadline) return this.stopped(boundBeforeTurn(tally, step.bounds, now(), stepDeadline)!, finish());
+          if (step.bounds.deadlineShare < 1 && now() >= stepDeadline) return this.stopped(boundBeforeTurn(tally, step.bounds, now(), stepDeadline)!, output);
           throw err;
         }
         this.deps.metrics.agentTurns.inc({ workflow: run.workflow });
@@ -145,9 +142,9 @@ export class AgentLoop {
       const plan = planTurn({ content, tally, bounds: step.bounds, tools: schemas, inputProblem: toolInputProblem });
       if (plan.kind === 'answer') {
         output.text = plan.text;
-        return { kind: 'answered', output: finish() };
+        return { kind: 'answered', output: output };
       }
-      if (plan.kind === 'stop') return this.stopped(plan.reached, finish());
+      if (plan.kind === 'stop') return this.stopped(plan.reached, output);
       if (plan.kind === 'invalid') throw new StepError('bad_response', step.dependency, `${step.dependency}: ${plan.message}`, false);
 
       tally.toolCalls += plan.calls.length + plan.refused.length;

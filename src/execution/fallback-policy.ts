@@ -22,6 +22,11 @@ export function fallbackFor(policy: TenantConfig['fallback'], workflow: Pick<Wor
   return workflow.fallback ? { kind: 'answer', text: workflow.fallback.text } : { kind: 'fail' };
 }
 
+/** The steps that have an output, in step order, as a run's result lists them. */
+export function keptSteps(steps: readonly Pick<StepConfig, 'id'>[], outputs: Readonly<Record<string, unknown>>): { id: string; output: unknown }[] {
+  return steps.filter((s) => s.id in outputs).map((s) => ({ id: s.id, output: outputs[s.id] }));
+}
+
 /**
  * A run that completes degraded: its message names the dependencies that were unavailable, its
  * result says why and lists, in step order, the steps that have an output (a stand-in included).
@@ -36,6 +41,6 @@ export function degradedCompletion(opts: {
 }): { message: string; result: string } {
   const { steps, outputs, unavailable, text, usage } = opts;
   const names = [...new Set(unavailable.map((u) => u.dependency))].join(', ');
-  const result = JSON.stringify({ text, degraded: true, unavailable, steps: steps.filter((s) => s.id in outputs).map((s) => ({ id: s.id, output: outputs[s.id] })), usage });
+  const result = JSON.stringify({ text, degraded: true, unavailable, steps: keptSteps(steps, outputs), usage });
   return { message: `completed degraded: ${names} unavailable; the answer says so (attempt ${opts.attempt})`, result };
 }

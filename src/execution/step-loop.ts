@@ -11,7 +11,7 @@ import { StepError } from '../steps/step-error.js';
 import type { AgentLoop, AgentOutput } from './agent-loop.js';
 import type { AttemptContext, RunOutcome } from './attempt.js';
 import { DependencyUnavailable } from './call-guard.js';
-import { degradedCompletion, fallbackFor, type Unavailability } from './fallback-policy.js';
+import { degradedCompletion, fallbackFor, keptSteps, type Unavailability } from './fallback-policy.js';
 import type { OutcomePublisher } from './outcome-publisher.js';
 import { checkStepOutput, jsonBytes } from './output-bounds.js';
 import { runUsage } from './llm-usage.js';
@@ -97,7 +97,7 @@ export class StepLoop {
           if (end.kind === 'cancelled') return outcomes.cancelled(run, end.reason, `during ${where}`);
           if (end.kind === 'stopped') {
             const partial = { ...outputs, [step.id]: end.output };
-            const result = JSON.stringify({ text: null, degraded: false, stoppedBy: end.reached.bound, steps: steps.filter((s) => s.id in partial).map((s) => ({ id: s.id, output: partial[s.id] })), usage: runUsage(steps, partial, this.deps.config) });
+            const result = JSON.stringify({ text: null, degraded: false, stoppedBy: end.reached.bound, steps: keptSteps(steps, partial), usage: runUsage(steps, partial, this.deps.config) });
             const message = `${where} — ${end.reached.message} (agent bound ${end.reached.bound}); the transcript so far is in the result`;
             return outcomes.failed(run, context, { reason: 'non_retryable', message: `failed: ${message}`, step: step.id, error: { code: 'agent_bound_reached', message, retryable: false }, result });
           }

@@ -16,6 +16,9 @@ import { packageRoot } from '../../util/package-root.js';
 
 const STOP_GRACE_MS = 25_000;
 
+/** The API keys of config/local.yaml's demo tenants, by tenant. */
+export const DEMO_TENANT_KEYS: Readonly<Record<string, string>> = { 'tenant-a': 'local-key-a', 'tenant-b': 'local-key-b', 'tenant-c': 'local-key-c' };
+
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 // ---------------------------------------------------------------------------------------------

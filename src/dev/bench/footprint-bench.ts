@@ -23,7 +23,7 @@ import { databaseName, maintenanceUrl, quoteIdent } from '../infra/postgres.js';
 import { terminate, waitFor } from '../infra/process.js';
 import { spawnEphemeralRedis } from '../infra/redis.js';
 import { waitForHttp } from './admission-bench.js';
-import { childEnv, withBenchHarness, writeYaml } from './bench-harness.js';
+import { DEMO_TENANT_KEYS, childEnv, withBenchHarness, writeYaml } from './bench-harness.js';
 import { BENCH_WORKFLOW, stackConfigDoc } from './sizing-stack.js';
 import { counterDelta, endOffsetsByTopic, firstKey, infoField, lessIdle, parseCommandStats, slotGroup } from './sizing-figures.js';
 
@@ -32,7 +32,7 @@ export interface FootprintOptions {
   json: boolean;
 }
 
-const TENANT_KEYS = ['local-key-a', 'local-key-b', 'local-key-c'];
+const TENANT_KEYS = Object.values(DEMO_TENANT_KEYS);
 const WARMUP_RUNS = 5;
 /** Runs watched with MONITOR (which costs Redis CPU and output bytes, so it has a window of its own). */
 const MONITORED_RUNS = 100;

@@ -20,7 +20,7 @@ import { ensureTopics, groupId, topicNames, type GroupRole } from '../../../kafk
 import { freePort } from '../../../util/free-port.js';
 import { waitForHttp } from '../admission-bench.js';
 import { deleteKeys } from '../bench-redis.js';
-import { childEnv, localConfig, withBenchHarness, writeYaml, type BenchHarness } from '../bench-harness.js';
+import { DEMO_TENANT_KEYS, childEnv, localConfig, withBenchHarness, writeYaml, type BenchHarness } from '../bench-harness.js';
 import { runOpenLoop } from '../open-loop.js';
 import { simAdmin } from '../sim-admin.js';
 import { writeScenarioChart, type ScenarioChartInput } from './chart.js';
@@ -45,10 +45,6 @@ export interface ScenarioRunOptions {
   systems?: readonly RunLabel[];
 }
 
-
-
-/** The local demo keys of local.yaml's tenants. */
-const TENANT_KEYS: Record<string, string> = { 'tenant-a': 'local-key-a', 'tenant-b': 'local-key-b', 'tenant-c': 'local-key-c' };
 /** After the last send, how long runs are followed beyond their deadline before the rest count as lost. */
 const FOLLOW_GRACE_MS = 15_000;
 const REQUEST_TIMEOUT_MS = 10_000;
@@ -117,7 +113,7 @@ async function runSystem(h: BenchHarness, scenario: Scenario, label: RunLabel, o
     const traffic = new ScenarioTraffic(
       {
         apiUrl: `http://127.0.0.1:${apiPort}`,
-        keys: TENANT_KEYS,
+        keys: DEMO_TENANT_KEYS,
         scenario,
         timeScale: opts.timeScale,
         seed: opts.seed,
@@ -173,7 +169,7 @@ async function warmUp(apiUrl: string, follower: StatusFollower, config: SluiceCo
     targets: {},
   };
   const warmup = new ScenarioTraffic(
-    { apiUrl, keys: TENANT_KEYS, scenario, timeScale: 1, seed: 1, deadlineMs: deadlinesMs(scenario), requestTimeoutMs: REQUEST_TIMEOUT_MS, maxOutstanding: MAX_OUTSTANDING },
+    { apiUrl, keys: DEMO_TENANT_KEYS, scenario, timeScale: 1, seed: 1, deadlineMs: deadlinesMs(scenario), requestTimeoutMs: REQUEST_TIMEOUT_MS, maxOutstanding: MAX_OUTSTANDING },
     follower,
   );
   const { sends } = await warmup.run(WARMUP_TIMEOUT_MS);
@@ -187,7 +183,7 @@ async function warmUp(apiUrl: string, follower: StatusFollower, config: SluiceCo
     ratePerSec: Math.max(1, peakRatePerSec),
     durationSec: HTTP_WARMUP_SEC,
     body: () => JSON.stringify({ workflow: 'support-reply', input: {}, deadlineMs: 1 }),
-    headers: { authorization: `Bearer ${TENANT_KEYS['tenant-b']}`, 'content-type': 'application/json' },
+    headers: { authorization: `Bearer ${DEMO_TENANT_KEYS['tenant-b']}`, 'content-type': 'application/json' },
   });
   if (rest.statuses[400] !== rest.scheduled) throw new Error(`warm-up: expected ${rest.scheduled} answers 400, got ${JSON.stringify(rest.statuses)} and ${rest.errors} errors`);
   const refillMs = Math.max(...Object.values(config.tenants).map((t) => (t.admission.bucket.refillPerSec > 0 ? (t.admission.bucket.capacity / t.admission.bucket.refillPerSec) * 1000 : 0)));
