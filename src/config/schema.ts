@@ -141,6 +141,12 @@ const llmDependency = z.object({
   sdkMaxRetries: z.number().int().min(0).max(10).default(0),
   timeouts: callTimeouts,
   maxConcurrency: z.number().int().min(1).max(100_000),
+  /**
+   * While other tenants wait for this dependency's permits, a tenant may hold only an even split
+   * of its cap (all of it while nobody else waits), so one tenant's burst cannot keep the others'
+   * calls waiting behind it. false: first come, first served.
+   */
+  tenantFairShare: z.boolean().default(true),
   retry: retryPolicy,
   breaker: breakerPolicy,
   rateLimit: rateLimit.optional(),
@@ -157,6 +163,12 @@ const toolDependency = z.object({
   inputSchema: z.record(z.string(), z.unknown()).optional(),
   timeouts: callTimeouts,
   maxConcurrency: z.number().int().min(1).max(100_000),
+  /**
+   * While other tenants wait for this dependency's permits, a tenant may hold only an even split
+   * of its cap (all of it while nobody else waits), so one tenant's burst cannot keep the others'
+   * calls waiting behind it. false: first come, first served.
+   */
+  tenantFairShare: z.boolean().default(true),
   retry: retryPolicy,
   breaker: breakerPolicy,
   rateLimit: rateLimit.optional(),

@@ -22,6 +22,26 @@ export interface PermitScope {
   share: number;
   /** A dependency's adaptive concurrency figure, which holds the limit down: its hash and its max. */
   adaptive?: { key: string; max: number };
+  /**
+   * A tenant's fair part of an earlier scope of the same acquisition (a dependency): that scope's
+   * limit in force, split evenly among the tenants with a live claim in `waitingKey` (fairShareLimit).
+   * `limitField`, `defaultLimit` and `share` are not read for it.
+   */
+  fairShare?: FairShare;
+}
+
+/** Which shared scope a tenant's part divides, and where the tenants waiting for it claim their place. */
+export interface FairShare {
+  /** The shared scope's name (an earlier scope of the acquisition). */
+  of: string;
+  /** Zset of the tenants with a call waiting, each scored with the expiry of its claim. */
+  waitingKey: string;
+  /** Zset of this tenant's waiting calls, each scored with the expiry of its claim. */
+  waitingCallsKey: string;
+  /** This acquisition's tenant. */
+  tenant: string;
+  /** How long a refused call's claim lasts unless it tries again. */
+  claimMs: number;
 }
 
 /** Field of the limits hash holding a scope's run-time limit; also that scope's name. */
@@ -74,4 +94,17 @@ export function dependencyScope(config: SluiceConfig, keys: RedisKeys, dependenc
   const scope = { ...configuredScope(config, keys, 'dependency', dependency), share };
   const bounds = adaptiveBounds(config.dependencies[dependency]!);
   return bounds ? { ...scope, adaptive: { key: keys.adaptiveLimit(dependency), max: bounds.max } } : scope;
+}
+
+/**
+ * The scopes a call to a dependency takes for a tenant: the dependency's, and, unless the
+ * dependency opts out (`tenantFairShare: false`), the tenant's fair part of it, so that a tenant
+ * holding the whole cap gives the next permits to the tenants waiting behind it.
+ */
+export function dependencyCallScopes(config: SluiceConfig, keys: RedisKeys, dependency: string, tenantId: string, opts: { share?: number; claimMs: number }): PermitScope[] {
+  const shared = dependencyScope(config, keys, dependency, opts.share);
+  if (!config.dependencies[dependency]!.tenantFairShare) return [shared];
+  const field = `${shared.name}:tenant:${tenantId}`;
+  const fairShare = { of: shared.name, waitingKey: keys.permitWaiting(dependency), waitingCallsKey: keys.permitWaitingCalls(dependency, tenantId), tenant: tenantId, claimMs: opts.claimMs };
+  return [shared, { name: field, key: keys.permitScope(field), limitField: field, defaultLimit: shared.defaultLimit, share: 1, fairShare }];
 }

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { RedisKeys } from '../redis/keys.js';
 import type { LuaScripts } from '../redis/scripts.js';
-import type { PermitScope } from './permit-scopes.js';
+import type { FairShare, PermitScope } from './permit-scopes.js';
 
 /** Permits held at several scopes under one token, which only their holder knows. */
 export interface PermitLease {
@@ -36,11 +36,16 @@ export class PermitStore {
     checkTtl(ttlMs);
     const token = `${owner}:${randomBytes(8).toString('hex')}`;
     const keys = scopes.map((s) => s.key);
-    const figures: string[] = [];
-    // A scope's adaptive figure is a key after the limits hash; 0 says it has none.
-    const figureIndex = (s: PermitScope) => (s.adaptive ? keys.length + 1 + figures.push(s.adaptive.key) : 0);
-    const args = scopes.flatMap((s) => [s.limitField, s.defaultLimit, s.share, figureIndex(s), s.adaptive?.max ?? 0]);
-    const res = (await this.scripts.run('permitsAcquire', [...keys, this.keys.permitLimits(), ...figures], [token, ttlMs, ...args])) as [1, number] | [0, number, number, number];
+    const extraKeys: string[] = [];
+    // Adaptive figures and the waiting set are keys after the limits hash; index 0 says none.
+    const extraKey = (key: string) => keys.length + 1 + extraKeys.push(key);
+    const figureIndex = (s: PermitScope) => (s.adaptive ? extraKey(s.adaptive.key) : 0);
+    const sharedIndex = (s: PermitScope) => (s.fairShare ? sharedScopeIndex(scopes, s) : 0);
+    const args = scopes.flatMap((s) => [s.limitField, s.defaultLimit, s.share, figureIndex(s), s.adaptive?.max ?? 0, sharedIndex(s)]);
+    const fair = fairShareOf(scopes);
+    const waiting = fair ? [extraKey(fair.waitingKey), fair.tenant, owner, fair.claimMs] : [0, '', '', 0];
+    if (fair) extraKeys.push(fair.waitingCallsKey);
+    const res = (await this.scripts.run('permitsAcquire', [...keys, this.keys.permitLimits(), ...extraKeys], [token, ttlMs, ...waiting, ...args])) as [1, number] | [0, number, number, number];
     if (res[0] === 1) return { granted: true, lease: { token, scopes: scopes.map((s) => s.name), keys, expiresAt: Number(res[1]) } };
     return { granted: false, blockedBy: scopes[res[1] - 1]!.name, count: Number(res[2]), limit: Number(res[3]) };
   }
@@ -58,6 +63,20 @@ export class PermitStore {
   async release(lease: PermitLease): Promise<number> {
     return Number(await this.scripts.run('permitsRelease', lease.keys, [lease.token, this.keys.permitReleased(), ...lease.scopes]));
   }
+}
+
+/** The one fair share of an acquisition, if any: the script keeps one waiting set per acquisition. */
+function fairShareOf(scopes: readonly PermitScope[]): FairShare | undefined {
+  const fair = scopes.filter((s) => s.fairShare);
+  if (fair.length > 1) throw new RangeError('an acquisition takes at most one fair share');
+  return fair[0]?.fairShare;
+}
+
+/** The 1-based index of the scope a fair share divides, which must come before it. */
+function sharedScopeIndex(scopes: readonly PermitScope[], scope: PermitScope): number {
+  const index = scopes.findIndex((s) => s.name === scope.fairShare!.of);
+  if (index < 0 || index >= scopes.indexOf(scope)) throw new RangeError(`a fair share of ${scope.fairShare!.of} needs that scope before it`);
+  return index + 1;
 }
 
 function checkTtl(ttlMs: number): void {

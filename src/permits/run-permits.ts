@@ -6,7 +6,7 @@ import type { RunPermitAnswer, RunPermitSource } from './run-permit-source.js';
 import { StepError } from '../steps/step-error.js';
 import type { RedisKeys } from '../redis/keys.js';
 import type { LeaseKeeper } from './lease-keeper.js';
-import { dependencyScope, runScopes, type PermitScope } from './permit-scopes.js';
+import { dependencyCallScopes, runScopes, type PermitScope } from './permit-scopes.js';
 import type { PermitLease, PermitStore } from './permit-store.js';
 import type { PermitWakeups } from './permit-wakeups.js';
 
@@ -19,6 +19,9 @@ export interface PermitDeps {
   metrics: Metrics;
   logger: Logger;
 }
+
+/** Fallback polls a refused tenant's claim on a dependency's fair share outlives its last try by. */
+const WAITING_CLAIM_POLLS = 3;
 
 const BLOCKED_BY = { global: 'global', class: 'class', tenant: 'tenant', workflow: 'workflow' } as const;
 
@@ -74,9 +77,13 @@ export class RedisDependencyPermits {
 
   async acquire(dependency: string, run: RunRequested, now: () => number = Date.now): Promise<() => Promise<void>> {
     for (;;) {
-      // Asked again on every try: a ramp-up grows while calls wait.
-      const scope = dependencyScope(this.deps.config, this.deps.keys, dependency, this.shareNow(dependency));
-      const answer = await takeLease(this.deps, [scope], `${run.runId}:${run.attempt}:${dependency}`, run.runId);
+      // Asked again on every try: a ramp-up grows while calls wait. A waiting tenant's claim lasts
+      // a few fallback polls, so it holds between tries and lapses soon after its calls stop waiting.
+      const scopes = dependencyCallScopes(this.deps.config, this.deps.keys, dependency, run.tenantId, {
+        share: this.shareNow(dependency),
+        claimMs: WAITING_CLAIM_POLLS * this.deps.wakeups.fallbackPollMs,
+      });
+      const answer = await takeLease(this.deps, scopes, `${run.runId}:${run.attempt}:${dependency}`, run.runId);
       if (answer.granted) return answer.release;
       const remaining = run.deadline - now();
       if (remaining <= 0) throw new StepError('deadline', dependency, `${dependency}: no permit before the deadline (${answer.count}/${answer.limit} in use)`, false);

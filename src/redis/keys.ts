@@ -43,6 +43,10 @@ export function redisKeys(namespace: string) {
      * permit slot, not the dependency's, so permits-acquire.lua reads it in the same atomic step.
      */
     adaptiveLimit: (dependency: string) => `${permits}:adaptive:${dependency}`,
+    /** The tenants waiting for a dependency's permits (zset: tenant → claim expiry ms), for its fair shares. */
+    permitWaiting: (dependency: string) => `${permits}:waiting:${dependency}`,
+    /** One tenant's calls waiting for a dependency's permits (zset: caller → claim expiry ms). */
+    permitWaitingCalls: (dependency: string, tenantId: string) => `${permits}:waiting:${dependency}:tenant:${tenantId}`,
     /** Sharded pub/sub channel announcing released permits (payload: the scopes, space-separated), in the permit slot. */
     permitReleased: () => `${permits}:released`,
     /** Shared breaker state of a dependency (hash: state, retryAt); written by the breaker scripts. */

@@ -4,7 +4,7 @@ import type { SluiceConfig } from '../../../src/config/schema.js';
 import { createLogger } from '../../../src/obs/logger.js';
 import { LeaseKeeper } from '../../../src/permits/lease-keeper.js';
 import { LimitsStore } from '../../../src/permits/limits-store.js';
-import { dependencyScope, runScopes, type PermitScope } from '../../../src/permits/permit-scopes.js';
+import { dependencyCallScopes, dependencyScope, runScopes, type PermitScope } from '../../../src/permits/permit-scopes.js';
 import { PermitStore, type PermitLease } from '../../../src/permits/permit-store.js';
 import { PermitWakeups } from '../../../src/permits/permit-wakeups.js';
 import { redisKeys, type RedisKeys } from '../../../src/redis/keys.js';
@@ -35,7 +35,7 @@ interface Limits {
   dependency?: number;
 }
 
-/** Just the config the scope helpers read: tenants t1–t3, workflows wf and other, dependency anthropic. */
+/** Just the config the scope helpers read: tenants t1–t3, workflows wf and other, dependencies anthropic (fair shares) and plain (none). */
 function configWith(l: Limits = {}): SluiceConfig {
   const tenant = { maxConcurrency: l.tenant ?? 100 };
   const workflow = { maxConcurrency: l.workflow ?? 100 };
@@ -43,7 +43,7 @@ function configWith(l: Limits = {}): SluiceConfig {
     limits: { global: l.global ?? 100, batchShare: l.batchShare ?? 0.8 },
     tenants: { t1: tenant, t2: tenant, t3: tenant },
     workflows: { wf: workflow, other: workflow },
-    dependencies: { anthropic: { maxConcurrency: l.dependency ?? 100 } },
+    dependencies: { anthropic: { maxConcurrency: l.dependency ?? 100, tenantFairShare: true }, plain: { maxConcurrency: l.dependency ?? 100, tenantFairShare: false } },
   } as unknown as SluiceConfig;
 }
 
@@ -88,7 +88,7 @@ describe.each(REDIS_BACKENDS)('on %s', (backend) => {
     it('returns the raw answers {1, expiry} and {0, scope index, count, limit}', async () => {
       const { keys } = fresh();
       const k = [keys.permitScope('x'), keys.permitScope('y'), keys.permitLimits()];
-      const args = (token: string) => [token, TTL, 'x', 5, 1, 0, 0, 'y', 1, 1, 0, 0];
+      const args = (token: string) => [token, TTL, 0, '', '', 0, 'x', 5, 1, 0, 0, 0, 'y', 1, 1, 0, 0, 0];
       const ok = (await scriptsA.run('permitsAcquire', k, args('a'))) as number[];
       expect(ok).toHaveLength(2);
       expect(ok[0]).toBe(1);
@@ -177,10 +177,10 @@ describe.each(REDIS_BACKENDS)('on %s', (backend) => {
     it('counts a retried acquisition (same token) once', async () => {
       const { keys } = fresh();
       const k = [keys.permitScope('only'), keys.permitLimits()];
-      expect((await scriptsA.run('permitsAcquire', k, ['tok', TTL, 'only', 1, 1, 0, 0]) as number[])[0]).toBe(1);
-      expect((await scriptsB.run('permitsAcquire', k, ['tok', TTL, 'only', 1, 1, 0, 0]) as number[])[0]).toBe(1);
+      expect((await scriptsA.run('permitsAcquire', k, ['tok', TTL, 0, '', '', 0, 'only', 1, 1, 0, 0, 0]) as number[])[0]).toBe(1);
+      expect((await scriptsB.run('permitsAcquire', k, ['tok', TTL, 0, '', '', 0, 'only', 1, 1, 0, 0, 0]) as number[])[0]).toBe(1);
       expect(await a.zcard(keys.permitScope('only'))).toBe(1);
-      expect(await scriptsA.run('permitsAcquire', k, ['other', TTL, 'only', 1, 1, 0, 0])).toEqual([0, 1, 1, 1]);
+      expect(await scriptsA.run('permitsAcquire', k, ['other', TTL, 0, '', '', 0, 'only', 1, 1, 0, 0, 0])).toEqual([0, 1, 1, 1]);
     });
 
     it('gives a crashed holder’s permits back after the TTL, without anyone releasing them', async () => {
@@ -200,6 +200,87 @@ describe.each(REDIS_BACKENDS)('on %s', (backend) => {
       expect(await A.tryAcquire([dep], TTL, 'r3:llm')).toEqual({ granted: false, blockedBy: 'dependency:anthropic', count: 2, limit: 2 });
       expect(await A.release(first)).toBe(1);
       await granted(B, [dep], TTL, 'r3:llm');
+    });
+  });
+
+  describe("a tenant's fair share of a dependency", () => {
+    const CLAIM_MS = 60_000;
+    const call = (f: ReturnType<typeof fresh>, tenant: string, dependency = 'anthropic', claimMs = CLAIM_MS) =>
+      dependencyCallScopes(f.config, f.keys, dependency, tenant, { claimMs });
+    const takeAll = async (store: PermitStore, scopes: PermitScope[], count: number, owner: string) =>
+      Promise.all(Array.from({ length: count }, (_, i) => granted(store, scopes, TTL, `${owner}${i}`)));
+
+    it('lets a tenant alone take the whole cap, holding each call at the dependency and at its own part', async () => {
+      const f = fresh({ dependency: 4 });
+      const leases = await takeAll(f.A, call(f, 't1'), 4, 'r');
+      expect(leases[0]!.scopes).toEqual(['dependency:anthropic', 'dependency:anthropic:tenant:t1']);
+      expect(await f.A.tryAcquire(call(f, 't1'), TTL, 'r5')).toEqual({ granted: false, blockedBy: 'dependency:anthropic', count: 4, limit: 4 });
+      expect(await a.zcard(f.keys.permitScope('dependency:anthropic:tenant:t1'))).toBe(4);
+      expect(await f.A.release(leases[0]!)).toBe(2);
+    });
+
+    it('gives the next permit a busy tenant releases to the tenant waiting behind it, not to the busy one', async () => {
+      const f = fresh({ dependency: 4 });
+      const busy = await takeAll(f.A, call(f, 't1'), 4, 'busy');
+      // t2 is refused by the full cap, and claims its place.
+      expect(await f.B.tryAcquire(call(f, 't2'), TTL, 'quiet')).toMatchObject({ granted: false, blockedBy: 'dependency:anthropic' });
+      expect(await a.zrange(f.keys.permitWaiting('anthropic'), '0', '-1')).toEqual(['t2']);
+      await f.A.release(busy[0]!);
+      // t1 holds 3 of 4 while one other tenant waits: its part is 2.
+      expect(await f.A.tryAcquire(call(f, 't1'), TTL, 'busy-next')).toEqual({ granted: false, blockedBy: 'dependency:anthropic:tenant:t1', count: 3, limit: 2 });
+      await granted(f.B, call(f, 't2'), TTL, 'quiet');
+      // granted, t2 gives its claim up; t1's refusal claimed a place for t1
+      expect(await a.zrange(f.keys.permitWaiting('anthropic'), '0', '-1')).toEqual(['t1']);
+    });
+
+    it('splits the cap evenly among the waiting tenants, at least one each', async () => {
+      const f = fresh({ dependency: 9 });
+      const busy = await takeAll(f.A, call(f, 't1'), 9, 'busy');
+      for (const t of ['t2', 't3']) expect(await f.B.tryAcquire(call(f, t), TTL, t)).toMatchObject({ granted: false });
+      await Promise.all(busy.slice(0, 6).map((l) => f.A.release(l)));
+      expect(await f.A.tryAcquire(call(f, 't1'), TTL, 'more')).toMatchObject({ blockedBy: 'dependency:anthropic:tenant:t1', count: 3, limit: 3 });
+      const g = fresh({ dependency: 2 });
+      const busy2 = await takeAll(g.A, call(g, 't1'), 2, 'busy');
+      for (const t of ['t2', 't3']) expect(await g.B.tryAcquire(call(g, t), TTL, t)).toMatchObject({ granted: false });
+      await g.A.release(busy2[0]!);
+      expect(await g.A.tryAcquire(call(g, 't1'), TTL, 'more')).toMatchObject({ blockedBy: 'dependency:anthropic:tenant:t1', count: 1, limit: 1 });
+      await granted(g.B, call(g, 't2'), TTL, 't2');
+    });
+
+    it("forgets a waiter's claim once it lapses: the busy tenant may take the whole cap again", async () => {
+      const f = fresh({ dependency: 4 });
+      const busy = await takeAll(f.A, call(f, 't1'), 4, 'busy');
+      expect(await f.B.tryAcquire(call(f, 't2', 'anthropic', 150), TTL, 'gone')).toMatchObject({ granted: false });
+      expect(Number(await a.pttl(f.keys.permitWaiting('anthropic')))).toBeGreaterThan(0);
+      await f.A.release(busy[0]!);
+      expect(await f.A.tryAcquire(call(f, 't1', 'anthropic', 150), TTL, 'early')).toMatchObject({ granted: false, blockedBy: 'dependency:anthropic:tenant:t1' });
+      await sleep(200);
+      await f.B.release(busy[1]!);
+      // t1's own claim (made by its refusal) does not count against it
+      await takeAll(f.A, call(f, 't1'), 2, 'late');
+      expect(await a.zcard(f.keys.permitScope('dependency:anthropic:tenant:t1'))).toBe(4);
+    });
+
+    it('takes no fair share for a dependency that opts out', async () => {
+      const f = fresh({ dependency: 2 });
+      const scopes = call(f, 't1', 'plain');
+      expect(scopes.map((s) => s.name)).toEqual(['dependency:plain']);
+      await takeAll(f.A, scopes, 2, 'busy');
+      expect(await f.B.tryAcquire(call(f, 't2', 'plain'), TTL, 'quiet')).toMatchObject({ granted: false });
+      expect(await a.exists(f.keys.permitWaiting('plain'))).toBe(0);
+    });
+
+    it('holds both the cap and the split exactly under 100 concurrent acquisitions of two tenants from two connections', async () => {
+      const f = fresh({ dependency: 10 });
+      const busy = await takeAll(f.A, call(f, 't1'), 10, 'busy');
+      expect(await f.B.tryAcquire(call(f, 't2'), TTL, 'claim')).toMatchObject({ granted: false });
+      await Promise.all(busy.slice(0, 6).map((l) => f.A.release(l)));
+      const results = await Promise.all(Array.from({ length: 100 }, (_, i) => (i % 2 ? f.A : f.B).tryAcquire(call(f, i % 4 ? 't1' : 't2'), TTL, `race${i}`)));
+      expect(results.filter((r) => r.granted)).toHaveLength(6);
+      // t1 already holds 4 and its part is 5 while t2 waits: t1 gains at most one of the six
+      expect(await a.zcard(f.keys.permitScope('dependency:anthropic:tenant:t1'))).toBe(5);
+      expect(await a.zcard(f.keys.permitScope('dependency:anthropic:tenant:t2'))).toBe(5);
+      expect(await a.zcard(f.keys.permitScope('dependency:anthropic'))).toBe(10);
     });
   });
 
@@ -393,12 +474,13 @@ describe.each(REDIS_BACKENDS)('on %s', (backend) => {
 });
 
 describe('cluster slots', () => {
-  it('puts every key of one acquisition (scopes and limits hash) in one slot, under the permits tag', () => {
+  it('puts every key of one acquisition (scopes, waiting set and limits hash) in one slot, under the permits tag', () => {
     for (const ns of ['', base, 'prod.', 'a-b_c.']) {
       const keys: RedisKeys = redisKeys(ns);
       const config = configWith();
       for (const runClass of ['interactive', 'batch'] as const) {
-        const all = [...runScopes(config, keys, { tenantId: 't1', workflow: 'wf', runClass }).map((s) => s.key), dependencyScope(config, keys, 'anthropic').key, keys.permitLimits()];
+        const call = dependencyCallScopes(config, keys, 'anthropic', 't1', { claimMs: 1 });
+        const all = [...runScopes(config, keys, { tenantId: 't1', workflow: 'wf', runClass }).map((s) => s.key), ...call.map((s) => s.key), keys.permitWaiting('anthropic'), keys.permitWaitingCalls('anthropic', 't1'), keys.permitLimits()];
         expect(new Set(all.map(keySlot)).size, all.join(' ')).toBe(1);
         expect(new Set(all.map((k) => /\{([^}]+)\}/.exec(k)?.[1]))).toEqual(new Set([`${ns}sluice:permits`]));
       }

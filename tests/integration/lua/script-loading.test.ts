@@ -50,7 +50,7 @@ async function runEveryScript(scripts: LuaScripts): Promise<void> {
   await scripts.run('idempotencyClaim', [keys.idempotency('t', 'k')], ['h', 'tok', 10_000]);
   await scripts.run('idempotencySettle', [keys.idempotency('t', 'k')], ['tok', 'forget', 0, '', 0]);
   const permitKeys = [keys.permitScope('global'), keys.permitScope('tenant:t')];
-  await scripts.run('permitsAcquire', [...permitKeys, keys.permitLimits()], ['tok', 10_000, 'global', 1, 1, 0, 0, 'tenant:t', 1, 1, 0, 0]);
+  await scripts.run('permitsAcquire', [...permitKeys, keys.permitLimits()], ['tok', 10_000, 0, '', '', 0, 'global', 1, 1, 0, 0, 0, 'tenant:t', 1, 1, 0, 0, 0]);
   await scripts.run('permitsRenew', permitKeys, ['tok', 10_000]);
   await scripts.run('adaptiveLimitUpdate', [keys.adaptiveLimit('d')], ['success', 1, 10, 0.7, 1_000, 60_000]);
   await scripts.run('permitsRelease', permitKeys, ['tok', keys.permitReleased(), 'global', 'tenant:t']);

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../src/config/load.js';
-import { configuredLimit, dependencyScope, limitField, runScopes, slotsFor } from '../../../src/permits/permit-scopes.js';
-import { limitAtShare } from '../../../src/util/limit-share.js';
+import { configuredLimit, dependencyCallScopes, dependencyScope, limitField, runScopes, slotsFor } from '../../../src/permits/permit-scopes.js';
+import { fairShareLimit, limitAtShare } from '../../../src/util/limit-share.js';
 import { redisKeys } from '../../../src/redis/keys.js';
 
 const config = loadConfig({ env: {} });
@@ -62,6 +62,49 @@ describe('dependencyScope', () => {
     expect(dependencyScope(adaptive, keys, 'order-lookup', 0.5)).toMatchObject({ share: 0.5, adaptive: { key: '{ns.sluice:permits}:adaptive:order-lookup', max: 8 } });
     adaptive.dependencies['order-lookup']!.adaptiveConcurrency!.max = 20;
     expect(dependencyScope(adaptive, keys, 'order-lookup').adaptive).toEqual({ key: keys.adaptiveLimit('order-lookup'), max: 20 });
+  });
+});
+
+describe('dependencyCallScopes', () => {
+  it("holds the dependency's scope and then the tenant's fair part of it, by default", () => {
+    const [shared, part] = dependencyCallScopes(config, keys, 'anthropic', 'tenant-a', { share: 0.5, claimMs: 3_000 });
+    expect(shared).toEqual(dependencyScope(config, keys, 'anthropic', 0.5));
+    expect(part).toEqual({
+      name: 'dependency:anthropic:tenant:tenant-a',
+      key: '{ns.sluice:permits}:scope:dependency:anthropic:tenant:tenant-a',
+      limitField: 'dependency:anthropic:tenant:tenant-a',
+      defaultLimit: 16,
+      share: 1,
+      fairShare: {
+        of: 'dependency:anthropic',
+        waitingKey: '{ns.sluice:permits}:waiting:anthropic',
+        waitingCallsKey: '{ns.sluice:permits}:waiting:anthropic:tenant:tenant-a',
+        tenant: 'tenant-a',
+        claimMs: 3_000,
+      },
+    });
+  });
+
+  it('holds the dependency alone when it opts out with tenantFairShare: false', () => {
+    const custom = structuredClone(config);
+    custom.dependencies['order-lookup']!.tenantFairShare = false;
+    expect(dependencyCallScopes(custom, keys, 'order-lookup', 'tenant-a', { claimMs: 3_000 })).toEqual([dependencyScope(custom, keys, 'order-lookup')]);
+  });
+});
+
+describe('fairShareLimit', () => {
+  it('leaves the whole limit to a tenant nobody else waits behind', () => {
+    expect([16, 1, 0].map((l) => fairShareLimit(l, 0))).toEqual([16, 1, 0]);
+  });
+
+  it('splits an open limit evenly among the waiting tenants and this one, at least one each, rounding down', () => {
+    expect([1, 2, 3, 15, 16].map((others) => fairShareLimit(16, others))).toEqual([8, 5, 4, 1, 1]);
+    expect(fairShareLimit(9, 2)).toBe(3);
+    expect(fairShareLimit(1, 1)).toBe(1);
+  });
+
+  it('keeps a closed limit closed', () => {
+    expect(fairShareLimit(0, 3)).toBe(0);
   });
 });
 
