@@ -3,6 +3,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SluiceConfig } from '../../../src/config/schema.js';
 import { createLogger } from '../../../src/obs/logger.js';
 import { LeaseKeeper } from '../../../src/permits/lease-keeper.js';
+import { createMetrics } from '../../../src/obs/metrics.js';
+import { RedisDependencyPermits } from '../../../src/permits/run-permits.js';
+import type { RunRequested } from '../../../src/events/schemas.js';
 import { LimitsStore } from '../../../src/permits/limits-store.js';
 import { dependencyCallScopes, dependencyScope, runScopes, type PermitScope } from '../../../src/permits/permit-scopes.js';
 import { PermitStore, type PermitLease } from '../../../src/permits/permit-store.js';
@@ -281,6 +284,50 @@ describe.each(REDIS_BACKENDS)('on %s', (backend) => {
       expect(await a.zcard(f.keys.permitScope('dependency:anthropic:tenant:t1'))).toBe(5);
       expect(await a.zcard(f.keys.permitScope('dependency:anthropic:tenant:t2'))).toBe(5);
       expect(await a.zcard(f.keys.permitScope('dependency:anthropic'))).toBe(10);
+    });
+  });
+
+  describe('RedisDependencyPermits sharing a dependency between a busy and a quiet tenant', () => {
+    it("grants the quiet tenant's call at the next release, before any more of the busy tenant's 40 waiting calls", async () => {
+      const f = fresh({ dependency: 8 });
+      const config = { ...f.config, processor: { permitLeaseMs: 30_000 } } as unknown as SluiceConfig;
+      const processors = await Promise.all(
+        [a, b].map(async (redis, i) => {
+          const wakeups = new PermitWakeups(redis, { channel: f.keys.permitReleased(), logger, fallbackPollMs: 50 });
+          await wakeups.start();
+          const keeper = new LeaseKeeper(i === 0 ? f.A : f.B, { ttlMs: 30_000, maxLeases: 100, logger });
+          return { permits: new RedisDependencyPermits({ config, keys: f.keys, store: i === 0 ? f.A : f.B, keeper, wakeups, metrics: createMetrics(), logger }), keeper, wakeups };
+        }),
+      );
+      try {
+        const run = (tenantId: string, runId: string) => ({ runId, tenantId, attempt: 1, deadline: Date.now() + 20_000 }) as RunRequested;
+        let grants = 0;
+        const held: (() => Promise<void>)[] = [];
+        const busyCall = async (i: number) => {
+          const release = await processors[i % 2]!.permits.acquire('anthropic', run('t1', `busy${i}`));
+          grants++;
+          if (held.length < 8) return void held.push(release);
+          await sleep(5);
+          await release();
+        };
+        const busy = Array.from({ length: 48 }, (_, i) => busyCall(i));
+        await eventually(async () => (grants === 8 && (await a.zcard(f.keys.permitWaitingCalls('anthropic', 't1'))) === 40 ? true : undefined), 5_000, 'the busy calls to wait', 10);
+        const quiet = processors[0]!.permits.acquire('anthropic', run('t2', 'quiet'));
+        await eventually(async () => ((await a.zscore(f.keys.permitWaiting('anthropic'), 't2')) ? true : undefined), 5_000, 'the quiet call to claim its place', 10);
+        // One busy call gives its permit back: t1 holds 7 of 8 and its part is 4 while t2 waits.
+        await held[0]!();
+        const releaseQuiet = await quiet;
+        expect(grants).toBe(8);
+        await releaseQuiet();
+        await Promise.all(held.slice(1).map((release) => release()));
+        await Promise.all(busy);
+        expect(grants).toBe(48);
+      } finally {
+        for (const p of processors) {
+          p.keeper.stop();
+          await p.wakeups.close();
+        }
+      }
     });
   });
 
