@@ -21,6 +21,9 @@ const DEADLINE_MS = 25_000;
 /** Secrets as a file or a variable holds them: text, whose bytes are the HMAC key. */
 const SECRET_A = Buffer.from(randomBytes(32).toString('hex'));
 const SECRET_C = Buffer.from(randomBytes(32).toString('hex'));
+const SECRET_D = Buffer.from(randomBytes(32).toString('hex'));
+const TENANT_D_KEY = 'test-key-d';
+const TENANT_D_KEY_SHA256 = '351a1c2b68503ec33d48fedbc5c27af309677891eb8986ce6a0b6ed73feb2d4b';
 
 /**
  * The Kafka ingress end to end, every role in one process: producers' RunSubmissions on
@@ -55,11 +58,13 @@ describe('Kafka ingress (all roles in one process)', () => {
         tenants: {
           'tenant-a': { ingress: { secretFile }, admission: { bucket: { capacity: CAPACITY, refillPerSec: REFILL_PER_SEC } } },
           'tenant-c': { ingress: { secretEnv: 'TEST_INGRESS_SECRET_C' } },
+          // One token, practically never refilled: a second request could only be offered again past its deadline.
+          'tenant-d': { apiKeySha256: TENANT_D_KEY_SHA256, ingress: { secretEnv: 'TEST_INGRESS_SECRET_D' }, admission: { bucket: { capacity: 1, refillPerSec: 0.001 } } },
         },
       }),
       roles: 'provider-sim,status-sink,dlq-sink,processor,ingress,api',
       namespace,
-      env: { SLUICE_STATE_DIR: stateDir, TEST_INGRESS_SECRET_C: SECRET_C.toString() },
+      env: { SLUICE_STATE_DIR: stateDir, TEST_INGRESS_SECRET_C: SECRET_C.toString(), TEST_INGRESS_SECRET_D: SECRET_D.toString() },
     });
     api = `http://127.0.0.1:${apiPort}`;
     kafka = new Kafka({ brokers: inject('infra').kafkaBrokers, logLevel: logLevel.NOTHING });
@@ -98,7 +103,7 @@ describe('Kafka ingress (all roles in one process)', () => {
   async function record(sub: RunSubmission, opts: { key?: string; secret?: Buffer; signature?: string } = {}): Promise<{ key: string; value: Buffer; headers: Record<string, string> }> {
     const value = await codec.encode(SUBJECTS.runSubmission, sub);
     const key = opts.key ?? sub.tenantId;
-    const secret = opts.secret ?? (key === 'tenant-c' ? SECRET_C : SECRET_A);
+    const secret = opts.secret ?? ({ 'tenant-c': SECRET_C, 'tenant-d': SECRET_D }[key] ?? SECRET_A);
     const headers: Record<string, string> = { [SIGNATURE_HEADER]: opts.signature ?? ingressSignature(secret, key, value) };
     return { key, value, headers };
   }
@@ -156,6 +161,18 @@ describe('Kafka ingress (all roles in one process)', () => {
     expect(done.status).toBe('completed');
     expect(requestedOf(queued.runId)).toHaveLength(1);
     expect(runsRequested.filter((r) => r.tenantId === 'tenant-c')).toHaveLength(1);
+  }, 60_000);
+
+  it('rejects with deadline_unreachable a request that could only be offered again past its deadline, and GET answers for it', async () => {
+    const first = submission({ tenantId: 'tenant-d' });
+    const second = submission({ tenantId: 'tenant-d' });
+    await send([await record(first), await record(second)]);
+    expect(await eventually(async () => byRequest(first.requestId)[0], 20_000, 'the first answered')).toMatchObject({ status: 'queued' });
+    const rejected = await eventually(async () => byRequest(second.requestId)[0], 20_000, 'the second answered');
+    expect(rejected).toMatchObject({ status: 'rejected', sequence: 0, error: { code: 'deadline_unreachable' } });
+    const read = await waitForStatus(api, rejected.runId, TENANT_D_KEY, ['rejected'], 20_000);
+    expect(read).toMatchObject({ status: 'rejected', error: { code: 'deadline_unreachable' } });
+    expect(requestedOf(rejected.runId)).toEqual([]);
   }, 60_000);
 
   it('dead-letters a forged signature, a tenant without an ingress secret and a mis-addressed tenant, and runs none of them', async () => {
