@@ -68,7 +68,11 @@ export class IdempotencyStore {
     return this.keys.idempotency(tenant, digest.update(key).digest('hex'));
   }
 
-  /** `token` fences the claim: only its holder settles it (the ingress passes the run id, to settle again on each re-offer). */
+  /**
+   * `token` fences the claim: only its holder settles it, and a holder claiming again while it is
+   * pending gets it back (the ingress passes its record's coordinates, so a record read again after
+   * a failure claims its key again, and keeps the token in its answer to settle each re-offer).
+   */
   async claim(tenant: string, key: string, fingerprint: string, token: string = randomUUID()): Promise<IdempotencyClaim> {
     const redisKey = this.redisKey(tenant, key);
     const until = Date.now() + this.opts.waitMs;

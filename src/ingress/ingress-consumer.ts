@@ -50,6 +50,8 @@ export class IngressRetryLater extends Error {
 /** Which decision of a request this is, under which run id and claim. */
 interface Decision {
   runId: string;
+  /** The claim's token: the record's coordinates for a first decision, so its own retry claims again. */
+  token: string;
   admittedAt: number;
   deadline: number;
   decision: number;
@@ -170,15 +172,18 @@ export class IngressConsumer {
     const req = check.request;
     const { idempotency } = this.deps;
 
+    // A first decision's claim is the record's: read again after a failure (even one whose reply
+    // was lost, the claim made), the record claims its key again instead of waiting out the lease.
+    const token = `${topic}/${partition}/${message.offset}`;
     const reofferOf = headerText(message.headers, REOFFER_HEADER);
     if (reofferOf !== undefined && isRunId(reofferOf)) {
-      const claim = await idempotency.claim(req.tenantId, req.idempotencyKey, req.fingerprint, reofferOf);
+      const claim = await idempotency.claim(req.tenantId, req.idempotencyKey, req.fingerprint, token);
       switch (claim.kind) {
         case 'replay': {
           const prev = claim.answer.body as IngressAnswer;
           // The header is the producer's to write too: only the deferral's own run id re-decides it.
           if (prev.runId !== reofferOf || prev.outcome !== 'deferred') return this.duplicate(req, prev);
-          return this.decide(req, { topic, partition, message }, { runId: prev.runId, admittedAt: prev.admittedAt, deadline: prev.deadline, decision: prev.decision + 1, traceparent: prev.traceparent, reoffer: true });
+          return this.decide(req, { topic, partition, message }, { runId: prev.runId, token: prev.token, admittedAt: prev.admittedAt, deadline: prev.deadline, decision: prev.decision + 1, traceparent: prev.traceparent, reoffer: true });
         }
         case 'conflict':
           return dead('idempotency_key_reused', new Error('the idempotency key was first used for another request (workflow, input, class or deadlineMs)'));
@@ -186,13 +191,12 @@ export class IngressConsumer {
           throw new IngressRetryLater('another claimant holds the idempotency key');
         case 'claimed':
           // Nothing is kept of the deferral (Redis lost it): a fresh request, under a run id of its own.
-          await idempotency.forget(req.tenantId, req.idempotencyKey, reofferOf);
+          break;
       }
     }
 
     const admittedAt = this.now();
-    const runId = newRunId(admittedAt);
-    const claim = await idempotency.claim(req.tenantId, req.idempotencyKey, req.fingerprint, runId);
+    const claim = await idempotency.claim(req.tenantId, req.idempotencyKey, req.fingerprint, token);
     switch (claim.kind) {
       case 'replay':
         return this.duplicate(req, claim.answer.body as IngressAnswer);
@@ -201,7 +205,7 @@ export class IngressConsumer {
       case 'in_progress':
         throw new IngressRetryLater('another claimant holds the idempotency key');
       case 'claimed':
-        return this.decide(req, { topic, partition, message }, { runId, admittedAt, deadline: admittedAt + req.budgetMs, decision: 0, traceparent: childTraceparent(headerText(message.headers, 'traceparent')), reoffer: false });
+        return this.decide(req, { topic, partition, message }, { runId: newRunId(admittedAt), token, admittedAt, deadline: admittedAt + req.budgetMs, decision: 0, traceparent: childTraceparent(headerText(message.headers, 'traceparent')), reoffer: false });
     }
   }
 
@@ -211,7 +215,7 @@ export class IngressConsumer {
     const { message } = record;
     const now = this.now();
     const answer = (a: Pick<IngressAnswer, 'outcome' | 'reason' | 'retryAfterSec' | 'queuePosition' | 'reofferAt'>) =>
-      this.answer(req, d, { ...a, runId: d.runId, decision: d.decision, admittedAt: d.admittedAt, deadline: d.deadline, runClass: req.runClass, workflow: req.workflowName, traceparent: d.traceparent, decidedAt: now });
+      this.answer(req, d, { ...a, runId: d.runId, token: d.token, decision: d.decision, admittedAt: d.admittedAt, deadline: d.deadline, runClass: req.runClass, workflow: req.workflowName, traceparent: d.traceparent, decidedAt: now });
     if (now >= d.deadline) return answer({ outcome: 'rejected', reason: 'deadline_unreachable', retryAfterSec: 1 });
 
     const admitted = await admitRun(
@@ -277,7 +281,7 @@ export class IngressConsumer {
     const keepMs = a.deadline - a.decidedAt + config.admission.leaseGraceMs;
     const [published, stored] = await Promise.allSettled([
       this.deps.producer.publishStatus(answerStatusEvent(a, req.tenantId, req.requestId), config.kafka.produceTimeoutMs),
-      this.deps.idempotency.store(req.tenantId, req.idempotencyKey, d.runId, { status: answerStatus(a.outcome), body: a, headers: {} }, keepMs),
+      this.deps.idempotency.store(req.tenantId, req.idempotencyKey, d.token, { status: answerStatus(a.outcome), body: a, headers: {} }, keepMs),
     ]);
     if (stored.status === 'rejected') {
       metrics.submitCleanupFailures.inc({ step: 'store' });
@@ -300,7 +304,7 @@ export class IngressConsumer {
   private async release(req: IngressRequest, d: Decision): Promise<void> {
     if (d.reoffer) return;
     try {
-      await this.deps.idempotency.forget(req.tenantId, req.idempotencyKey, d.runId);
+      await this.deps.idempotency.forget(req.tenantId, req.idempotencyKey, d.token);
     } catch (err) {
       this.deps.metrics.submitCleanupFailures.inc({ step: 'forget' });
       this.log.error({ err, runId: d.runId, tenantId: req.tenantId }, 'could not free an ingress idempotency claim; it lapses after admission.idempotencyPendingMs');

@@ -106,6 +106,8 @@ export function reofferAt(opts: { now: number; retryAfterSec: number; admittedAt
 /** What the ingress answered a request, kept under its idempotency key and published as a status. */
 export interface IngressAnswer {
   runId: string;
+  /** The token of the key's claim, which every later decision of the request stores under. */
+  token: string;
   outcome: AdmissionDecision['outcome'];
   reason: AdmissionReason;
   /** Which decision this is, from 0: the status event's sequence. */

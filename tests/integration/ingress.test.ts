@@ -8,9 +8,9 @@ import { EventCodec } from '../../src/events/codec.js';
 import { FileSchemaRegistry } from '../../src/events/file-schema-registry.js';
 import { SUBJECTS, type RunRequested, type RunStatusChanged, type RunSubmission } from '../../src/events/schemas.js';
 import { DLQ_HEADER } from '../../src/dlq/dead-letter.js';
-import { SIGNATURE_HEADER, ingressSignature } from '../../src/ingress/ingress-signature.js';
 import { headerText } from '../../src/kafka/headers.js';
 import { topicNames } from '../../src/kafka/topics.js';
+import { runSubmission, signedRecord } from '../support/ingress-records.js';
 import { TENANT_A_KEY, TENANT_C_KEY, eventually, freePort, startSluice, testNamespace, waitForStatus, writeTestConfig, type SluiceProcess } from './harness.js';
 
 /** tenant-a's bucket: the burst sends three times its capacity at once. */
@@ -88,27 +88,15 @@ describe('Kafka ingress (all roles in one process)', () => {
     expect(await sluice?.stop()).toBe(0);
   });
 
-  const submission = (over: Partial<RunSubmission> = {}): RunSubmission => ({
-    requestId: randomUUID(),
-    idempotencyKey: randomUUID(),
-    tenantId: 'tenant-a',
-    workflow: 'support-reply',
-    input: JSON.stringify({ message: 'Where is order 42?', orderId: '42' }),
-    class: null,
-    deadlineMs: DEADLINE_MS,
-    ...over,
-  });
+  const submission = (over: Partial<RunSubmission> = {}): RunSubmission => runSubmission({ deadlineMs: DEADLINE_MS, ...over });
 
-  /** One record as a producer writes it: keyed by tenant, signed with `secret` (as given, or the tenant's). */
-  async function record(sub: RunSubmission, opts: { key?: string; secret?: Buffer; signature?: string } = {}): Promise<{ key: string; value: Buffer; headers: Record<string, string> }> {
-    const value = await codec.encode(SUBJECTS.runSubmission, sub);
+  /** Signed with `secret`, else the key's tenant's secret. */
+  const record = (sub: RunSubmission, opts: { key?: string; secret?: Buffer } = {}) => {
     const key = opts.key ?? sub.tenantId;
-    const secret = opts.secret ?? ({ 'tenant-c': SECRET_C, 'tenant-d': SECRET_D }[key] ?? SECRET_A);
-    const headers: Record<string, string> = { [SIGNATURE_HEADER]: opts.signature ?? ingressSignature(secret, key, value) };
-    return { key, value, headers };
-  }
+    return signedRecord(codec, sub, opts.secret ?? ({ 'tenant-c': SECRET_C, 'tenant-d': SECRET_D }[key] ?? SECRET_A), key);
+  };
 
-  const send = async (records: Awaited<ReturnType<typeof record>>[]) => producer.send({ topic: topics.requests, acks: -1, messages: records });
+  const send = async (records: { key: string; value: Buffer; headers: Record<string, string> }[]) => producer.send({ topic: topics.requests, acks: -1, messages: records });
   const byRequest = (requestId: string) => statuses.filter((s) => s.requestId === requestId);
   const requestedOf = (runId: string) => runsRequested.filter((r) => r.runId === runId);
 

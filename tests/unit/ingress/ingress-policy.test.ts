@@ -101,6 +101,7 @@ describe('reofferAt: the deferral schedule', () => {
 describe('answers as status events', () => {
   const base: IngressAnswer = {
     runId: '01890a5d-ac96-774b-bcce-b302099a8057',
+    token: 'ns.sluice.runs.requests/0/17',
     outcome: 'deferred',
     reason: 'rate_limited',
     decision: 2,
