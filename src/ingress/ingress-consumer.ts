@@ -12,7 +12,7 @@ import { groupId, topicNames } from '../kafka/topics.js';
 import type { Logger } from '../obs/logger.js';
 import type { EventProducer } from '../producers/event-producer.js';
 import { INGRESS_DESTINATION, RETRY_HEADER } from '../retries/retry-headers.js';
-import { isRunId, newRunId } from '../runs/run-id.js';
+import { newRunId } from '../runs/run-id.js';
 import { childTraceparent } from '../runs/traceparent.js';
 import { withTimeout } from '../util/with-timeout.js';
 import { answerStatus, answerStatusEvent, checkSubmission, reofferAt, type IngressAnswer, type IngressRequest } from './ingress-policy.js';
@@ -170,41 +170,26 @@ export class IngressConsumer {
     const check = checkSubmission(submission, tenantId, this.deps.config);
     if (!check.ok) return dead(check.reason, new Error(check.message));
     const req = check.request;
-    const { idempotency } = this.deps;
 
     // A first decision's claim is the record's: read again after a failure (even one whose reply
     // was lost, the claim made), the record claims its key again instead of waiting out the lease.
     const token = `${topic}/${partition}/${message.offset}`;
-    const reofferOf = headerText(message.headers, REOFFER_HEADER);
-    if (reofferOf !== undefined && isRunId(reofferOf)) {
-      const claim = await idempotency.claim(req.tenantId, req.idempotencyKey, req.fingerprint, token);
-      switch (claim.kind) {
-        case 'replay': {
-          const prev = claim.answer.body as IngressAnswer;
-          // The header is the producer's to write too: only the deferral's own run id re-decides it.
-          if (prev.runId !== reofferOf || prev.outcome !== 'deferred') return this.duplicate(req, prev);
-          return this.decide(req, { topic, partition, message }, { runId: prev.runId, token: prev.token, admittedAt: prev.admittedAt, deadline: prev.deadline, decision: prev.decision + 1, traceparent: prev.traceparent, reoffer: true });
-        }
-        case 'conflict':
-          return dead('idempotency_key_reused', new Error('the idempotency key was first used for another request (workflow, input, class or deadlineMs)'));
-        case 'in_progress':
-          throw new IngressRetryLater('another claimant holds the idempotency key');
-        case 'claimed':
-          // Nothing is kept of the deferral (Redis lost it): a fresh request, under a run id of its own.
-          break;
-      }
-    }
-
     const admittedAt = this.now();
-    const claim = await idempotency.claim(req.tenantId, req.idempotencyKey, req.fingerprint, token);
+    const claim = await this.deps.idempotency.claim(req.tenantId, req.idempotencyKey, req.fingerprint, token);
     switch (claim.kind) {
-      case 'replay':
-        return this.duplicate(req, claim.answer.body as IngressAnswer);
+      case 'replay': {
+        const prev = claim.answer.body as IngressAnswer;
+        // A re-offer of this very deferral is decided again; anything else with the key is a duplicate.
+        // The header is the producer's to write too: at most it gets its own deferral decided sooner.
+        if (prev.outcome !== 'deferred' || headerText(message.headers, REOFFER_HEADER) !== prev.runId) return this.duplicate(req, prev);
+        return this.decide(req, { topic, partition, message }, { runId: prev.runId, token: prev.token, admittedAt: prev.admittedAt, deadline: prev.deadline, decision: prev.decision + 1, traceparent: prev.traceparent, reoffer: true });
+      }
       case 'conflict':
         return dead('idempotency_key_reused', new Error('the idempotency key was first used for another request (workflow, input, class or deadlineMs)'));
       case 'in_progress':
         throw new IngressRetryLater('another claimant holds the idempotency key');
       case 'claimed':
+        // A first reading; or a re-offer whose deferral Redis no longer holds: a fresh request then, under a run id of its own.
         return this.decide(req, { topic, partition, message }, { runId: newRunId(admittedAt), token, admittedAt, deadline: admittedAt + req.budgetMs, decision: 0, traceparent: childTraceparent(headerText(message.headers, 'traceparent')), reoffer: false });
     }
   }
