@@ -3,6 +3,9 @@ import type { RedisKeys } from '../redis/keys.js';
 import type { LuaScripts } from '../redis/scripts.js';
 import { canonicalJson } from '../util/canonical-json.js';
 
+/** Printable ASCII without spaces, as the IETF Idempotency-Key draft and Stripe accept. */
+export const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
+
 /** A stored answer: what the first request with this key got. */
 export interface StoredAnswer {
   status: number;
@@ -23,6 +26,12 @@ export interface IdempotencyOptions {
   /** How long a duplicate waits for the first request's answer before giving up. */
   waitMs: number;
   pollMs?: number;
+  /**
+   * Keeps these keys apart from other callers' keys of the same tenant (the Kafka ingress's from
+   * HTTP's): the scope and a zero byte go before the key into its digest, and an HTTP key holds no
+   * zero byte. Absent: HTTP's keys, digested as they always were.
+   */
+  scope?: string;
 }
 
 /** Stands for the input while the rest of the body is serialized; no other member can contain it. */
@@ -40,7 +49,6 @@ export function requestFingerprint(workflow: string, body: object, canonicalInpu
   return createHash('sha256').update(parts[0]!).update(canonicalInput).update(parts[1]!).digest('hex');
 }
 
-const keyDigest = (key: string) => createHash('sha256').update(key).digest('hex');
 
 /**
  * Idempotency-Key records in Redis (24 h by default), shared by every API instance. The first
@@ -54,9 +62,19 @@ export class IdempotencyStore {
     private readonly opts: IdempotencyOptions,
   ) {}
 
-  async claim(tenant: string, key: string, fingerprint: string): Promise<IdempotencyClaim> {
-    const redisKey = this.keys.idempotency(tenant, keyDigest(key));
-    const token = randomUUID();
+  private redisKey(tenant: string, key: string): string {
+    const digest = createHash('sha256');
+    if (this.opts.scope !== undefined) digest.update(this.opts.scope).update('\u0000');
+    return this.keys.idempotency(tenant, digest.update(key).digest('hex'));
+  }
+
+  /**
+   * `token` fences the claim: only its holder settles it, and a holder claiming again while it is
+   * pending gets it back (the ingress passes its record's coordinates, so a record read again after
+   * a failure claims its key again, and keeps the token in its answer to settle each re-offer).
+   */
+  async claim(tenant: string, key: string, fingerprint: string, token: string = randomUUID()): Promise<IdempotencyClaim> {
+    const redisKey = this.redisKey(tenant, key);
     const until = Date.now() + this.opts.waitMs;
     for (;;) {
       const res = (await this.scripts.run('idempotencyClaim', [redisKey], [fingerprint, token, this.opts.pendingMs])) as string[];
@@ -73,12 +91,16 @@ export class IdempotencyStore {
     }
   }
 
-  /** False when the claim had expired and another request took the key: nothing was stored. */
-  async store(tenant: string, key: string, token: string, answer: StoredAnswer): Promise<boolean> {
-    return (await this.scripts.run('idempotencySettle', [this.keys.idempotency(tenant, keyDigest(key))], [token, 'store', answer.status, JSON.stringify(answer), this.opts.ttlSec * 1000])) === 1;
+  /**
+   * False when the claim had expired and another request took the key: nothing was stored. The
+   * holder of the token may store again (a newer answer replaces the older); `keepMs` keeps it
+   * longer than `ttlSec` (a deferred run's answer, until past its deadline).
+   */
+  async store(tenant: string, key: string, token: string, answer: StoredAnswer, keepMs: number = this.opts.ttlSec * 1000): Promise<boolean> {
+    return (await this.scripts.run('idempotencySettle', [this.redisKey(tenant, key)], [token, 'store', answer.status, JSON.stringify(answer), Math.max(keepMs, this.opts.ttlSec * 1000)])) === 1;
   }
 
   async forget(tenant: string, key: string, token: string): Promise<boolean> {
-    return (await this.scripts.run('idempotencySettle', [this.keys.idempotency(tenant, keyDigest(key))], [token, 'forget', 0, '', 0])) === 1;
+    return (await this.scripts.run('idempotencySettle', [this.redisKey(tenant, key)], [token, 'forget', 0, '', 0])) === 1;
   }
 }

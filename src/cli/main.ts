@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import { readFileSync } from 'node:fs';
 import { Command, Option } from 'commander';
 import { ConfigError, loadConfig } from '../config/load.js';
 import type { SluiceConfig } from '../config/schema.js';
@@ -6,6 +7,7 @@ import { createLogger } from '../obs/logger.js';
 import { infraCommand, withLocalInfra } from '../dev/index.js';
 import { redactConfig } from '../config/redact.js';
 import { productionProblems, profileError } from '../config/profile.js';
+import { readIngressSecrets } from '../ingress/ingress-secrets.js';
 import { startRoles } from '../roles/start-roles.js';
 import { startBanner } from './banner.js';
 import { dlqCommand } from './dlq-command.js';
@@ -26,6 +28,8 @@ function configOrExit(path: string | undefined, opts: { toStart?: boolean } = {}
     const config = loadConfig({ path });
     const problems = opts.toStart ? productionProblems(config) : [];
     if (problems.length > 0) throw profileError(problems);
+    // Secrets that cannot be read stop the start here, before anything runs (the role reads them again).
+    if (opts.toStart && config.roles.includes('ingress')) readIngressSecrets(config, { env: process.env, readFile: (file) => readFileSync(file) });
     return config;
   } catch (err) {
     if (err instanceof ConfigError) {

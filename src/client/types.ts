@@ -6,10 +6,11 @@
 
 export type RunClass = 'interactive' | 'batch';
 
-export type RunStatus = 'queued' | 'running' | 'waiting_dependency' | 'completed' | 'failed' | 'expired' | 'cancelled' | 'dead_lettered';
+/** `deferred` and `rejected` only for runs submitted through the Kafka ingress (an HTTP refusal is an answer, not a run). */
+export type RunStatus = 'queued' | 'running' | 'waiting_dependency' | 'completed' | 'failed' | 'expired' | 'cancelled' | 'dead_lettered' | 'deferred' | 'rejected';
 
 /** Statuses a run never leaves; its event stream ends after one of them. */
-export const TERMINAL_RUN_STATUSES: ReadonlySet<RunStatus> = new Set(['completed', 'failed', 'expired', 'cancelled', 'dead_lettered']);
+export const TERMINAL_RUN_STATUSES: ReadonlySet<RunStatus> = new Set(['completed', 'failed', 'expired', 'cancelled', 'dead_lettered', 'rejected']);
 
 export interface RunError {
   code: string;

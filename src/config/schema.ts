@@ -18,7 +18,7 @@ const ms = (min: number, max: number) => z.number().int().min(min).max(max);
 const sha256Hex = z.string().regex(/^[0-9a-f]{64}$/, 'must be a lowercase hex SHA-256 of the key');
 const name = z.string().regex(/^[a-z0-9][a-z0-9._-]{0,62}$/, 'must be lowercase letters, digits, ".", "_" or "-"');
 
-export const ROLES = ['api', 'processor', 'status-sink', 'dlq-sink', 'lag-monitor', 'provider-sim'] as const;
+export const ROLES = ['api', 'ingress', 'processor', 'status-sink', 'dlq-sink', 'lag-monitor', 'provider-sim'] as const;
 export type Role = (typeof ROLES)[number];
 
 export const RUN_CLASSES = ['interactive', 'batch'] as const;
@@ -314,8 +314,22 @@ const tenantReads = z
   })
   .prefault({});
 
+/**
+ * Where the tenant's ingress secret (the HMAC key of `sluice-signature`) is read from at start-up.
+ * Unlike an API key it cannot be stored as a digest (a verifier needs the key itself), so it is
+ * never written in the config: an environment variable's name, or a file's path (a mounted
+ * secret), exactly one of them. Without it the tenant cannot submit through the ingress topic.
+ */
+const tenantIngress = z
+  .object({
+    secretEnv: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name').optional(),
+    secretFile: z.string().min(1).optional(),
+  })
+  .refine((i) => (i.secretEnv === undefined) !== (i.secretFile === undefined), { message: 'give exactly one of secretEnv and secretFile' });
+
 const tenant = z.object({
   apiKeySha256: sha256Hex,
+  ingress: tenantIngress.optional(),
   description: z.string().default(''),
   fallback: z.enum(['degrade', 'fail']).default('degrade'),
   /** Runs of this tenant executing at once across all processors (changeable at run time). */
@@ -348,6 +362,7 @@ export const configSchema = z
             retry: z.number().int().min(1).max(1000).default(3),
             status: z.number().int().min(1).max(1000).default(6),
             dlq: z.number().int().min(1).max(1000).default(3),
+            requests: z.number().int().min(1).max(1000).default(6),
           })
           .prefault({}),
         /** Copies of each partition of the topics Sluice creates; default min(3, live brokers). */
@@ -578,6 +593,20 @@ export const configSchema = z
         /** Replayed and discarded archive rows are deleted this long after they were handled. */
         retentionDays: z.number().int().min(1).max(3_650).default(30),
         purgeIntervalMs: ms(60_000, 86_400_000).default(3_600_000),
+      })
+      .prefault({}),
+    /** The ingress role: run requests from producers on the ingress topic, admitted like POST /v1/runs. */
+    ingress: z
+      .object({
+        /** Partitions of the ingress topic one process works on at once; each takes its records one at a time, in order. */
+        partitionsConcurrently: z.number().int().min(1).max(1_000).default(6),
+        /** Bound on handling one record (signature, idempotency, admission, produces); past it the record is tried again. */
+        recordTimeoutMs: ms(1_000, 120_000).default(15_000),
+        /** Backoff before a record is tried again after Redis or Kafka failed it: doubling from baseMs to capMs. */
+        backoff: z
+          .object({ baseMs: ms(10, 60_000).default(200), capMs: ms(10, 600_000).default(10_000) })
+          .prefault({})
+          .refine((b) => b.capMs >= b.baseMs, { message: 'must be at least baseMs', path: ['capMs'] }),
       })
       .prefault({}),
     /**

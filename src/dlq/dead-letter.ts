@@ -36,6 +36,9 @@ export const DEAD_LETTER_REASONS = [
   'postgres_rejected',
   'undecodable_dead_letter',
   'unarchivable',
+  'unauthenticated',
+  'invalid_request',
+  'idempotency_key_reused',
 ] as const;
 export type DeadLetterReason = (typeof DEAD_LETTER_REASONS)[number];
 

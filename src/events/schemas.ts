@@ -26,6 +26,8 @@ export const RUN_STATUSES = [
   'expired',
   'cancelled',
   'dead_lettered',
+  'deferred',
+  'rejected',
 ] as const;
 export type RunStatus = (typeof RUN_STATUSES)[number];
 
@@ -72,6 +74,22 @@ export interface RunStatusChanged extends RunEventBase {
   error: RunError | null;
   /** Epoch milliseconds; null before the attempt started (added in schema v2: old writers omit it). */
   attemptStartedAt: number | null;
+  /** The producer's request id, on the statuses the ingress publishes (schema v3; absent or null otherwise). */
+  requestId?: string | null;
+  /** Deferred: seconds until the ingress offers the request again; rejected: the contract's retryAfterSec (schema v3). */
+  retryAfterSec?: number | null;
+}
+
+/** A producer's run request on the ingress topic, before admission gave it a run id and a deadline. */
+export interface RunSubmission {
+  requestId: string;
+  idempotencyKey: string;
+  tenantId: string;
+  workflow: string;
+  /** The input as JSON text. */
+  input: string;
+  class: RunClass | null;
+  deadlineMs: number | null;
 }
 
 export interface DeadLetterEnvelope {
@@ -99,6 +117,7 @@ export const SUBJECTS = {
   runRequested: 'dev.sluice.events.RunRequested',
   runStatusChanged: 'dev.sluice.events.RunStatusChanged',
   deadLetter: 'dev.sluice.events.DeadLetter',
+  runSubmission: 'dev.sluice.events.RunSubmission',
 } as const;
 export type EventSubject = (typeof SUBJECTS)[keyof typeof SUBJECTS];
 
@@ -106,6 +125,7 @@ export interface EventBySubject {
   'dev.sluice.events.RunRequested': RunRequested;
   'dev.sluice.events.RunStatusChanged': RunStatusChanged;
   'dev.sluice.events.DeadLetter': DeadLetterEnvelope;
+  'dev.sluice.events.RunSubmission': RunSubmission;
 }
 
 export interface EventSchema {
@@ -151,7 +171,7 @@ export function eventSchema(schemaJson: string): EventSchema {
 }
 
 
-const SCHEMA_FILES = ['RunRequested.avsc', 'RunStatusChanged.avsc', 'DeadLetter.avsc'] as const;
+const SCHEMA_FILES = ['RunRequested.avsc', 'RunStatusChanged.avsc', 'DeadLetter.avsc', 'RunSubmission.avsc'] as const;
 
 let loaded: ReadonlyMap<string, EventSchema> | undefined;
 

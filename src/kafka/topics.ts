@@ -12,6 +12,8 @@ export interface TopicNames {
   retry: string;
   status: string;
   dlq: string;
+  /** The ingress topic: producers' run requests, admitted by the ingress role. */
+  requests: string;
 }
 
 export function topicNames(namespace: string): TopicNames {
@@ -21,10 +23,11 @@ export function topicNames(namespace: string): TopicNames {
     retry: `${namespace}sluice.runs.retry`,
     status: `${namespace}sluice.runs.status`,
     dlq: `${namespace}sluice.runs.dlq`,
+    requests: `${namespace}sluice.runs.requests`,
   };
 }
 
-export type GroupRole = 'processor' | 'status-sink' | 'dlq-sink' | 'retry-forwarder';
+export type GroupRole = 'processor' | 'status-sink' | 'dlq-sink' | 'retry-forwarder' | 'ingress';
 
 export function groupId(namespace: string, role: GroupRole): string {
   return `${namespace}sluice.${role}`;
@@ -38,6 +41,7 @@ export function consumerGroups(namespace: string): { role: GroupRole; group: str
     ['retry-forwarder', [t.retry]],
     ['status-sink', [t.status]],
     ['dlq-sink', [t.dlq]],
+    ['ingress', [t.requests]],
   ];
   return groups.map(([role, topics]) => ({ role, group: groupId(namespace, role), topics }));
 }

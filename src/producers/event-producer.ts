@@ -60,6 +60,14 @@ export class EventProducer {
     await this.batcher.produce({ topic: this.topics.retry, key: run.tenantId, value, headers: { traceparent: run.traceparent, ...headers } }, timeoutMs);
   }
 
+  /**
+   * A deferred ingress request, held on the retry topic until due: the producer's record as it
+   * came (its signature still covers it), keyed by tenant, with the scheduling headers.
+   */
+  async publishIngressRetry(record: { tenantId: string; value: Buffer; headers: Record<string, string> }, timeoutMs: number): Promise<void> {
+    await this.batcher.produce({ topic: this.topics.retry, key: record.tenantId, value: record.value, headers: record.headers }, timeoutMs);
+  }
+
   /** Status events are keyed by run so every transition of one run stays in order. */
   async publishStatus(event: RunStatusChanged, timeoutMs: number): Promise<void> {
     const value = await this.codec.encode(SUBJECTS.runStatusChanged, event);

@@ -3,12 +3,13 @@ import type { SluiceConfig } from '../config/schema.js';
 import { EventDecodeError, type EventCodec } from '../events/codec.js';
 import { SUBJECTS, type RunRequested } from '../events/schemas.js';
 import { routePoison, type DeadLetterSink, type PoisonRoute } from '../dlq/dead-letter.js';
-import { createBatchConsumer, partitionKey, type BatchConsumer } from '../kafka/batch-consumer.js';
+import { createBatchConsumer, type BatchConsumer } from '../kafka/batch-consumer.js';
+import { PartitionHolds } from '../kafka/partition-holds.js';
 import { groupId, topicNames, type TopicNames } from '../kafka/topics.js';
 import type { Logger } from '../obs/logger.js';
 import type { Metrics } from '../obs/metrics.js';
 import { ProduceTimeoutError } from '../producers/produce-batcher.js';
-import { parseRetryClass, parseRetryDueAt } from './retry-headers.js';
+import { isIngressRetry, parseRetryClass, parseRetryDueAt } from './retry-headers.js';
 
 export interface RetryForwarderDeps {
   kafka: Kafka;
@@ -29,17 +30,12 @@ const MAX_CHUNK = 100;
 /** Bounds how long a resumed partition waits for the fetch loop to pick it up again. */
 const MAX_WAIT_MS = 250;
 
-interface Hold {
-  topic: string;
-  partition: number;
-  timer: NodeJS.Timeout;
-}
-
 type Plan = { kind: 'forward'; dueAt: number; target: string } | { kind: 'poison'; error: EventDecodeError };
 
 /**
  * Holds run retries on `sluice.runs.retry` until they are due, then hands them back to the work
- * topic of their class, so a waiting retry never holds a work partition or a permit.
+ * topic of their class, so a waiting retry never holds a work partition or a permit. Deferred
+ * ingress requests wait here too, and go back to the ingress topic (`sluice-retry-destination`).
  *
  * A partition whose head record is not yet due is paused and rewound to that record; one timer
  * per paused partition resumes it when the record is due, or after `maxHoldMs` at the latest, so
@@ -61,11 +57,7 @@ export class RetryForwarder {
   private readonly topics: TopicNames;
   private readonly group: string;
   private readonly log: Logger;
-  private readonly maxHoldMs: number;
-  private readonly backoff: { baseMs: number; capMs: number };
-  private readonly holds = new Map<string, Hold>();
-  /** Consecutive failures per partition, for its backoff; cleared by any record it gets past. */
-  private readonly failures = new Map<string, number>();
+  private readonly holds: PartitionHolds;
   private stopping = false;
 
   constructor(private readonly deps: RetryForwarderDeps) {
@@ -73,8 +65,6 @@ export class RetryForwarder {
     this.topics = topicNames(config.namespace);
     this.group = groupId(config.namespace, 'retry-forwarder');
     this.log = deps.logger.child({ component: 'retry-forwarder' });
-    this.maxHoldMs = deps.maxHoldMs ?? 60_000;
-    this.backoff = deps.backoff ?? { baseMs: 200, capMs: 10_000 };
     this.consumer = createBatchConsumer({
       kafka,
       settings: config.kafka,
@@ -87,6 +77,7 @@ export class RetryForwarder {
       onAssignment: (owned, assignment) => this.onAssignment(owned, assignment),
       log: this.log,
     });
+    this.holds = new PartitionHolds(this.consumer, { maxHoldMs: deps.maxHoldMs ?? 60_000, backoff: deps.backoff ?? { baseMs: 200, capMs: 10_000 } });
     const logMessage = 'undecodable retry without scheduling headers sent to the DLQ';
     this.poison = { deadLetters: deps.deadLetters, consumerGroup: this.group, timeoutMs: config.processor.produceTimeoutMs, metrics: deps.metrics, log: this.log, logMessage };
     // Not idempotent: a failed or timed-out forward is sent again from the retry topic anyway, so
@@ -109,8 +100,7 @@ export class RetryForwarder {
   /** Prompt even with partitions paused: the fetch loop long-polls for at most MAX_WAIT_MS. */
   async stop(): Promise<void> {
     this.stopping = true;
-    for (const hold of this.holds.values()) clearTimeout(hold.timer);
-    this.holds.clear();
+    this.holds.stop();
     // Waits for the batch in hand, which every produce and commit inside bounds.
     await this.consumer.stop();
     await this.producer.disconnect();
@@ -160,7 +150,7 @@ export class RetryForwarder {
         continue;
       }
       if (plan.dueAt > Date.now()) {
-        if (await flush()) this.hold(topic, partition, message.offset, plan.dueAt);
+        if (await flush()) this.holds.hold(topic, partition, message.offset, plan.dueAt);
         return;
       }
       chunk.push({ message, target: plan.target });
@@ -169,9 +159,14 @@ export class RetryForwarder {
     if (live()) await flush();
   }
 
-  /** Scheduling from the headers when they are there, so most records need no registry lookup. */
+  /**
+   * Scheduling from the headers when they are there, so most records need no registry lookup. A
+   * deferred ingress request is not a RunRequested: its headers alone schedule it (without a due
+   * time it is due at once), and the ingress judges it again, deadline included.
+   */
   private async plan(message: KafkaMessage): Promise<Plan> {
     let dueAt = parseRetryDueAt(message.headers);
+    if (isIngressRetry(message.headers)) return { kind: 'forward', dueAt: dueAt ?? 0, target: this.topics.requests };
     let runClass = parseRetryClass(message.headers);
     if (dueAt === undefined || runClass === undefined) {
       let run: RunRequested;
@@ -214,7 +209,7 @@ export class RetryForwarder {
   /** Moves past a handled record. A failed commit is only logged: a later one covers it, or the next owner forwards again. */
   private async done(topic: string, partition: number, offset: string, resolveOffset: (offset: string) => void): Promise<void> {
     resolveOffset(offset);
-    this.failures.delete(partitionKey(topic, partition));
+    this.holds.succeeded(topic, partition);
     try {
       await this.consumer.commitPast(topic, partition, offset);
     } catch (err) {
@@ -222,45 +217,14 @@ export class RetryForwarder {
     }
   }
 
-  /**
-   * Parks the partition at `offset` until `untilMs` (capped by maxHoldMs). The rewind pins where
-   * fetching restarts instead of trusting that nothing moved the position past an unresolved
-   * record; it also marks the batch in hand stale, so no later record of it is handled.
-   */
-  private hold(topic: string, partition: number, offset: string, untilMs: number): void {
-    if (this.stopping) return;
-    const key = partitionKey(topic, partition);
-    clearTimeout(this.holds.get(key)?.timer);
-    this.consumer.pause(topic, partition);
-    this.consumer.seek(topic, partition, offset);
-    const waitMs = Math.min(Math.max(0, untilMs - Date.now()), this.maxHoldMs);
-    this.holds.set(key, { topic, partition, timer: setTimeout(() => this.release(key), waitMs) });
-  }
-
-  private release(key: string): void {
-    const hold = this.holds.get(key);
-    if (!hold) return;
-    this.holds.delete(key);
-    this.consumer.resume(hold.topic, hold.partition);
-  }
-
   private backOff(topic: string, partition: number, offset: string, err: unknown): void {
-    const key = partitionKey(topic, partition);
-    const failures = (this.failures.get(key) ?? 0) + 1;
-    this.failures.set(key, failures);
-    const waitMs = Math.min(this.backoff.capMs, this.backoff.baseMs * 2 ** Math.min(failures - 1, 30));
+    const { failures, waitMs } = this.holds.backOff(topic, partition, offset);
     this.log.warn({ err, topic, partition, offset, failures, waitMs }, 'could not forward a retry; trying again after a backoff');
-    this.hold(topic, partition, offset, Date.now() + waitMs);
   }
 
   /** Drops the holds of revoked partitions; the consumer has resumed them already. */
   private onAssignment(owned: ReadonlySet<string>, assignment: Record<string, number[]>): void {
-    for (const [key, hold] of this.holds) {
-      if (owned.has(key)) continue;
-      clearTimeout(hold.timer);
-      this.holds.delete(key);
-    }
-    for (const key of [...this.failures.keys()]) if (!owned.has(key)) this.failures.delete(key);
+    this.holds.retain(owned);
     this.log.info({ assignment }, 'retry partitions assigned');
   }
 }

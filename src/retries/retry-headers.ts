@@ -17,7 +17,16 @@ export const RETRY_HEADER = {
   lastFailureAt: 'sluice-retry-last-failure-at',
   /** `true` once a step of the run was answered by its dependency: its first output is measured. */
   outputSeen: 'sluice-retry-output-seen',
+  /**
+   * `ingress` on a deferred ingress request: the record is the producer's RunSubmission, as it
+   * came (signature included), and goes back to the ingress topic when due instead of to a work
+   * topic. Absent on a run's retry.
+   */
+  destination: 'sluice-retry-destination',
 } as const;
+
+/** The value of `sluice-retry-destination` that sends a due record back to the ingress topic. */
+export const INGRESS_DESTINATION = 'ingress';
 
 const MAX_MESSAGE = 1_000;
 
@@ -76,6 +85,11 @@ export function parseRetryOutputSeen(headers: IHeaders | undefined): boolean {
 export function parseRetryDueAt(headers: IHeaders | undefined): number | undefined {
   const text = headerText(headers, RETRY_HEADER.dueAt);
   return text !== undefined && DECIMAL.test(text) ? Number(text) : undefined;
+}
+
+/** Whether the record is a deferred ingress request, going back to the ingress topic when due. */
+export function isIngressRetry(headers: IHeaders | undefined): boolean {
+  return headerText(headers, RETRY_HEADER.destination) === INGRESS_DESTINATION;
 }
 
 /** The run class from the header, or undefined when it must be read from the event instead. */

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Role, SluiceConfig } from '../config/schema.js';
@@ -51,6 +52,8 @@ import { RETRY_BUDGET_REPORT_MS, SharedRetryBudgets } from '../retries/shared-re
 import { LagMonitor } from '../lag/lag-monitor.js';
 import { createLagMetrics } from '../lag/lag-metrics.js';
 import { WaitingRuns } from '../status/waiting-runs.js';
+import { IngressConsumer } from '../ingress/ingress-consumer.js';
+import { readIngressSecrets } from '../ingress/ingress-secrets.js';
 
 export interface RunningRoles {
   roles: Role[];
@@ -70,6 +73,8 @@ interface RoleContext {
   onStop: (stop: () => Promise<void>) => void;
   /** The process's one view of the shared breakers, started on first use. */
   breakerBoard: () => Promise<BreakerBoard>;
+  /** The process's one admission controller (and its measured service state), for the API and the ingress. */
+  admission: () => Promise<AdmissionController>;
 }
 
 async function listen(app: FastifyInstance, host: string, port: number): Promise<string> {
@@ -216,9 +221,13 @@ async function startProcessor(ctx: RoleContext, simulatorUrl: string): Promise<v
   onStop(() => forwarder.stop());
 }
 
-async function startApi(ctx: RoleContext): Promise<string> {
+/**
+ * Admission as both submit adapters decide it: the measured service state (refreshed from Redis),
+ * the breakers, the stores of the Lua scripts.
+ */
+async function startAdmission(ctx: RoleContext): Promise<AdmissionController> {
   const { config, logger, metrics, clients, onStop } = ctx;
-  const log = logger.child({ role: 'api' });
+  const log = logger.child({ component: 'admission' });
   const board = await ctx.breakerBoard();
   const serviceState = new ServiceState(clients.redis, clients.keys, {
     refreshMs: config.admission.stateRefreshMs,
@@ -228,6 +237,35 @@ async function startApi(ctx: RoleContext): Promise<string> {
   });
   await serviceState.start();
   onStop(async () => serviceState.stop());
+  return new AdmissionController(config, new AdmissionStore(clients.scripts, clients.keys), serviceState, board, metrics, new RedisOutageFallback(config.admission.redisOutage), log, new TokenBudgetStore(clients.scripts, clients.keys));
+}
+
+/** Producers' run requests from the ingress topic, admitted as the API admits submissions. */
+async function startIngress(ctx: RoleContext): Promise<void> {
+  const { config, logger, metrics, clients, onStop } = ctx;
+  const log = logger.child({ role: 'ingress' });
+  const secrets = readIngressSecrets(config, { env: process.env, readFile: (path) => readFileSync(path) });
+  if (secrets.size === 0) log.warn('no tenant has an ingress secret (tenants.<id>.ingress): every record of the ingress topic will be dead-lettered');
+  const ingress = new IngressConsumer({
+    kafka: clients.kafka,
+    config,
+    codec: clients.codec,
+    metrics,
+    producer: await clients.producer(),
+    admission: await ctx.admission(),
+    withdrawals: new RedisCancellations(clients.redis, clients.keys),
+    // A duplicate waits briefly for a claim in flight: each partition's records are taken one at a time.
+    idempotency: new IdempotencyStore(clients.scripts, clients.keys, { ttlSec: config.admission.idempotencyTtlSec, pendingMs: config.admission.idempotencyPendingMs, waitMs: 1_000, scope: 'ingress' }),
+    secrets,
+    logger: log,
+  });
+  await ingress.start();
+  onStop(() => ingress.stop());
+}
+
+async function startApi(ctx: RoleContext): Promise<string> {
+  const { config, logger, metrics, clients, onStop } = ctx;
+  const log = logger.child({ role: 'api' });
   const feed = new RunEventFeed({ connect: () => createListenClient(config.postgres, 'sluice-run-events'), logger: log });
   await feed.start();
   onStop(() => feed.close());
@@ -248,7 +286,7 @@ async function startApi(ctx: RoleContext): Promise<string> {
     metrics,
     producer: await clients.producer(),
     runs,
-    admission: new AdmissionController(config, new AdmissionStore(clients.scripts, clients.keys), serviceState, board, metrics, new RedisOutageFallback(config.admission.redisOutage), log, new TokenBudgetStore(clients.scripts, clients.keys)),
+    admission: await ctx.admission(),
     idempotency: new IdempotencyStore(clients.scripts, clients.keys, {
       ttlSec: config.admission.idempotencyTtlSec,
       pendingMs: config.admission.idempotencyPendingMs,
@@ -285,6 +323,7 @@ export async function startRoles(config: SluiceConfig, logger: Logger): Promise<
   const clients = new SharedClients(config, logger);
   const stops: (() => Promise<void>)[] = [];
   let board: Promise<BreakerBoard> | undefined;
+  let admission: Promise<AdmissionController> | undefined;
   const ctx: RoleContext = {
     config,
     logger,
@@ -299,6 +338,7 @@ export async function startRoles(config: SluiceConfig, logger: Logger): Promise<
         stops.push(() => b.close());
         return b;
       })()),
+    admission: () => (admission ??= startAdmission(ctx)),
   };
   const stop = async () => {
     for (const s of stops.reverse()) {
@@ -318,6 +358,7 @@ export async function startRoles(config: SluiceConfig, logger: Logger): Promise<
     if (roles.has('status-sink')) await startStatusSink(ctx);
     if (roles.has('dlq-sink')) await startDlqSink(ctx);
     if (roles.has('processor')) await startProcessor(ctx, config.simulator.url ?? running.simulatorUrl ?? `http://${config.simulator.host}:${config.simulator.port}`);
+    if (roles.has('ingress')) await startIngress(ctx);
     if (roles.has('lag-monitor')) {
       if (config.lagMonitor.enable) await startLagMonitor(ctx);
       else logger.info('lagMonitor.enable is false: the lag-monitor role does not run');

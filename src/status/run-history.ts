@@ -1,6 +1,6 @@
 import type { RunStatus, RunStatusChanged } from '../events/schemas.js';
 
-export const TERMINAL_STATUSES: ReadonlySet<RunStatus> = new Set(['completed', 'failed', 'expired', 'cancelled', 'dead_lettered']);
+export const TERMINAL_STATUSES: ReadonlySet<RunStatus> = new Set(['completed', 'failed', 'expired', 'cancelled', 'dead_lettered', 'rejected']);
 
 export function isTerminal(status: RunStatus): boolean {
   return TERMINAL_STATUSES.has(status);

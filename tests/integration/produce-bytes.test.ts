@@ -42,7 +42,7 @@ function run(tenantId: string, inputChars: number): RunRequested {
 }
 
 beforeAll(async () => {
-  const kafkaConfig = { ...loadConfig({ env: {} }).kafka, brokers: inject('infra').kafkaBrokers, partitions: { interactive: 1, batch: 1, retry: 1, status: 1, dlq: 1 } };
+  const kafkaConfig = { ...loadConfig({ env: {} }).kafka, brokers: inject('infra').kafkaBrokers, partitions: { interactive: 1, batch: 1, retry: 1, status: 1, dlq: 1, requests: 1 } };
   const kafka = createKafka(kafkaConfig, createLogger('silent'), 'produce-bytes-test');
   const admin = kafka.admin();
   await admin.connect();

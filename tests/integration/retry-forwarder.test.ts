@@ -65,7 +65,7 @@ function configFor(label: string, produceTimeoutMs = 5_000): SluiceConfig {
   const base = loadConfig({ env: { KAFKA_BROKERS: inject('infra').kafkaBrokers.join(','), SLUICE_NAMESPACE: testNamespace(`rf-${label}`) } });
   return {
     ...base,
-    kafka: { ...base.kafka, sessionTimeoutMs: 6_000, heartbeatIntervalMs: 1_000, partitions: { interactive: 2, batch: 2, retry: 3, status: 1, dlq: 1 } },
+    kafka: { ...base.kafka, sessionTimeoutMs: 6_000, heartbeatIntervalMs: 1_000, partitions: { interactive: 2, batch: 2, retry: 3, status: 1, dlq: 1, requests: 1 } },
     processor: { ...base.processor, produceTimeoutMs },
   };
 }

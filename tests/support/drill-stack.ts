@@ -17,7 +17,7 @@ export interface DrillStack {
   stop: () => Promise<void>;
 }
 
-const ALL_BUT_PROCESSOR = 'provider-sim,status-sink,dlq-sink,api';
+const ALL_BUT_PROCESSOR = 'provider-sim,status-sink,dlq-sink,ingress,api';
 
 /**
  * Sluice as the drills run it: every role, few partitions (quick rebalances), the broker's

@@ -40,15 +40,16 @@ export type Dependency = 'kafka' | 'redis' | 'postgres';
  * Which dependencies a process checks, and what each one failing means, from its roles and the
  * submit path's Redis outage policy (the README's outage table, as readiness):
  * - Kafka: every role but the simulator lives on it.
- * - Redis: processors take permits in it; the API decides admission in it, unless it fails open;
- *   a lag monitor holds its lease in it (without Redis none exports lag, but nothing is refused).
+ * - Redis: processors take permits in it; the ingress decides admission in it (it holds events
+ *   rather than fail open); the API decides admission in it, unless it fails open; a lag monitor
+ *   holds its lease in it (without Redis none exports lag, but nothing is refused).
  * - Postgres: the sinks write it; the API only reads it (submissions stay durable in Kafka).
  */
 export function readinessPlan(roles: readonly Role[], redisPolicy: RedisOutagePolicy): { name: Dependency; whenFailing: ReadinessEffect }[] {
   const has = (r: Role) => roles.includes(r);
   const plan: { name: Dependency; whenFailing: ReadinessEffect }[] = [];
   if (roles.some((r) => r !== 'provider-sim')) plan.push({ name: 'kafka', whenFailing: 'not_ready' });
-  if (has('processor')) plan.push({ name: 'redis', whenFailing: 'not_ready' });
+  if (has('processor') || has('ingress')) plan.push({ name: 'redis', whenFailing: 'not_ready' });
   else if (has('api')) plan.push({ name: 'redis', whenFailing: redisPolicy === 'fail-open' ? 'degraded' : 'not_ready' });
   else if (has('lag-monitor')) plan.push({ name: 'redis', whenFailing: 'degraded' });
   if (has('status-sink') || has('dlq-sink')) plan.push({ name: 'postgres', whenFailing: 'not_ready' });

@@ -1,10 +1,9 @@
 import type { FastifyBaseLogger, FastifyInstance, FastifyReply } from 'fastify';
-import type { SluiceConfig, TenantConfig, WorkflowConfig } from '../../config/schema.js';
+import type { SluiceConfig } from '../../config/schema.js';
 import { ownEntry } from '../../config/lookup.js';
-import type { RunClass, RunRequested } from '../../events/schemas.js';
+import type { RunClass } from '../../events/schemas.js';
 import type { Metrics } from '../../obs/metrics.js';
 import type { EventProducer } from '../../producers/event-producer.js';
-import { MessageTooLargeError, ProduceQueueFullError, ProduceTimeoutError, mayHaveReachedKafka } from '../../producers/produce-batcher.js';
 import type { RedisCancellations } from '../../runs/cancellation.js';
 import { resolveDeadline } from '../../runs/deadline.js';
 import type { AdmissionDecision } from '../../admission/admission-policy.js';
@@ -12,11 +11,12 @@ import { newRunId } from '../../runs/run-id.js';
 import { childTraceparent } from '../../runs/traceparent.js';
 import type { RunStore } from '../../status/run-store.js';
 import { sendProblem, type FieldError, type ProblemCode } from '../problem.js';
-import { serializeRunInput } from '../run-input.js';
+import { serializeRunInput } from '../../runs/run-input.js';
 import { findOwnRun, tenantOf } from './own-run.js';
 import type { AdmissionController } from '../../admission/admission-controller.js';
 import type { ReadLimits } from '../../admission/read-limits.js';
-import { requestFingerprint, type IdempotencyClaim, type IdempotencyStore, type StoredAnswer } from '../../admission/idempotency.js';
+import { IDEMPOTENCY_KEY, requestFingerprint, type IdempotencyClaim, type IdempotencyStore, type StoredAnswer } from '../../admission/idempotency.js';
+import { admissionMessage, admitRun, refusalDetail, type AdmitOutcome, type RunSubmission } from '../../admission/admit-run.js';
 import { infrastructureFailure } from '../../util/infrastructure-failure.js';
 import { withTimeout } from '../../util/with-timeout.js';
 
@@ -55,109 +55,30 @@ const submitSchema = {
   },
 } as const;
 
-/** Printable ASCII without spaces, as the IETF Idempotency-Key draft and Stripe accept. */
-const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
-
-const REFUSAL_DETAIL: Record<string, string> = {
-  rate_limited: 'this tenant is sending faster than its rate; retry after the indicated time',
-  token_budget_exhausted: 'this tenant\'s token budget cannot cover this run now; retry after the indicated time',
-  tenant_backlog_full: 'this tenant has as many unfinished runs as it may have; retry when some finish',
-  overloaded: 'Sluice has as many unfinished runs as it can hold; retry after the indicated time',
-  deadline_unreachable: 'at the measured service rate this run could not finish before its deadline',
-  dependency_unavailable: 'a dependency this workflow needs is unavailable past the run\'s deadline',
-};
-
-function refusalDetail(d: AdmissionDecision): string {
-  return REFUSAL_DETAIL[d.reason] ?? d.reason;
-}
-
-function admissionMessage(d: AdmissionDecision): string {
-  return d.outcome === 'queued' ? `queued: waiting for capacity, position ${d.queuePosition} in line` : 'queued: admitted, waiting for a processor';
-}
-
 function refuse(reply: FastifyReply, d: AdmissionDecision): FastifyReply {
   reply.request.submitAnswer = d.outcome;
   return sendProblem(reply, d.reason as ProblemCode, { detail: refusalDetail(d), retryAfterSec: d.retryAfterSec });
 }
 
-/** What a validated request needs to become a run event; nothing in it has touched shared state. */
-interface Submission {
-  runId: string;
-  tenantId: string;
-  tenant: TenantConfig;
-  workflowName: string;
-  workflow: WorkflowConfig;
-  runClass: RunClass;
-  admittedAt: number;
-  deadline: number;
-  /** The input as canonical JSON text, serialized once within `api.input` bounds. */
-  inputJson: string;
-  traceparent: string | undefined;
-  /** The Idempotency-Key and the token of this request's claim on it. */
-  claim: { key: string; token: string } | undefined;
-}
+/** A validated request, with the Idempotency-Key it claimed and the token of that claim. */
+type Submission = Omit<RunSubmission, 'idempotencyKey'> & { claim: { key: string; token: string } | undefined };
 
-type SubmitOutcome =
-  | { kind: 'accepted'; answer: StoredAnswer; admission: AdmissionDecision['outcome'] }
-  | { kind: 'refused'; decision: AdmissionDecision }
-  | { kind: 'not_acknowledged'; mayHaveLanded: boolean }
-  | { kind: 'too_large'; error: MessageTooLargeError };
-
-const isRefusal = (d: AdmissionDecision) => d.outcome === 'deferred' || d.outcome === 'rejected';
+type SubmitOutcome = Exclude<AdmitOutcome, { kind: 'accepted' }> | { kind: 'accepted'; answer: StoredAnswer; admission: AdmissionDecision['outcome'] };
 
 const linksFor = (runId: string) => ({ self: `/v1/runs/${runId}`, events: `/v1/runs/${runId}/events` });
 
 /**
- * Admission, the produce and the read-model row for one submission. Whatever happens after
- * admission — a refusal, Kafka not acknowledging, a throw anywhere — the `finally` settles what
- * the request took, in one place: an accepted run keeps its backlog entry and stores its answer
- * under the Idempotency-Key; anything else withdraws the entry and frees the key.
+ * The shared admission and produce (`admitRun`), then what only HTTP has: the read-model row
+ * written for read-your-writes, and the answer kept under the Idempotency-Key — stored for an
+ * accepted run, the key freed otherwise, in the `finally` whatever happened.
  */
 async function admitAndPublish(deps: RunRouteDeps, s: Submission, log: FastifyBaseLogger): Promise<SubmitOutcome> {
   const { config, metrics } = deps;
-  let decision: AdmissionDecision | undefined;
   let outcome: SubmitOutcome | undefined;
   try {
-    decision = await deps.admission.decide({
-      runId: s.runId,
-      tenantId: s.tenantId,
-      tenant: s.tenant,
-      workflowName: s.workflowName,
-      workflow: s.workflow,
-      runClass: s.runClass,
-      deadline: s.deadline,
-      now: s.admittedAt,
-      idempotencyKey: s.claim !== undefined,
-    });
-    if (isRefusal(decision)) return (outcome = { kind: 'refused', decision });
-
-    const run: RunRequested = {
-      runId: s.runId,
-      tenantId: s.tenantId,
-      workflow: s.workflowName,
-      class: s.runClass,
-      admittedAt: s.admittedAt,
-      deadline: s.deadline,
-      attempt: 1,
-      traceparent: childTraceparent(s.traceparent),
-      input: s.inputJson,
-      idempotencyKey: s.claim?.key ?? null,
-      dueAt: null,
-      tokenReservation: decision.tokenReservation ?? null,
-    };
-    try {
-      await deps.producer.publishRunRequested(run, config.kafka.produceTimeoutMs);
-    } catch (err) {
-      if (err instanceof MessageTooLargeError) {
-        metrics.submitFailures.inc({ reason: 'too_large' });
-        return (outcome = { kind: 'too_large', error: err });
-      }
-      const reason = err instanceof ProduceQueueFullError ? 'queue_full' : err instanceof ProduceTimeoutError ? 'timeout' : 'error';
-      metrics.submitFailures.inc({ reason });
-      metrics.admissionOutageDecisions.inc({ dependency: 'kafka', policy: 'fail-closed', outcome: 'refused' });
-      log.warn({ err, runId: s.runId, tenantId: s.tenantId }, 'Kafka did not acknowledge a submission');
-      return (outcome = { kind: 'not_acknowledged', mayHaveLanded: mayHaveReachedKafka(err) });
-    }
+    const admitted = await admitRun(deps, { ...s, idempotencyKey: s.claim?.key ?? null }, log);
+    if (admitted.kind !== 'accepted') return (outcome = admitted);
+    const { run, decision } = admitted;
     outcome = {
       kind: 'accepted',
       admission: decision.outcome,
@@ -174,8 +95,6 @@ async function admitAndPublish(deps: RunRouteDeps, s: Submission, log: FastifyBa
         },
       },
     };
-    metrics.runsSubmitted.inc({ tenant: s.tenantId, workflow: s.workflowName, class: s.runClass });
-
     try {
       // Bounded: the row is read-your-writes convenience, a dead Postgres must not hold every 202.
       // Written behind (api.admissionRows), this only queues the row, unless the queue is full.
@@ -189,40 +108,27 @@ async function admitAndPublish(deps: RunRouteDeps, s: Submission, log: FastifyBa
     }
     return outcome;
   } finally {
-    await settleSubmission(deps, s, outcome, decision, log);
+    await settleIdempotencyKey(deps, s, outcome, log);
   }
 }
 
 /**
- * Never throws: what cannot be settled is logged, counted and left to its lease (a backlog entry
- * expires after the run's deadline plus `admission.leaseGraceMs`, a claim after
- * `admission.idempotencyPendingMs`).
+ * Never throws: a claim that cannot be settled is logged, counted and left to its lease
+ * (`admission.idempotencyPendingMs`).
  */
-async function settleSubmission(deps: RunRouteDeps, s: Submission, outcome: SubmitOutcome | undefined, decision: AdmissionDecision | undefined, log: FastifyBaseLogger): Promise<void> {
-  const attempt = async (step: 'withdraw' | 'store' | 'forget' | 'mark_not_acknowledged', settle: () => Promise<boolean | void>) => {
-    try {
-      // The claim outlived its lease and another request took the key: a duplicate may follow.
-      if ((await settle()) === false) log.warn({ tenantId: s.tenantId, idempotencyKey: s.claim?.key }, 'Idempotency-Key claim expired before it was settled');
-    } catch (err) {
-      deps.metrics.submitCleanupFailures.inc({ step });
-      log.error({ err, runId: s.runId, tenantId: s.tenantId, step }, 'could not settle a submission; its lease will');
-    }
-  };
-  const accepted = outcome?.kind === 'accepted' ? outcome.answer : undefined;
-  // An entry may be held unless the run was accepted (it keeps it), refused in Redis (nothing was
-  // taken) or decided by the outage policy (Redis was not reachable to take one).
-  const holdsEntry = !accepted && !(decision && (isRefusal(decision) || decision.redisOutage));
+async function settleIdempotencyKey(deps: RunRouteDeps, s: Submission, outcome: SubmitOutcome | undefined, log: FastifyBaseLogger): Promise<void> {
   const { claim } = s;
-  // The caller is told the run was not accepted, so should its event land in Kafka after all, it
-  // must not run: the processor checks this mark before the run starts. Without Redis the mark
-  // cannot be written, and such a run would execute (counted here, logged).
-  const mayHaveLanded = outcome?.kind === 'not_acknowledged' && outcome.mayHaveLanded;
-  await Promise.all([
-    holdsEntry ? attempt('withdraw', () => deps.admission.withdraw({ runId: s.runId, tenantId: s.tenantId, runClass: s.runClass }, decision?.tokenReservation ? { tokens: decision.tokenReservation, deadline: s.deadline } : undefined)) : undefined,
-    mayHaveLanded ? attempt('mark_not_acknowledged', () => deps.withdrawals.withdraw(s.runId, s.deadline)) : undefined,
-    claim && accepted ? attempt('store', () => deps.idempotency.store(s.tenantId, claim.key, claim.token, accepted)) : undefined,
-    claim && !accepted ? attempt('forget', () => deps.idempotency.forget(s.tenantId, claim.key, claim.token)) : undefined,
-  ]);
+  if (!claim) return;
+  const accepted = outcome?.kind === 'accepted' ? outcome.answer : undefined;
+  const step = accepted ? 'store' : 'forget';
+  try {
+    const settled = accepted ? await deps.idempotency.store(s.tenantId, claim.key, claim.token, accepted) : await deps.idempotency.forget(s.tenantId, claim.key, claim.token);
+    // The claim outlived its lease and another request took the key: a duplicate may follow.
+    if (!settled) log.warn({ tenantId: s.tenantId, idempotencyKey: claim.key }, 'Idempotency-Key claim expired before it was settled');
+  } catch (err) {
+    deps.metrics.submitCleanupFailures.inc({ step });
+    log.error({ err, runId: s.runId, tenantId: s.tenantId, step }, 'could not settle a submission; its lease will');
+  }
 }
 
 export function registerRunRoutes(app: FastifyInstance, deps: RunRouteDeps): void {
@@ -287,9 +193,10 @@ export function registerRunRoutes(app: FastifyInstance, deps: RunRouteDeps): voi
         workflow,
         runClass,
         admittedAt,
+        now: admittedAt,
         deadline: deadline.deadline,
         inputJson: input.json,
-        traceparent: typeof incomingTrace === 'string' ? incomingTrace : undefined,
+        traceparent: childTraceparent(typeof incomingTrace === 'string' ? incomingTrace : undefined),
         claim,
       },
       req.log,

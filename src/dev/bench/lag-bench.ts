@@ -34,7 +34,7 @@ export interface LagBenchOptions {
 }
 
 /** How the partitions are spread: mostly the work topics, as a deployment would. */
-const TOPIC_SHARES: Record<keyof TopicNames, number> = { interactive: 0.4, batch: 0.4, retry: 0.1, status: 0.05, dlq: 0.05 };
+const TOPIC_SHARES: Record<keyof TopicNames, number> = { interactive: 0.35, batch: 0.35, retry: 0.1, status: 0.05, dlq: 0.05, requests: 0.1 };
 
 /** `total` partitions over the five topics by TOPIC_SHARES, at least one each, summing to `total`. */
 export function splitPartitions(total: number): Record<keyof TopicNames, number> {

@@ -8,7 +8,7 @@ import { expectDrillInvariants, resetSimStats, settleAndWeigh } from '../../supp
 import { DrillLog, MIXED_TENANTS } from '../../support/drill-load.js';
 import { startDrillStack, type DrillStack } from '../../support/drill-stack.js';
 
-const PARTITIONS = { interactive: 2, batch: 2, retry: 2, status: 2, dlq: 2 } satisfies Record<keyof TopicNames, number>;
+const PARTITIONS = { interactive: 2, batch: 2, retry: 2, status: 2, dlq: 2, requests: 2 } satisfies Record<keyof TopicNames, number>;
 /** Random records per partition, plus one empty record and one without a value (a tombstone). */
 const RANDOM_PER_PARTITION = 3;
 
@@ -16,7 +16,7 @@ type Garbage = { topic: string; partition: number; value: Buffer | null };
 
 /**
  * Random bytes produced straight onto every topic a Sluice role consumes (both work topics, the
- * retry topic, the status topic and the DLQ itself), on every partition. Each record must end as
+ * retry topic, the status topic, the ingress topic and the DLQ itself), on every partition. Each record must end as
  * a dead letter in Postgres (`dead_letter_events` of the namespace, exactly once, its bytes kept)
  * and the partitions must keep flowing: runs submitted afterwards complete. The seed is printed;
  * SLUICE_FUZZ_SEED replays it.

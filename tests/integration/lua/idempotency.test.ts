@@ -53,6 +53,15 @@ describe.each(REDIS_BACKENDS)('on %s', (backend) => {
       expect(await a.hget(key, 'token')).toBe('tok-a');
     });
 
+    it('claims again for its own token while pending, renewing the lease: a claimant retrying after a reply it never got', async () => {
+      const key = keys.idempotency('acme', uniq('k'));
+      expect(await claim(scriptsA, key, 'h1', 'tok-a', 1_000)).toEqual(['claimed']);
+      expect(await claim(scriptsB, key, 'h1', 'tok-a', 5_000)).toEqual(['claimed']);
+      expect(await a.pttl(key)).toBeGreaterThan(1_000);
+      expect(await claim(scriptsB, key, 'h1', 'tok-b')).toEqual(['pending']);
+      expect(await claim(scriptsB, key, 'h2', 'tok-a')).toEqual(['conflict']);
+    });
+
     it('replays a stored answer, kept for the given time; another request is still a conflict', async () => {
       const key = keys.idempotency('acme', uniq('k'));
       await claim(scriptsA, key, 'h1', 'tok-a');

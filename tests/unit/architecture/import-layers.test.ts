@@ -27,7 +27,8 @@ import { describe, expect, it } from 'vitest';
  * - execution: one attempt of a run, step by step, to its published outcome.
  * - lag: the lag monitor (consumer lag, group status, cluster-wide backlog and waiting runs).
  * - processors: reading work from Kafka and dispatching it to execution under permits and breakers.
- * - api, dev: Sluice's HTTP API; the development tooling the product starts (the provider
+ * - api, dev, ingress: Sluice's HTTP API; the Kafka ingress (producers' run requests, admitted as
+ *   the API admits them); the development tooling the product starts (the provider
  *   simulator, local Kafka, Redis and Postgres), which needs only config, logs and helpers.
  * - roles: starting the configured roles with shared clients.
  * - cli: the `sluice` command.
@@ -44,7 +45,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ['retries', 'admission', 'status'],
   ['execution', 'lag'],
   ['processors'],
-  ['api', 'dev'],
+  ['api', 'dev', 'ingress'],
   ['roles'],
   ['cli'],
   ['dev/bench'],

@@ -148,7 +148,7 @@ describe('parseConfig defaults', () => {
   const cfg = parseConfig(baseDoc());
 
   it('fills top-level and nested defaults', () => {
-    expect(cfg.roles).toEqual(['api', 'processor', 'status-sink', 'dlq-sink', 'lag-monitor', 'provider-sim']);
+    expect(cfg.roles).toEqual(['api', 'ingress', 'processor', 'status-sink', 'dlq-sink', 'lag-monitor', 'provider-sim']);
     expect(cfg.profile).toBe('production');
     expect(cfg.opsPort).toBe(0);
     expect(cfg.stateDir).toBe('.sluice');
@@ -158,7 +158,7 @@ describe('parseConfig defaults', () => {
     expect(cfg.kafka).toEqual({
       brokers: ['127.0.0.1:9092'],
       clientId: 'sluice',
-      partitions: { interactive: 6, batch: 6, retry: 3, status: 6, dlq: 3 },
+      partitions: { interactive: 6, batch: 6, retry: 3, status: 6, dlq: 3, requests: 6 },
       produceTimeoutMs: 5000,
       sessionTimeoutMs: 30000,
       heartbeatIntervalMs: 3000,

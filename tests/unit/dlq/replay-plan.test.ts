@@ -50,7 +50,7 @@ describe('replay construction', () => {
     expect(caught).toBeInstanceOf(ReplayRefusedError);
     expect((caught as Error).name).toBe('ReplayRefusedError');
     expect((caught as Error).message).toBe(
-      `its original topic ${JSON.stringify(originalTopic)} is not one of this namespace's topics (ns.sluice.runs.interactive, ns.sluice.runs.batch, ns.sluice.runs.retry, ns.sluice.runs.status, ns.sluice.runs.dlq), the only ones a replay produces into`,
+      `its original topic ${JSON.stringify(originalTopic)} is not one of this namespace's topics (ns.sluice.runs.interactive, ns.sluice.runs.batch, ns.sluice.runs.retry, ns.sluice.runs.status, ns.sluice.runs.dlq, ns.sluice.runs.requests), the only ones a replay produces into`,
     );
   });
 

@@ -40,6 +40,8 @@ export const runStatusChanged: RunStatusChanged = {
   result: null,
   error: { code: 'dependency_overloaded', message: 'anthropic: 529 overloaded_error', retryable: true },
   attemptStartedAt: 1_767_225_611_000,
+  requestId: null,
+  retryAfterSec: null,
 };
 
 export const deadLetter: DeadLetterEnvelope = {

@@ -6,7 +6,7 @@ import { packageRoot } from '../../../src/util/package-root.js';
 
 const SCHEMAS = join(packageRoot(), 'schemas');
 const HISTORY = join(SCHEMAS, 'history');
-const NAMES = ['RunRequested', 'RunStatusChanged', 'DeadLetter'];
+const NAMES = ['RunRequested', 'RunStatusChanged', 'DeadLetter', 'RunSubmission'];
 
 function versions(name: string): string[] {
   return readdirSync(join(HISTORY, name))

@@ -26,7 +26,7 @@ describe('partitionsAwaitingLeader', () => {
 describe('topicSpecs', () => {
   it('creates topics with the replication factor and min.insync.replicas given', () => {
     const specs = topicSpecs(loadConfig({ env: {} }).kafka, 'ns.', { replicationFactor: 3, minInsyncReplicas: 2 });
-    expect(specs).toHaveLength(5);
+    expect(specs).toHaveLength(6);
     for (const s of specs) {
       expect(s.replicationFactor).toBe(3);
       expect(s.configEntries).toContainEqual({ name: 'min.insync.replicas', value: '2' });

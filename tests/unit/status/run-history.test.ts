@@ -45,9 +45,9 @@ const only = (patches: RunRowPatch[]) => {
 
 describe('isTerminal', () => {
   it('knows the terminal statuses', () => {
-    expect([...TERMINAL_STATUSES].sort()).toEqual(['cancelled', 'completed', 'dead_lettered', 'expired', 'failed']);
+    expect([...TERMINAL_STATUSES].sort()).toEqual(['cancelled', 'completed', 'dead_lettered', 'expired', 'failed', 'rejected']);
     for (const s of ['queued', 'running', 'waiting_dependency'] as const) expect(isTerminal(s)).toBe(false);
-    for (const s of ['completed', 'failed', 'expired', 'cancelled', 'dead_lettered'] as const) expect(isTerminal(s)).toBe(true);
+    for (const s of ['completed', 'failed', 'expired', 'cancelled', 'dead_lettered', 'rejected'] as const) expect(isTerminal(s)).toBe(true);
   });
 });
 

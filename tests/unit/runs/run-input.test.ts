@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { nestsDeeperThan, serializeRunInput } from '../../../src/api/run-input.js';
+import { nestsDeeperThan, serializeRunInput } from '../../../src/runs/run-input.js';
 
 const arrays = (depth: number): unknown => {
   let v: unknown = [];

@@ -1,12 +1,16 @@
 import { canonicalJson } from '../util/canonical-json.js';
-import type { FieldError } from './problem.js';
+/** Which field of a request is wrong and why, as the HTTP API's problem documents list them. */
+export interface InputFieldError {
+  path: string;
+  message: string;
+}
 
 export interface RunInputBounds {
   maxDepth: number;
   maxBytes: number;
 }
 
-export type RunInputCheck = { ok: true; json: string } | { ok: false; error: FieldError };
+export type RunInputCheck = { ok: true; json: string } | { ok: false; error: InputFieldError };
 
 /**
  * Whether a parsed JSON value nests arrays and objects deeper than `maxDepth` (a scalar is depth 0,

@@ -1,0 +1,153 @@
+import type { SluiceConfig, TenantConfig, WorkflowConfig } from '../config/schema.js';
+import type { RunClass, RunRequested } from '../events/schemas.js';
+import type { Logger } from '../obs/logger.js';
+import type { Metrics } from '../obs/metrics.js';
+import type { EventProducer } from '../producers/event-producer.js';
+import { MessageTooLargeError, ProduceQueueFullError, ProduceTimeoutError, mayHaveReachedKafka } from '../producers/produce-batcher.js';
+import type { RedisCancellations } from '../runs/cancellation.js';
+import type { AdmissionController } from './admission-controller.js';
+import type { AdmissionDecision } from './admission-policy.js';
+
+/** What both submit adapters (HTTP and the Kafka ingress) need to admit a run and publish it. */
+export interface AdmitRunDeps {
+  config: SluiceConfig;
+  metrics: Metrics;
+  producer: Pick<EventProducer, 'publishRunRequested'>;
+  admission: Pick<AdmissionController, 'decide' | 'withdraw'>;
+  /** Marks a run refused after its event may have reached Kafka, so it never runs. */
+  withdrawals: Pick<RedisCancellations, 'withdraw'>;
+}
+
+/** A validated request about to meet admission; nothing in it has touched shared state. */
+export interface RunSubmission {
+  runId: string;
+  tenantId: string;
+  tenant: TenantConfig;
+  workflowName: string;
+  workflow: WorkflowConfig;
+  runClass: RunClass;
+  /** When the deadline started: the request's arrival (the ingress keeps it across re-offers). */
+  admittedAt: number;
+  deadline: number;
+  /** When admission decides, from `admittedAt` on. */
+  now: number;
+  /** The input as canonical JSON text, serialized once within `api.input` bounds. */
+  inputJson: string;
+  /** The run's own traceparent (already a child of the caller's). */
+  traceparent: string;
+  idempotencyKey: string | null;
+}
+
+export type AdmitOutcome =
+  | { kind: 'accepted'; run: RunRequested; decision: AdmissionDecision }
+  | { kind: 'refused'; decision: AdmissionDecision }
+  | { kind: 'not_acknowledged'; mayHaveLanded: boolean }
+  | { kind: 'too_large'; error: MessageTooLargeError };
+
+const REFUSAL_DETAIL: Record<string, string> = {
+  rate_limited: 'this tenant is sending faster than its rate; retry after the indicated time',
+  token_budget_exhausted: 'this tenant\'s token budget cannot cover this run now; retry after the indicated time',
+  tenant_backlog_full: 'this tenant has as many unfinished runs as it may have; retry when some finish',
+  overloaded: 'Sluice has as many unfinished runs as it can hold; retry after the indicated time',
+  deadline_unreachable: 'at the measured service rate this run could not finish before its deadline',
+  dependency_unavailable: 'a dependency this workflow needs is unavailable past the run\'s deadline',
+};
+
+/** The contract's explanation of a refusal, for a problem document's `detail` or a status event's error. */
+export function refusalDetail(d: Pick<AdmissionDecision, 'reason'>): string {
+  return REFUSAL_DETAIL[d.reason] ?? d.reason;
+}
+
+/** The `queued` status message of an accepted run. */
+export function admissionMessage(d: Pick<AdmissionDecision, 'outcome' | 'queuePosition'>): string {
+  return d.outcome === 'queued' ? `queued: waiting for capacity, position ${d.queuePosition} in line` : 'queued: admitted, waiting for a processor';
+}
+
+export const isRefusal = (d: AdmissionDecision): boolean => d.outcome === 'deferred' || d.outcome === 'rejected';
+
+/**
+ * Where a request becomes an event, for both submit adapters: the admission decision (bucket,
+ * token budget, backlog, deadline), then the produce, acknowledged by Kafka within
+ * `kafka.produceTimeoutMs`. Whatever happens after admission — a refusal, Kafka not acknowledging,
+ * a throw — the `finally` gives back what the request took, in one place: an accepted run keeps
+ * its backlog entry; anything else withdraws it (and its reserved tokens), and a run whose event
+ * may still land in Kafka is marked so that it never runs. Never-accepted runs settle here; the
+ * caller settles its own answer (read-model row, Idempotency-Key).
+ */
+export async function admitRun(deps: AdmitRunDeps, s: RunSubmission, log: Pick<Logger, 'warn' | 'error'>): Promise<AdmitOutcome> {
+  const { config, metrics } = deps;
+  let decision: AdmissionDecision | undefined;
+  let outcome: AdmitOutcome | undefined;
+  try {
+    decision = await deps.admission.decide({
+      runId: s.runId,
+      tenantId: s.tenantId,
+      tenant: s.tenant,
+      workflowName: s.workflowName,
+      workflow: s.workflow,
+      runClass: s.runClass,
+      deadline: s.deadline,
+      now: s.now,
+      idempotencyKey: s.idempotencyKey !== null,
+    });
+    if (isRefusal(decision)) return (outcome = { kind: 'refused', decision });
+
+    const run: RunRequested = {
+      runId: s.runId,
+      tenantId: s.tenantId,
+      workflow: s.workflowName,
+      class: s.runClass,
+      admittedAt: s.admittedAt,
+      deadline: s.deadline,
+      attempt: 1,
+      traceparent: s.traceparent,
+      input: s.inputJson,
+      idempotencyKey: s.idempotencyKey,
+      dueAt: null,
+      tokenReservation: decision.tokenReservation ?? null,
+    };
+    try {
+      await deps.producer.publishRunRequested(run, config.kafka.produceTimeoutMs);
+    } catch (err) {
+      if (err instanceof MessageTooLargeError) {
+        metrics.submitFailures.inc({ reason: 'too_large' });
+        return (outcome = { kind: 'too_large', error: err });
+      }
+      const reason = err instanceof ProduceQueueFullError ? 'queue_full' : err instanceof ProduceTimeoutError ? 'timeout' : 'error';
+      metrics.submitFailures.inc({ reason });
+      metrics.admissionOutageDecisions.inc({ dependency: 'kafka', policy: 'fail-closed', outcome: 'refused' });
+      log.warn({ err, runId: s.runId, tenantId: s.tenantId }, 'Kafka did not acknowledge a submission');
+      return (outcome = { kind: 'not_acknowledged', mayHaveLanded: mayHaveReachedKafka(err) });
+    }
+    metrics.runsSubmitted.inc({ tenant: s.tenantId, workflow: s.workflowName, class: s.runClass });
+    return (outcome = { kind: 'accepted', run, decision });
+  } finally {
+    if (outcome?.kind !== 'accepted') await withdrawUnaccepted(deps, s, outcome, decision, log);
+  }
+}
+
+/**
+ * Never throws: what cannot be settled is logged, counted and left to its lease (a backlog entry
+ * expires after the run's deadline plus `admission.leaseGraceMs`).
+ */
+async function withdrawUnaccepted(deps: AdmitRunDeps, s: RunSubmission, outcome: AdmitOutcome | undefined, decision: AdmissionDecision | undefined, log: Pick<Logger, 'error'>): Promise<void> {
+  const attempt = async (step: 'withdraw' | 'mark_not_acknowledged', settle: () => Promise<unknown>) => {
+    try {
+      await settle();
+    } catch (err) {
+      deps.metrics.submitCleanupFailures.inc({ step });
+      log.error({ err, runId: s.runId, tenantId: s.tenantId, step }, 'could not settle a submission; its lease will');
+    }
+  };
+  // An entry may be held unless the run was refused in Redis (nothing was taken) or decided by
+  // the outage policy (Redis was not reachable to take one).
+  const holdsEntry = !(decision && (isRefusal(decision) || decision.redisOutage));
+  // The caller is told the run was not accepted, so should its event land in Kafka after all, it
+  // must not run: the processor checks this mark before the run starts. Without Redis the mark
+  // cannot be written, and such a run would execute (counted here, logged).
+  const mayHaveLanded = outcome?.kind === 'not_acknowledged' && outcome.mayHaveLanded;
+  await Promise.all([
+    holdsEntry ? attempt('withdraw', () => deps.admission.withdraw({ runId: s.runId, tenantId: s.tenantId, runClass: s.runClass }, decision?.tokenReservation ? { tokens: decision.tokenReservation, deadline: s.deadline } : undefined)) : undefined,
+    mayHaveLanded ? attempt('mark_not_acknowledged', () => deps.withdrawals.withdraw(s.runId, s.deadline)) : undefined,
+  ]);
+}

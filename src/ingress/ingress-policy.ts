@@ -1,0 +1,167 @@
+import type { SluiceConfig, TenantConfig, WorkflowConfig } from '../config/schema.js';
+import { ownEntry } from '../config/lookup.js';
+import type { RunClass, RunStatusChanged, RunSubmission } from '../events/schemas.js';
+import { IDEMPOTENCY_KEY, requestFingerprint } from '../admission/idempotency.js';
+import { admissionMessage, refusalDetail } from '../admission/admit-run.js';
+import type { AdmissionDecision, AdmissionReason } from '../admission/admission-policy.js';
+import { resolveDeadline } from '../runs/deadline.js';
+import { serializeRunInput } from '../runs/run-input.js';
+import { heldSequence } from '../runs/status-sequence.js';
+
+/**
+ * The ingress's decisions as plain functions: what a producer's RunSubmission asks for, when a
+ * deferred one is offered to admission again, and the status events that tell the producer.
+ */
+
+/** Why an ingress record is dead-lettered instead of decided (`sluice-dlt-reason`). */
+export type IngressRejection = 'invalid_request' | 'unknown_workflow';
+
+/** A submission checked and ready for admission; nothing in it has touched shared state. */
+export interface IngressRequest {
+  tenantId: string;
+  tenant: TenantConfig;
+  requestId: string;
+  idempotencyKey: string;
+  workflowName: string;
+  workflow: WorkflowConfig;
+  runClass: RunClass;
+  /** The run's time budget, from its first reading by the ingress. */
+  budgetMs: number;
+  /** The input as canonical JSON text, within `api.input` bounds. */
+  inputJson: string;
+  /** Same workflow, input, class and deadlineMs: same fingerprint, so a resend is a duplicate. */
+  fingerprint: string;
+}
+
+export type IngressCheck = { ok: true; request: IngressRequest } | { ok: false; reason: IngressRejection; message: string };
+
+/** Request ids are the producer's correlation handle, echoed on status events: bounded like a key. */
+const MAX_REQUEST_ID = 255;
+
+/**
+ * The same checks as `POST /v1/runs` (workflow, class, deadline bounds, input depth and size) and
+ * the record's own: its tenant must be the record key's, which the signature authenticated.
+ */
+export function checkSubmission(sub: RunSubmission, keyTenant: string, config: Pick<SluiceConfig, 'tenants' | 'workflows' | 'api'>): IngressCheck {
+  const invalid = (message: string): IngressCheck => ({ ok: false, reason: 'invalid_request', message });
+  if (sub.tenantId !== keyTenant) return invalid(`tenantId ${JSON.stringify(sub.tenantId)} is not the record key's tenant ${JSON.stringify(keyTenant)}`);
+  const tenant = ownEntry(config.tenants, sub.tenantId);
+  if (!tenant) return invalid(`unknown tenant ${JSON.stringify(sub.tenantId)}`);
+  if (sub.requestId.length === 0 || sub.requestId.length > MAX_REQUEST_ID) return invalid(`requestId must be 1 to ${MAX_REQUEST_ID} characters`);
+  if (!IDEMPOTENCY_KEY.test(sub.idempotencyKey)) return invalid('idempotencyKey must be 1 to 255 printable ASCII characters without spaces');
+  const workflow = ownEntry(config.workflows, sub.workflow);
+  if (!workflow) return { ok: false, reason: 'unknown_workflow', message: `unknown workflow ${JSON.stringify(sub.workflow)}` };
+  const runClass = sub.class ?? workflow.defaultClass;
+  // Any admittedAt will do: only the budget is kept, the deadline starts when the ingress reads it.
+  const deadline = resolveDeadline(sub.deadlineMs ?? undefined, runClass, config.api.deadlineMs, 0);
+  if (!deadline.ok) return invalid(`deadlineMs ${deadline.message}`);
+  let input: unknown;
+  try {
+    input = JSON.parse(sub.input);
+  } catch (err) {
+    return invalid(`input is not JSON text: ${(err as Error).message}`);
+  }
+  const serialized = serializeRunInput(input, config.api.input);
+  if (!serialized.ok) return invalid(`input ${serialized.error.message}`);
+  const body = { workflow: sub.workflow, input, ...(sub.class !== null ? { class: sub.class } : {}), ...(sub.deadlineMs !== null ? { deadlineMs: sub.deadlineMs } : {}) };
+  return {
+    ok: true,
+    request: {
+      tenantId: sub.tenantId,
+      tenant,
+      requestId: sub.requestId,
+      idempotencyKey: sub.idempotencyKey,
+      workflowName: sub.workflow,
+      workflow,
+      runClass,
+      budgetMs: deadline.budgetMs,
+      inputJson: serialized.json,
+      fingerprint: requestFingerprint(sub.workflow, body, serialized.json),
+    },
+  };
+}
+
+/**
+ * Status sequences 0 … MAX_DECISIONS − 1 are the ingress's (one per decision: deferrals, then the
+ * queued or rejected that ends them); the run's first attempt numbers its events from
+ * `heldSequence(1)` on.
+ */
+export const MAX_DECISIONS = heldSequence(1);
+
+export type Reoffer = { kind: 'reoffer'; dueAt: number } | { kind: 'too_late' };
+
+/**
+ * When a deferred request is offered to admission again: after its retry-after (the real time
+ * until the answer could change), and at least 1/MAX_DECISIONS of its deadline window after this
+ * decision, so it is decided at most MAX_DECISIONS times. Never at or past its deadline, and never
+ * as its last allowed decision: then it is `too_late` (rejected, deadline_unreachable).
+ */
+export function reofferAt(opts: { now: number; retryAfterSec: number; admittedAt: number; deadline: number; decision: number }): Reoffer {
+  const windowMs = opts.deadline - opts.admittedAt;
+  const dueAt = opts.now + Math.max(opts.retryAfterSec * 1000, Math.ceil(windowMs / MAX_DECISIONS));
+  if (dueAt >= opts.deadline || opts.decision + 1 >= MAX_DECISIONS) return { kind: 'too_late' };
+  return { kind: 'reoffer', dueAt };
+}
+
+/** What the ingress answered a request, kept under its idempotency key and published as a status. */
+export interface IngressAnswer {
+  runId: string;
+  /** The token of the key's claim, which every later decision of the request stores under. */
+  token: string;
+  outcome: AdmissionDecision['outcome'];
+  reason: AdmissionReason;
+  /** Which decision this is, from 0: the status event's sequence. */
+  decision: number;
+  admittedAt: number;
+  deadline: number;
+  runClass: RunClass;
+  workflow: string;
+  traceparent: string;
+  decidedAt: number;
+  retryAfterSec?: number;
+  queuePosition?: number;
+  /** Deferred: when the request is offered to admission again. */
+  reofferAt?: number;
+}
+
+/** The HTTP status the same answer would have had, for the stored record. */
+export function answerStatus(outcome: IngressAnswer['outcome']): number {
+  return outcome === 'deferred' ? 429 : outcome === 'rejected' ? 503 : 202;
+}
+
+function answerMessage(a: IngressAnswer): string {
+  switch (a.outcome) {
+    case 'admitted':
+    case 'queued':
+      return admissionMessage(a);
+    case 'deferred':
+      return `deferred: ${a.reason}; offered to admission again at ${new Date(a.reofferAt ?? a.decidedAt).toISOString()}`;
+    case 'rejected':
+      return `rejected: ${a.reason}`;
+  }
+}
+
+/** The status event of an answer, for the producer's request: re-published as it was for a duplicate. */
+export function answerStatusEvent(a: IngressAnswer, tenantId: string, requestId: string): RunStatusChanged {
+  const refused = a.outcome === 'deferred' || a.outcome === 'rejected' ? a.outcome : undefined;
+  return {
+    runId: a.runId,
+    tenantId,
+    workflow: a.workflow,
+    class: a.runClass,
+    admittedAt: a.admittedAt,
+    deadline: a.deadline,
+    attempt: 0,
+    traceparent: a.traceparent,
+    sequence: a.decision,
+    status: refused ?? 'queued',
+    occurredAt: a.decidedAt,
+    message: answerMessage(a),
+    step: null,
+    result: null,
+    error: refused ? { code: a.reason, message: refusalDetail(a), retryable: true } : null,
+    attemptStartedAt: null,
+    requestId,
+    retryAfterSec: refused ? (a.retryAfterSec ?? null) : null,
+  };
+}

@@ -1,0 +1,136 @@
+import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../../../src/config/load.js';
+import type { RunSubmission } from '../../../src/events/schemas.js';
+import { requestFingerprint } from '../../../src/admission/idempotency.js';
+import { MAX_DECISIONS, answerStatus, answerStatusEvent, checkSubmission, reofferAt, type IngressAnswer } from '../../../src/ingress/ingress-policy.js';
+import { heldSequence } from '../../../src/runs/status-sequence.js';
+
+const config = loadConfig({ env: {} });
+
+const submission = (over: Partial<RunSubmission> = {}): RunSubmission => ({
+  requestId: 'req-1',
+  idempotencyKey: 'order-42',
+  tenantId: 'tenant-a',
+  workflow: 'support-reply',
+  input: '{"orderId":"42","message":"where?"}',
+  class: null,
+  deadlineMs: null,
+  ...over,
+});
+
+describe('checkSubmission: a RunSubmission as an admission request', () => {
+  it('maps the fields as POST /v1/runs would, with the workflow default class and deadline', () => {
+    const check = checkSubmission(submission(), 'tenant-a', config);
+    expect(check.ok).toBe(true);
+    if (!check.ok) return;
+    const r = check.request;
+    expect(r).toMatchObject({ tenantId: 'tenant-a', requestId: 'req-1', idempotencyKey: 'order-42', workflowName: 'support-reply', runClass: 'interactive', budgetMs: config.api.deadlineMs.defaultInteractive });
+    expect(r.inputJson).toBe('{"message":"where?","orderId":"42"}');
+    // The same fingerprint as the same body sent over HTTP: class and deadline only when given.
+    expect(r.fingerprint).toBe(requestFingerprint('support-reply', { workflow: 'support-reply', input: { orderId: '42', message: 'where?' } }, r.inputJson));
+  });
+
+  it('takes a given class and deadline, and they change the fingerprint', () => {
+    const plain = checkSubmission(submission(), 'tenant-a', config);
+    const given = checkSubmission(submission({ class: 'batch', deadlineMs: 60_000 }), 'tenant-a', config);
+    expect(given.ok && given.request.runClass).toBe('batch');
+    expect(given.ok && given.request.budgetMs).toBe(60_000);
+    expect(plain.ok && given.ok && plain.request.fingerprint !== given.request.fingerprint).toBe(true);
+  });
+
+  it('keeps the fingerprint whatever the key order of the input or the request id', () => {
+    const a = checkSubmission(submission(), 'tenant-a', config);
+    const b = checkSubmission(submission({ requestId: 'req-2', input: '{"message":"where?","orderId":"42"}' }), 'tenant-a', config);
+    expect(a.ok && b.ok && a.request.fingerprint === b.request.fingerprint).toBe(true);
+  });
+
+  it.each([
+    ['a tenant other than the record key', submission({ tenantId: 'tenant-b' }), 'invalid_request', /record key/],
+    ['an unknown workflow', submission({ workflow: 'nope' }), 'unknown_workflow', /unknown workflow/],
+    ['a bad idempotency key', submission({ idempotencyKey: 'has space' }), 'invalid_request', /idempotencyKey/],
+    ['an empty request id', submission({ requestId: '' }), 'invalid_request', /requestId/],
+    ['input that is not JSON', submission({ input: '{' }), 'invalid_request', /not JSON/],
+    ['input nested too deep', submission({ input: '['.repeat(100) + ']'.repeat(100) }), 'invalid_request', /deeper than 64/],
+    ['a deadline under the minimum', submission({ deadlineMs: 5 }), 'invalid_request', /deadlineMs must be at least/],
+  ])('refuses %s', (_what, sub, reason, message) => {
+    const check = checkSubmission(sub, 'tenant-a', config);
+    expect(check.ok).toBe(false);
+    if (check.ok) return;
+    expect(check.reason).toBe(reason);
+    expect(check.message).toMatch(message);
+  });
+
+  it('refuses a record key naming no configured tenant', () => {
+    const check = checkSubmission(submission({ tenantId: 'ghost' }), 'ghost', config);
+    expect(check).toMatchObject({ ok: false, reason: 'invalid_request' });
+  });
+});
+
+describe('reofferAt: the deferral schedule', () => {
+  const T0 = 1_000_000;
+
+  it('offers again after the retry-after', () => {
+    expect(reofferAt({ now: T0, retryAfterSec: 2, admittedAt: T0, deadline: T0 + 30_000, decision: 0 })).toEqual({ kind: 'reoffer', dueAt: T0 + 2_000 });
+  });
+
+  it('spaces offers by at least 1/MAX_DECISIONS of the deadline window, so there are never more than MAX_DECISIONS', () => {
+    const window = 3_600_000;
+    const next = reofferAt({ now: T0, retryAfterSec: 1, admittedAt: T0, deadline: T0 + window, decision: 0 });
+    expect(next).toEqual({ kind: 'reoffer', dueAt: T0 + window / MAX_DECISIONS });
+    let now = T0;
+    let decisions = 0;
+    for (let r = reofferAt({ now, retryAfterSec: 1, admittedAt: T0, deadline: T0 + window, decision: 0 }); r.kind === 'reoffer'; r = reofferAt({ now, retryAfterSec: 1, admittedAt: T0, deadline: T0 + window, decision: decisions })) {
+      now = r.dueAt;
+      decisions++;
+    }
+    expect(decisions).toBeLessThan(MAX_DECISIONS);
+  });
+
+  it('is too late when the next offer would be at or past the deadline', () => {
+    expect(reofferAt({ now: T0, retryAfterSec: 5, admittedAt: T0 - 25_000, deadline: T0 + 5_000, decision: 3 })).toEqual({ kind: 'too_late' });
+    expect(reofferAt({ now: T0, retryAfterSec: 5, admittedAt: T0 - 25_000, deadline: T0 + 5_001, decision: 3 })).toEqual({ kind: 'reoffer', dueAt: T0 + 5_000 });
+  });
+
+  it('is too late at the last decision the status sequence has room for', () => {
+    expect(MAX_DECISIONS).toBe(heldSequence(1));
+    expect(reofferAt({ now: T0, retryAfterSec: 1, admittedAt: T0, deadline: T0 + 86_400_000, decision: MAX_DECISIONS - 2 }).kind).toBe('reoffer');
+    expect(reofferAt({ now: T0, retryAfterSec: 1, admittedAt: T0, deadline: T0 + 86_400_000, decision: MAX_DECISIONS - 1 })).toEqual({ kind: 'too_late' });
+  });
+});
+
+describe('answers as status events', () => {
+  const base: IngressAnswer = {
+    runId: '01890a5d-ac96-774b-bcce-b302099a8057',
+    token: 'ns.sluice.runs.requests/0/17',
+    outcome: 'deferred',
+    reason: 'rate_limited',
+    decision: 2,
+    admittedAt: 1_000,
+    deadline: 31_000,
+    runClass: 'interactive',
+    workflow: 'support-reply',
+    traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01',
+    decidedAt: 5_000,
+    retryAfterSec: 2,
+    reofferAt: 7_000,
+  };
+
+  it('a deferral: status deferred, sequence = decision, the reason code and retry-after, the request id', () => {
+    const e = answerStatusEvent(base, 'tenant-a', 'req-9');
+    expect(e).toMatchObject({ status: 'deferred', sequence: 2, requestId: 'req-9', retryAfterSec: 2, error: { code: 'rate_limited', retryable: true }, occurredAt: 5_000, attempt: 0 });
+    expect(e.message).toBe('deferred: rate_limited; offered to admission again at 1970-01-01T00:00:07.000Z');
+    expect(answerStatus('deferred')).toBe(429);
+  });
+
+  it('a rejection carries the contract reason code', () => {
+    const e = answerStatusEvent({ ...base, outcome: 'rejected', reason: 'deadline_unreachable' }, 'tenant-a', 'req-9');
+    expect(e).toMatchObject({ status: 'rejected', error: { code: 'deadline_unreachable' } });
+    expect(answerStatus('rejected')).toBe(503);
+  });
+
+  it('an admission is queued, without error or retry-after', () => {
+    const e = answerStatusEvent({ ...base, outcome: 'queued', reason: 'waiting_for_capacity', queuePosition: 3, retryAfterSec: undefined }, 'tenant-a', 'req-9');
+    expect(e).toMatchObject({ status: 'queued', error: null, retryAfterSec: null, message: 'queued: waiting for capacity, position 3 in line' });
+    expect(answerStatus('admitted')).toBe(202);
+  });
+});
