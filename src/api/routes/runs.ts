@@ -27,8 +27,11 @@ export interface RunRouteDeps {
   runs: Pick<RunStore, 'recordAdmission' | 'getRun'>;
   admission: Pick<AdmissionController, 'decide' | 'withdraw' | 'redisUnreachable'>;
   idempotency: Pick<IdempotencyStore, 'claim' | 'store' | 'forget'>;
-  /** Marks a run refused with 503 after its event may have reached Kafka, so it never runs. */
-  withdrawals: Pick<RedisCancellations, 'withdraw'>;
+  /**
+   * The marks that keep a run answered 503 from running should its event be in Kafka after all:
+   * pending before the produce, settled with the answer (see RedisCancellations).
+   */
+  withdrawals: Pick<RedisCancellations, 'markAnswerPending' | 'markAnswered' | 'withdraw'>;
   /** The tenant's read bounds, for `GET /v1/runs/:id`. */
   reads: Pick<ReadLimits, 'take'>;
   now?: () => number;
@@ -117,6 +120,7 @@ async function admitAndPublish(deps: RunRouteDeps, s: Submission, log: FastifyBa
   const { config, metrics } = deps;
   let decision: AdmissionDecision | undefined;
   let outcome: SubmitOutcome | undefined;
+  let answerMarked = false;
   try {
     decision = await deps.admission.decide({
       runId: s.runId,
@@ -130,6 +134,10 @@ async function admitAndPublish(deps: RunRouteDeps, s: Submission, log: FastifyBa
       idempotencyKey: s.claim !== undefined,
     });
     if (isRefusal(decision)) return (outcome = { kind: 'refused', decision });
+    // Before the produce: part of a produce request can be in Kafka, and its run picked up, while
+    // the request is still unacknowledged and may yet be answered 503. A processor that finds this
+    // mark waits for the answer. Without Redis (the outage policy decided) there is no mark.
+    if (!decision.redisOutage) answerMarked = await markAnswerPending(deps, s, log);
 
     const run: RunRequested = {
       runId: s.runId,
@@ -189,7 +197,23 @@ async function admitAndPublish(deps: RunRouteDeps, s: Submission, log: FastifyBa
     }
     return outcome;
   } finally {
-    await settleSubmission(deps, s, outcome, decision, log);
+    await settleSubmission(deps, s, { outcome, decision, answerMarked }, log);
+  }
+}
+
+/**
+ * Whether the answer-pending mark was written. A Redis failure here does not refuse the
+ * submission (admission just reached Redis); it is counted and logged, and should Kafka then not
+ * acknowledge the event in time, part of it may run although answered 503.
+ */
+async function markAnswerPending(deps: RunRouteDeps, s: Submission, log: FastifyBaseLogger): Promise<boolean> {
+  try {
+    await deps.withdrawals.markAnswerPending(s.runId, deps.config.kafka.produceTimeoutMs);
+    return true;
+  } catch (err) {
+    deps.metrics.submitCleanupFailures.inc({ step: 'mark_answer_pending' });
+    log.error({ err, runId: s.runId, tenantId: s.tenantId }, "could not mark the submission's answer pending; should Kafka not acknowledge it, it may run although refused");
+    return false;
   }
 }
 
@@ -198,8 +222,13 @@ async function admitAndPublish(deps: RunRouteDeps, s: Submission, log: FastifyBa
  * expires after the run's deadline plus `admission.leaseGraceMs`, a claim after
  * `admission.idempotencyPendingMs`).
  */
-async function settleSubmission(deps: RunRouteDeps, s: Submission, outcome: SubmitOutcome | undefined, decision: AdmissionDecision | undefined, log: FastifyBaseLogger): Promise<void> {
-  const attempt = async (step: 'withdraw' | 'store' | 'forget' | 'mark_not_acknowledged', settle: () => Promise<boolean | void>) => {
+async function settleSubmission(
+  deps: RunRouteDeps,
+  s: Submission,
+  { outcome, decision, answerMarked }: { outcome: SubmitOutcome | undefined; decision: AdmissionDecision | undefined; answerMarked: boolean },
+  log: FastifyBaseLogger,
+): Promise<void> {
+  const attempt = async (step: 'withdraw' | 'store' | 'forget' | 'mark_not_acknowledged' | 'mark_answered', settle: () => Promise<boolean | void>) => {
     try {
       // The claim outlived its lease and another request took the key: a duplicate may follow.
       if ((await settle()) === false) log.warn({ tenantId: s.tenantId, idempotencyKey: s.claim?.key }, 'Idempotency-Key claim expired before it was settled');
@@ -213,13 +242,17 @@ async function settleSubmission(deps: RunRouteDeps, s: Submission, outcome: Subm
   // taken) or decided by the outage policy (Redis was not reachable to take one).
   const holdsEntry = !accepted && !(decision && (isRefusal(decision) || decision.redisOutage));
   const { claim } = s;
-  // The caller is told the run was not accepted, so should its event land in Kafka after all, it
-  // must not run: the processor checks this mark before the run starts. Without Redis the mark
-  // cannot be written, and such a run would execute (counted here, logged).
+  // The caller is told the run was not accepted, so should its event be in Kafka after all, it
+  // must not run: the processor checks this mark before the run starts, having waited for it
+  // while the answer-pending mark stood. Without Redis the mark cannot be written, and such a run
+  // would execute (counted here, logged). A submission whose event never left this process needs
+  // no mark; its answer-pending mark expires on its own.
   const mayHaveLanded = outcome?.kind === 'not_acknowledged' && outcome.mayHaveLanded;
   await Promise.all([
     holdsEntry ? attempt('withdraw', () => deps.admission.withdraw({ runId: s.runId, tenantId: s.tenantId, runClass: s.runClass }, decision?.tokenReservation ? { tokens: decision.tokenReservation, deadline: s.deadline } : undefined)) : undefined,
     mayHaveLanded ? attempt('mark_not_acknowledged', () => deps.withdrawals.withdraw(s.runId, s.deadline)) : undefined,
+    // Failing, the run still starts once the mark expires (answerPendingMs), that much later.
+    accepted && answerMarked ? attempt('mark_answered', () => deps.withdrawals.markAnswered(s.runId)) : undefined,
     claim && accepted ? attempt('store', () => deps.idempotency.store(s.tenantId, claim.key, claim.token, accepted)) : undefined,
     claim && !accepted ? attempt('forget', () => deps.idempotency.forget(s.tenantId, claim.key, claim.token)) : undefined,
   ]);
