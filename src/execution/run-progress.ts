@@ -109,7 +109,8 @@ export class RedisRunProgress implements RunProgress {
    * wait is bounded by it here too, should the mark outlive it).
    */
   async open(runId: string): Promise<RunStart> {
-    const waitUntil = this.now() + this.maxAnswerWaitMs;
+    const startedAt = this.now();
+    const waitUntil = startedAt + this.maxAnswerWaitMs;
     for (let polls = 0; ; polls++) {
       let start: ReturnType<typeof parseRunStart>;
       try {
@@ -124,6 +125,8 @@ export class RedisRunProgress implements RunProgress {
         continue;
       }
       if (answerPending && !cancelled) this.logger.warn({ runId, waitedMs: this.maxAnswerWaitMs }, "the run's submission is still unanswered past the produce timeout; starting it");
+      // Rare (Kafka acknowledging late) and the case this wait exists for: worth a line.
+      if (polls > 0 && cancelled === 'not_acknowledged') this.logger.info({ runId, waitedMs: this.now() - startedAt }, "the run's submission was answered 503 while the run waited for the answer; it does not run");
       if (unreadable.length > 0) this.logger.warn({ runId, steps: unreadable }, 'recorded step outputs are not JSON; calling those steps again');
       return { done, cancelled };
     }

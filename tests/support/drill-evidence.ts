@@ -1,6 +1,6 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { onTestFailed } from 'vitest';
+import { onTestFailed, onTestFinished } from 'vitest';
 import type { SluiceProcess } from '../integration/harness.js';
 
 /** What a failed drill leaves behind: each process's log and whatever the drill collected, by file name. */
@@ -14,10 +14,11 @@ export interface DrillEvidence {
  * Registers, in the running test, that a failure writes the drill's evidence to
  * /tmp/<name>-<timestamp>/ and prints where: the Sluice processes' stdout (JSON log lines) and
  * stderr, and what the drill collected (exchanges, per-run outcomes). A flaky drill is then
- * diagnosed from the run that failed, not from a rerun that passes.
+ * diagnosed from the run that failed, not from a rerun that passes. `DRILL_KEEP_EVIDENCE=1`
+ * keeps it from a passing run too.
  */
 export function keepEvidenceOnFailure(name: string, evidence: DrillEvidence): void {
-  onTestFailed(() => {
+  const keep = () => {
     const dir = join('/tmp', `${name}-${new Date().toISOString().replace(/[:.]/g, '-')}`);
     mkdirSync(dir, { recursive: true });
     for (const [label, p] of Object.entries(evidence.processes)) {
@@ -35,5 +36,7 @@ export function keepEvidenceOnFailure(name: string, evidence: DrillEvidence): vo
       writeFileSync(join(dir, `${file}.json`), JSON.stringify(value, (_k, v: unknown) => (v instanceof Map ? Object.fromEntries(v) : v), 2));
     }
     console.log(`DRILL ${name}: evidence kept in ${dir}`);
-  });
+  };
+  onTestFailed(keep);
+  if (process.env.DRILL_KEEP_EVIDENCE === '1') onTestFinished(({ task }) => void (task.result?.state === 'fail' || keep()));
 }

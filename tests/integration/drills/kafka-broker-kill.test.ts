@@ -65,12 +65,12 @@ describe('drill: one Kafka broker of three killed', () => {
     const verdict = await settleAndWeigh({ name: 'kafka-broker-kill', log, sim: stack.sim, config: stack.config, terminalWithinMs: 60_000, processes: [stack.front] });
     seen.verdict = verdict;
     seen.refused = await refusedSubmissions(stack.front, log, MIXED_TENANTS);
-    const { refused, ranAnyway } = seen.refused;
+    const { refused, landedCancelled, ranAnyway } = seen.refused;
     const admittedAfter = log.exchanges.filter((e) => e.method === 'POST' && e.at > killedAt + 15_000 && e.status === 202).length;
     // When, relative to the kill, submissions were refused: the failover window as callers saw it.
     const refusedAt = log.exchanges.filter((e) => e.method === 'POST' && e.status === 503).map((e) => ((e.at - killedAt) / 1000).toFixed(1));
     const window = refusedAt.length > 0 ? `${refusedAt[0]}..${refusedAt[refusedAt.length - 1]} s` : 'none';
-    console.log(`DRILL kafka-broker-kill: killed node ${leader} (leader of ${work}[0]; active controller was node ${controller}) refused with 503=${refused} (sent ${window} after the kill) of which ran anyway=${ranAnyway.length} admitted from 15 s after the kill=${admittedAfter}`);
+    console.log(`DRILL kafka-broker-kill: killed node ${leader} (leader of ${work}[0]; active controller was node ${controller}) refused with 503=${refused} (sent ${window} after the kill) of which in Kafka after all and cancelled=${landedCancelled}, ran anyway=${ranAnyway.length} admitted from 15 s after the kill=${admittedAfter}`);
     expectDrillInvariants(verdict);
     expect.soft(admittedAfter, 'submissions are admitted with one broker of three dead').toBeGreaterThan(0);
     expect.soft(ranAnyway, 'a submission refused with 503 does not run later').toEqual([]);

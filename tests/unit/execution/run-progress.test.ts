@@ -11,14 +11,16 @@ const keys = redisKeys('ns.');
 
 function progress(fake: { run?: LuaScripts['run']; get?: (key: string) => Promise<string | null> }) {
   const warnings: string[] = [];
+  const infos: unknown[] = [];
   const logger = createLogger('silent');
   logger.warn = ((_obj: unknown, msg: string) => void warnings.push(msg)) as typeof logger.warn;
+  logger.info = ((obj: unknown, msg: string) => void infos.push({ ...(obj as object), msg })) as typeof logger.info;
   const scripts = { run: fake.run ?? (async () => Promise.reject(new Error('no script expected'))) } as unknown as LuaScripts;
   const redis = { get: fake.get ?? (async () => null) } as unknown as Redis;
   // A clock that the waits move, so a wait for an answer takes no real time.
   const clock = { now: NOW, slept: [] as number[] };
   const sleep = async (ms: number) => void (clock.slept.push(ms), (clock.now += ms));
-  return { p: new RedisRunProgress(redis, scripts, keys, logger, { produceTimeoutMs: 5_000, checkTimeoutMs: 30, now: () => clock.now, sleep }), warnings, clock };
+  return { p: new RedisRunProgress(redis, scripts, keys, logger, { produceTimeoutMs: 5_000, checkTimeoutMs: 30, now: () => clock.now, sleep }), warnings, infos, clock };
 }
 
 describe('keepStepsMs', () => {
@@ -84,9 +86,10 @@ describe('RedisRunProgress', () => {
 
   it('a submission answered 503 while its run waited reads as cancelled, whether or not its pending mark is still there', async () => {
     const replies = [['', '1'], ['not_acknowledged', '1']];
-    const { p, clock } = progress({ run: async () => replies.shift()! });
+    const { p, clock, infos } = progress({ run: async () => replies.shift()! });
     expect(await p.open(RUN)).toEqual({ done: new Map(), cancelled: 'not_acknowledged' });
     expect(clock.slept).toEqual([10]);
+    expect(infos).toEqual([{ runId: RUN, waitedMs: 10, msg: "the run's submission was answered 503 while the run waited for the answer; it does not run" }]);
   });
 
   it('waits no longer than an answer can take (the produce timeout and a grace), then starts the run, warned', async () => {
