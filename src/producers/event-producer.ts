@@ -102,9 +102,9 @@ export class EventProducer {
 
   /**
    * Swaps in a producer with a new producer id before the next request (the batcher sends one at
-   * a time, so none is in flight). The cost: a record the old producer is retrying could be
-   * written once more by the new one, which at-least-once delivery already allows. Should Kafka
-   * not take the connection now, the old producer stays, and the next failure tries again.
+   * a time, so none is in flight). The cost: a record of the failed send that did land (one for
+   * another partition) is sent again by its caller's retry, as at-least-once delivery allows.
+   * Should Kafka not take the connection now, the old producer stays, and the next failure tries again.
    */
   private async replaceProducer(cause: unknown): Promise<void> {
     const next = this.newProducer();
