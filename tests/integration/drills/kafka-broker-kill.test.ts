@@ -3,6 +3,7 @@ import kafkajs, { Kafka, logLevel, type Admin } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { topicNames } from '../../../src/kafka/topics.js';
 import { expectDrillInvariants, refusedSubmissions, resetSimStats, settleAndWeigh, type DrillVerdict } from '../../support/drill-invariants.js';
+import { http } from '../harness.js';
 import { keepEvidenceOnFailure } from '../../support/drill-evidence.js';
 import { DrillLog, MIXED_TENANTS, steadyLoad } from '../../support/drill-load.js';
 import { startDrillStack, type DrillStack } from '../../support/drill-stack.js';
@@ -46,10 +47,10 @@ describe('drill: one Kafka broker of three killed', () => {
 
   it('keeps its contract while the work partition leader dies, and loses no admitted run', async () => {
     const log = new DrillLog(stack.api);
-    const seen: { killed?: { node: number; controller: number | null; at: number }; verdict?: DrillVerdict; refused?: Awaited<ReturnType<typeof refusedSubmissions>> } = {};
+    const seen: { killed?: { node: number; controller: number | null; at: number }; verdict?: DrillVerdict; refused?: Awaited<ReturnType<typeof refusedSubmissions>>; metrics?: string } = {};
     keepEvidenceOnFailure('broker-kill', {
       processes: { front: stack.front },
-      collected: () => ({ killed: seen.killed ?? null, verdict: seen.verdict ?? null, refused: seen.refused ?? null, accepted: [...log.accepted.values()], exchanges: log.exchanges }),
+      collected: () => ({ killed: seen.killed ?? null, verdict: seen.verdict ?? null, refused: seen.refused ?? null, accepted: [...log.accepted.values()], exchanges: log.exchanges, metrics: seen.metrics ?? null }),
     });
     await resetSimStats(stack.sim);
     const load = steadyLoad(log, { streams: MIXED_TENANTS, ratePerSec: 5, durationMs: 35_000, maxRequests: 175, readBack: true });
@@ -64,6 +65,8 @@ describe('drill: one Kafka broker of three killed', () => {
 
     const verdict = await settleAndWeigh({ name: 'kafka-broker-kill', log, sim: stack.sim, config: stack.config, terminalWithinMs: 60_000, processes: [stack.front] });
     seen.verdict = verdict;
+    // What the process holds at the end (runs in flight, queued, backing off): a run left unended shows there or nowhere.
+    seen.metrics = await http(`${stack.api}/metrics`).then((r) => String(r.body), (err: unknown) => `unreadable: ${String(err)}`);
     seen.refused = await refusedSubmissions(stack.front, log, MIXED_TENANTS);
     const { refused, landedCancelled, ranAnyway } = seen.refused;
     const admittedAfter = log.exchanges.filter((e) => e.method === 'POST' && e.at > killedAt + 15_000 && e.status === 202).length;
