@@ -14,8 +14,11 @@ export interface AdmitRunDeps {
   metrics: Metrics;
   producer: Pick<EventProducer, 'publishRunRequested'>;
   admission: Pick<AdmissionController, 'decide' | 'withdraw'>;
-  /** Marks a run refused after its event may have reached Kafka, so it never runs. */
-  withdrawals: Pick<RedisCancellations, 'withdraw'>;
+  /**
+   * Marks a run's answer pending before its produce and settles the mark with the answer: a run
+   * refused after its event may have reached Kafka is withdrawn, so it never runs.
+   */
+  withdrawals: Pick<RedisCancellations, 'markAnswerPending' | 'markAnswered' | 'withdraw'>;
 }
 
 /** A validated request about to meet admission; nothing in it has touched shared state. */
@@ -78,6 +81,7 @@ export async function admitRun(deps: AdmitRunDeps, s: RunSubmission, log: Pick<L
   const { config, metrics } = deps;
   let decision: AdmissionDecision | undefined;
   let outcome: AdmitOutcome | undefined;
+  let answerMarked = false;
   try {
     decision = await deps.admission.decide({
       runId: s.runId,
@@ -91,6 +95,10 @@ export async function admitRun(deps: AdmitRunDeps, s: RunSubmission, log: Pick<L
       idempotencyKey: s.idempotencyKey !== null,
     });
     if (isRefusal(decision)) return (outcome = { kind: 'refused', decision });
+    // Before the produce: part of a produce request can be in Kafka, and its run picked up, while
+    // the request is still unacknowledged and may yet be refused. A processor that finds this mark
+    // waits for the answer. Without Redis (the outage policy decided) there is no mark.
+    if (!decision.redisOutage) answerMarked = await markAnswerPending(deps, s, log);
 
     const run: RunRequested = {
       runId: s.runId,
@@ -123,6 +131,34 @@ export async function admitRun(deps: AdmitRunDeps, s: RunSubmission, log: Pick<L
     return (outcome = { kind: 'accepted', run, decision });
   } finally {
     if (outcome?.kind !== 'accepted') await withdrawUnaccepted(deps, s, outcome, decision, log);
+    // Failing, the run still starts once the mark expires (answerPendingMs), that much later.
+    else if (answerMarked) await settleStep(deps, s, 'mark_answered', () => deps.withdrawals.markAnswered(s.runId), log);
+  }
+}
+
+/**
+ * Whether the answer-pending mark was written. A Redis failure here does not refuse the
+ * submission (admission just reached Redis); it is counted and logged, and should Kafka then not
+ * acknowledge the event in time, part of it may run although refused.
+ */
+async function markAnswerPending(deps: AdmitRunDeps, s: RunSubmission, log: Pick<Logger, 'error'>): Promise<boolean> {
+  try {
+    await deps.withdrawals.markAnswerPending(s.runId, deps.config.kafka.produceTimeoutMs);
+    return true;
+  } catch (err) {
+    deps.metrics.submitCleanupFailures.inc({ step: 'mark_answer_pending' });
+    log.error({ err, runId: s.runId, tenantId: s.tenantId }, "could not mark the submission's answer pending; should Kafka not acknowledge it, it may run although refused");
+    return false;
+  }
+}
+
+/** One settling step after the answer; never throws: what cannot be settled is logged, counted and left to its lease. */
+async function settleStep(deps: AdmitRunDeps, s: RunSubmission, step: 'withdraw' | 'mark_not_acknowledged' | 'mark_answered', settle: () => Promise<unknown>, log: Pick<Logger, 'error'>): Promise<void> {
+  try {
+    await settle();
+  } catch (err) {
+    deps.metrics.submitCleanupFailures.inc({ step });
+    log.error({ err, runId: s.runId, tenantId: s.tenantId, step }, 'could not settle a submission; its lease will');
   }
 }
 
@@ -131,20 +167,15 @@ export async function admitRun(deps: AdmitRunDeps, s: RunSubmission, log: Pick<L
  * expires after the run's deadline plus `admission.leaseGraceMs`).
  */
 async function withdrawUnaccepted(deps: AdmitRunDeps, s: RunSubmission, outcome: AdmitOutcome | undefined, decision: AdmissionDecision | undefined, log: Pick<Logger, 'error'>): Promise<void> {
-  const attempt = async (step: 'withdraw' | 'mark_not_acknowledged', settle: () => Promise<unknown>) => {
-    try {
-      await settle();
-    } catch (err) {
-      deps.metrics.submitCleanupFailures.inc({ step });
-      log.error({ err, runId: s.runId, tenantId: s.tenantId, step }, 'could not settle a submission; its lease will');
-    }
-  };
+  const attempt = (step: 'withdraw' | 'mark_not_acknowledged', settle: () => Promise<unknown>) => settleStep(deps, s, step, settle, log);
   // An entry may be held unless the run was refused in Redis (nothing was taken) or decided by
   // the outage policy (Redis was not reachable to take one).
   const holdsEntry = !(decision && (isRefusal(decision) || decision.redisOutage));
-  // The caller is told the run was not accepted, so should its event land in Kafka after all, it
-  // must not run: the processor checks this mark before the run starts. Without Redis the mark
-  // cannot be written, and such a run would execute (counted here, logged).
+  // The caller is told the run was not accepted, so should its event be in Kafka after all, it
+  // must not run: the processor checks this mark before the run starts, having waited for it
+  // while the answer-pending mark stood. Without Redis the mark cannot be written, and such a run
+  // would execute (counted here, logged). An event that never left this process needs no mark;
+  // its answer-pending mark expires on its own.
   const mayHaveLanded = outcome?.kind === 'not_acknowledged' && outcome.mayHaveLanded;
   await Promise.all([
     holdsEntry ? attempt('withdraw', () => deps.admission.withdraw({ runId: s.runId, tenantId: s.tenantId, runClass: s.runClass }, decision?.tokenReservation ? { tokens: decision.tokenReservation, deadline: s.deadline } : undefined)) : undefined,

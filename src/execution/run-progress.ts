@@ -2,7 +2,7 @@ import type { RedisClient } from '../redis/client.js';
 import type { Logger } from '../obs/logger.js';
 import type { RedisKeys } from '../redis/keys.js';
 import type { LuaScripts } from '../redis/scripts.js';
-import { cancelReasonOf, type CancelReason } from '../runs/cancellation.js';
+import { answerPendingMs, cancelReasonOf, type CancelReason } from '../runs/cancellation.js';
 import { withTimeout } from '../util/with-timeout.js';
 
 /** Where an attempt starts from: the outputs of the steps already completed, and the run's cancellation. */
@@ -19,7 +19,10 @@ export interface RunStart {
  * round trip: the step's output is recorded and the cancellation read for the next step together.
  */
 export interface RunProgress {
-  /** At an attempt's start: the completed steps and the cancellation, in one round trip. */
+  /**
+   * At an attempt's start: the completed steps and the cancellation, in one round trip, once the
+   * run's submission has its answer (a run answered 503 then reads as cancelled).
+   */
   open(runId: string): Promise<RunStart>;
   /** Records a completed step; resolves to the cancellation the next step must respect. */
   record(runId: string, stepId: string, output: unknown, deadline: number): Promise<CancelReason | undefined>;
@@ -37,14 +40,27 @@ export function keepStepsMs(deadline: number, now: number): number {
   return Math.max(1_000, deadline - now + KEEP_AFTER_DEADLINE_MS);
 }
 
+const FIRST_ANSWER_POLL_MS = 10;
+const MAX_ANSWER_POLL_MS = 250;
+
 /**
- * run-progress-open.lua's reply: the cancellation, then step id and output JSON pairs. An output
- * that is not JSON is left out (`unreadable`), so its step is called again.
+ * The wait before reading a pending answer again, after `polls` reads found it pending. Short at
+ * first: usually the 202 is being written as the processor reads (both follow Kafka's
+ * acknowledgement). Longer once Kafka is slow to acknowledge, when the answer takes up to the
+ * produce timeout.
  */
-export function parseRunStart(reply: readonly string[]): RunStart & { unreadable: string[] } {
+export function answerPollDelayMs(polls: number): number {
+  return Math.min(MAX_ANSWER_POLL_MS, FIRST_ANSWER_POLL_MS * 2 ** Math.min(polls, 10));
+}
+
+/**
+ * run-progress-open.lua's reply: the cancellation, whether the answer is pending, then step id and
+ * output JSON pairs. An output that is not JSON is left out (`unreadable`), so its step is called again.
+ */
+export function parseRunStart(reply: readonly string[]): RunStart & { answerPending: boolean; unreadable: string[] } {
   const done = new Map<string, unknown>();
   const unreadable: string[] = [];
-  for (let i = 1; i + 1 < reply.length; i += 2) {
+  for (let i = 2; i + 1 < reply.length; i += 2) {
     const stepId = reply[i]!;
     try {
       done.set(stepId, JSON.parse(reply[i + 1]!) as unknown);
@@ -52,12 +68,15 @@ export function parseRunStart(reply: readonly string[]): RunStart & { unreadable
       unreadable.push(stepId);
     }
   }
-  return { done, cancelled: cancelReasonOf(reply[0] ?? null), unreadable };
+  return { done, cancelled: cancelReasonOf(reply[0] ?? null), answerPending: reply[1] === '1', unreadable };
 }
 
 export interface RedisRunProgressOptions {
+  /** `kafka.produceTimeoutMs`: what bounds a submission's pending answer, and so the wait for it. */
+  produceTimeoutMs: number;
   checkTimeoutMs?: number;
   now?: () => number;
+  sleep?: (ms: number) => Promise<void>;
 }
 
 /**
@@ -68,28 +87,48 @@ export interface RedisRunProgressOptions {
  */
 export class RedisRunProgress implements RunProgress {
   private readonly checkTimeoutMs: number;
+  private readonly maxAnswerWaitMs: number;
   private readonly now: () => number;
+  private readonly sleep: (ms: number) => Promise<void>;
 
   constructor(
     private readonly redis: RedisClient,
     private readonly scripts: LuaScripts,
     private readonly keys: RedisKeys,
     private readonly logger: Logger,
-    opts: RedisRunProgressOptions = {},
+    opts: RedisRunProgressOptions,
   ) {
     this.checkTimeoutMs = opts.checkTimeoutMs ?? DEFAULT_CHECK_TIMEOUT_MS;
+    this.maxAnswerWaitMs = answerPendingMs(opts.produceTimeoutMs);
     this.now = opts.now ?? Date.now;
+    this.sleep = opts.sleep ?? ((ms) => new Promise((r) => setTimeout(r, ms)));
   }
 
+  /**
+   * Waits while the run's submission is unanswered (its mark expires within `answerPendingMs`; the
+   * wait is bounded by it here too, should the mark outlive it).
+   */
   async open(runId: string): Promise<RunStart> {
-    try {
-      const reply = (await this.scripts.run('runProgressOpen', this.runKeys(runId), [])) as string[];
-      const { done, cancelled, unreadable } = parseRunStart(reply);
+    const startedAt = this.now();
+    const waitUntil = startedAt + this.maxAnswerWaitMs;
+    for (let polls = 0; ; polls++) {
+      let start: ReturnType<typeof parseRunStart>;
+      try {
+        start = parseRunStart((await this.scripts.run('runProgressOpen', [...this.runKeys(runId), this.keys.answerPending(runId)], [])) as string[]);
+      } catch (err) {
+        this.logger.warn({ err, runId }, "could not read the run's progress; calling its steps again, taking it as not cancelled");
+        return { done: new Map(), cancelled: undefined };
+      }
+      const { done, cancelled, answerPending, unreadable } = start;
+      if (answerPending && !cancelled && this.now() < waitUntil) {
+        await this.sleep(answerPollDelayMs(polls));
+        continue;
+      }
+      if (answerPending && !cancelled) this.logger.warn({ runId, waitedMs: this.maxAnswerWaitMs }, "the run's submission is still unanswered past the produce timeout; starting it");
+      // Rare (Kafka acknowledging late) and the case this wait exists for: worth a line.
+      if (polls > 0 && cancelled === 'not_acknowledged') this.logger.info({ runId, waitedMs: this.now() - startedAt }, "the run's submission was answered 503 while the run waited for the answer; it does not run");
       if (unreadable.length > 0) this.logger.warn({ runId, steps: unreadable }, 'recorded step outputs are not JSON; calling those steps again');
       return { done, cancelled };
-    } catch (err) {
-      this.logger.warn({ err, runId }, "could not read the run's progress; calling its steps again, taking it as not cancelled");
-      return { done: new Map(), cancelled: undefined };
     }
   }
 

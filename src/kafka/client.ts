@@ -29,6 +29,23 @@ export function createKafka(cfg: SluiceConfig['kafka'], logger: Logger, clientSu
 }
 
 /**
+ * Broker answers after which an idempotent producer's sequence numbers no longer match what the
+ * partition's leader holds, which kafkajs does not retry: every later send to that partition gets
+ * the same answer, for as long as the producer lives. Seen after a partition leader was killed
+ * (the broker-kill drill: OUT_OF_ORDER_SEQUENCE_NUMBER from the new leader for 73 s, to the end).
+ * Only a new producer id, whose sequences start again at 0, recovers.
+ */
+const DESYNCHRONIZED = new Set(['OUT_OF_ORDER_SEQUENCE_NUMBER', 'UNKNOWN_PRODUCER_ID', 'INVALID_PRODUCER_EPOCH']);
+
+/** Whether a failed send (kafkajs wraps the broker's answer in `cause`) calls for a new producer id. */
+export function needsNewProducerId(err: unknown): boolean {
+  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+    if (DESYNCHRONIZED.has(String((e as { type?: unknown }).type))) return true;
+  }
+  return false;
+}
+
+/**
  * The producer every writer of Sluice's events uses: idempotent, so a retried send is not a
  * duplicate. Idempotence needs unbounded retries to keep its guarantee; callers bound each send by
  * their own timeout instead. Tenant keys map to partitions as the Java client maps them.

@@ -179,7 +179,7 @@ export function createMetrics() {
     }),
     submitCleanupFailures: new Counter({
       name: 'sluice_submit_cleanup_failures_total',
-      help: 'Submissions whose backlog entry or Idempotency-Key claim could not be settled (left to its lease)',
+      help: 'Submissions whose backlog entry, Idempotency-Key claim or answer marks (pending, answered, not acknowledged) could not be written or settled',
       labelNames: ['step'],
       registers: r,
     }),

@@ -1,5 +1,6 @@
 import type { Kafka, Producer } from 'kafkajs';
-import { createIdempotentProducer } from '../kafka/client.js';
+import { createIdempotentProducer, needsNewProducerId } from '../kafka/client.js';
+import type { Logger } from '../obs/logger.js';
 import type { EventCodec } from '../events/codec.js';
 import { SUBJECTS, type DeadLetterEnvelope, type RunRequested, type RunStatusChanged } from '../events/schemas.js';
 import type { TopicNames } from '../kafka/topics.js';
@@ -13,6 +14,8 @@ export interface EventProducerOptions {
   /** Bytes of records per produce request; a larger single message is refused with MessageTooLargeError. */
   maxBatchBytes?: number;
   lingerMs?: number;
+  /** Hears of a producer replaced after the broker stopped taking its sequence numbers. */
+  logger?: Pick<Logger, 'warn'>;
 }
 
 /**
@@ -24,10 +27,11 @@ export class EventProducer {
   private readonly batcher: ProduceBatcher;
 
   private constructor(
-    private readonly producer: Producer,
+    private producer: Producer,
+    private readonly newProducer: () => Producer,
     private readonly codec: EventCodec,
     readonly topics: TopicNames,
-    opts: EventProducerOptions,
+    private readonly opts: EventProducerOptions,
   ) {
     this.batcher = new ProduceBatcher((messages) => this.sendBatch(messages), {
       maxPending: opts.maxPending ?? 10_000,
@@ -39,9 +43,10 @@ export class EventProducer {
 
   static async connect(kafka: Kafka, codec: EventCodec, topics: TopicNames, opts: EventProducerOptions = {}): Promise<EventProducer> {
     // A message still queued when its caller's timeout fires is withdrawn unsent.
-    const producer = createIdempotentProducer(kafka);
+    const newProducer = () => createIdempotentProducer(kafka);
+    const producer = newProducer();
     await producer.connect();
-    return new EventProducer(producer, codec, topics, opts);
+    return new EventProducer(producer, newProducer, codec, topics, opts);
   }
 
   get pending(): number {
@@ -92,9 +97,35 @@ export class EventProducer {
       if (list) list.push(m);
       else byTopic.set(m.topic, [m]);
     }
-    await this.producer.sendBatch({
-      acks: -1,
-      topicMessages: [...byTopic].map(([topic, ms]) => ({ topic, messages: ms.map(({ key, value, headers }) => ({ key, value, headers })) })),
-    });
+    try {
+      await this.producer.sendBatch({
+        acks: -1,
+        topicMessages: [...byTopic].map(([topic, ms]) => ({ topic, messages: ms.map(({ key, value, headers }) => ({ key, value, headers })) })),
+      });
+    } catch (err) {
+      if (needsNewProducerId(err)) await this.replaceProducer(err);
+      throw err;
+    }
+  }
+
+  /**
+   * Swaps in a producer with a new producer id before the next request (the batcher sends one at
+   * a time, so none is in flight). The cost: a record of the failed send that did land (one for
+   * another partition) is sent again by its caller's retry, as at-least-once delivery allows.
+   * Should Kafka not take the connection now, the old producer stays, and the next failure tries again.
+   */
+  private async replaceProducer(cause: unknown): Promise<void> {
+    const next = this.newProducer();
+    try {
+      await next.connect();
+    } catch (err) {
+      this.opts.logger?.warn({ err, cause }, 'the broker refuses the producer\'s sequence numbers and no new producer could connect; trying again after the next failure');
+      await next.disconnect().catch(() => undefined);
+      return;
+    }
+    const old = this.producer;
+    this.producer = next;
+    this.opts.logger?.warn({ err: cause }, 'the broker refuses the producer\'s sequence numbers (kafkajs does not recover from that); replaced it with a new producer id');
+    await old.disconnect().catch(() => undefined);
   }
 }

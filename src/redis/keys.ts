@@ -34,6 +34,8 @@ export function redisKeys(namespace: string) {
     runSteps: (runId: string) => `${ns}:steps:{${runId}}`,
     /** Set while a run's cancellation is requested; expires with the run's deadline. In the run's slot with its steps, read together. */
     cancelRequested: (runId: string) => `${ns}:cancel:{${runId}}`,
+    /** Set while a submission's answer (202 or 503) is not decided; a processor waits for it before starting the run. In the run's slot. */
+    answerPending: (runId: string) => `${ns}:answer-pending:{${runId}}`,
     /** Holders of one concurrency scope (zset: lease token → lease expiry ms), e.g. `tenant:acme`. */
     permitScope: (scope: string) => `${permits}:scope:${scope}`,
     /** Concurrency limits changed at run time (hash: scope → limit), overriding config on every instance. */

@@ -27,7 +27,7 @@ export const SCRIPTS = {
   pacingReserve: { file: 'pacing-reserve.lua', keys: 3 },
   pacingSettle: { file: 'pacing-settle.lua', keys: 1 },
   pacingObserve: { file: 'pacing-observe.lua', keys: 2 },
-  runProgressOpen: { file: 'run-progress-open.lua', keys: 2 },
+  runProgressOpen: { file: 'run-progress-open.lua', keys: 3 },
   runProgressRecord: { file: 'run-progress-record.lua', keys: 2 },
 } as const satisfies Record<string, { file: string; keys: number | 'any' }>;
 

@@ -67,7 +67,7 @@ export class SharedClients {
   }
 
   producer(): Promise<EventProducer> {
-    this.producerP ??= this.ensureTopics().then(() => EventProducer.connect(this.kafka, this.codec, topicNames(this.config.namespace), { maxBatchBytes: this.config.kafka.maxBatchBytes }));
+    this.producerP ??= this.ensureTopics().then(() => EventProducer.connect(this.kafka, this.codec, topicNames(this.config.namespace), { maxBatchBytes: this.config.kafka.maxBatchBytes, logger: this.logger }));
     return this.producerP;
   }
 

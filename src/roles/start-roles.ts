@@ -188,7 +188,7 @@ async function startProcessor(ctx: RoleContext, simulatorUrl: string): Promise<v
     retryBudgets,
     simulatorUrl,
     publishStatus: (e) => producer.publishStatus(e, config.processor.produceTimeoutMs),
-    progress: new RedisRunProgress(clients.redis, clients.scripts, clients.keys, log),
+    progress: new RedisRunProgress(clients.redis, clients.scripts, clients.keys, log, { produceTimeoutMs: config.kafka.produceTimeoutMs }),
     dependencyPermits: unlimited ?? new RedisDependencyPermits(permitDeps, rampShare),
     adaptiveLimits: unlimited ? undefined : new AdaptiveLimitStore(clients.scripts, clients.keys),
     breakers: new BreakerStore(clients.scripts, clients.keys, (d) => ownEntry(config.dependencies, d)?.breaker),

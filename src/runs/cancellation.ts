@@ -17,6 +17,21 @@ export function cancelReasonOf(value: string | null): CancelReason | undefined {
 /** The key outlives the deadline by this much, so a run redelivered just before its deadline still sees it. */
 const KEY_GRACE_MS = 60_000;
 
+/**
+ * What a submission's answer may take beyond the produce timeout once its event is handed to
+ * Kafka: encoding, the round trip that writes the answer, an event-loop or GC stall.
+ */
+const ANSWER_GRACE_MS = 10_000;
+
+/**
+ * How long a submission's answer can be pending (`kafka.produceTimeoutMs` decides it): the life of
+ * the mark the API writes before the produce, and the longest a processor waits on it. Past it the
+ * API has answered or died; a run whose API died unanswered is not a refused one, and runs.
+ */
+export function answerPendingMs(produceTimeoutMs: number): number {
+  return produceTimeoutMs + ANSWER_GRACE_MS;
+}
+
 export interface RedisCancellationsOptions {
   now?: () => number;
 }
@@ -25,6 +40,12 @@ export interface RedisCancellationsOptions {
  * Cancellation requests as a Redis key per run, written by `DELETE /v1/runs/:id` on any API
  * instance, and read by whichever processor holds the run with the run's progress
  * (src/execution/run-progress.ts).
+ *
+ * With them, the mark that a submission's answer is still pending. One produce request carries
+ * several events and settles as one: an event to a healthy partition can be in Kafka, and picked
+ * up by a processor, while the request as a whole is still unacknowledged, and is then answered
+ * 503. So the API marks the run pending before the produce and settles the mark with the answer
+ * (`markAnswered` on a 202, `withdraw` on a 503); a processor that gets the run first waits for it.
  */
 export class RedisCancellations {
   private readonly now: () => number;
@@ -45,6 +66,19 @@ export class RedisCancellations {
   /** A submission answered 503 whose event may still land in Kafka: if it does, it never runs. */
   withdraw(runId: string, deadline: number): Promise<void> {
     return this.mark(runId, deadline, 'not_acknowledged');
+  }
+
+  /**
+   * Before the produce: the run's answer is not decided, so a processor must not start it yet.
+   * A mark left behind by a refusal expires on its own (`answerPendingMs`).
+   */
+  async markAnswerPending(runId: string, produceTimeoutMs: number): Promise<void> {
+    await this.redis.set(this.keys.answerPending(runId), '1', 'PX', answerPendingMs(produceTimeoutMs));
+  }
+
+  /** Kafka acknowledged the run and the caller gets its 202: a processor may start it. */
+  async markAnswered(runId: string): Promise<void> {
+    await this.redis.del(this.keys.answerPending(runId));
   }
 
   /** Past the deadline no processor starts the run anyway, so the key need not live longer. */

@@ -23,7 +23,7 @@ describe.each(REDIS_BACKENDS)('on %s', (backend) => {
   beforeAll(async () => {
     redis = connectRedis(backend);
     await redis.ping();
-    progress = new RedisRunProgress(redis, new LuaScripts(redis), keys, createLogger('silent'));
+    progress = new RedisRunProgress(redis, new LuaScripts(redis), keys, createLogger('silent'), { produceTimeoutMs: 1_000 });
     cancellations = new RedisCancellations(redis, keys);
   });
 
@@ -58,6 +58,26 @@ describe.each(REDIS_BACKENDS)('on %s', (backend) => {
       expect(await progress.cancelReason(runId)).toBe('requested');
       const refused = newRunId();
       await cancellations.withdraw(refused, deadline);
+      expect(await progress.open(refused)).toEqual({ done: new Map(), cancelled: 'not_acknowledged' });
+    });
+
+    it("waits at the start while the submission's answer is pending: the 202 lets the run start, the 503 cancels it", async () => {
+      const deadline = Date.now() + 60_000;
+      const accepted = newRunId();
+      await cancellations.markAnswerPending(accepted, 1_000);
+      expect(await redis.pttl(keys.answerPending(accepted))).toBeGreaterThan(10_000);
+      const acceptedStart = progress.open(accepted);
+      await new Promise((r) => setTimeout(r, 150));
+      await cancellations.markAnswered(accepted);
+      expect(await acceptedStart).toEqual({ done: new Map(), cancelled: undefined });
+
+      const refused = newRunId();
+      await cancellations.markAnswerPending(refused, 1_000);
+      const refusedStart = progress.open(refused);
+      await new Promise((r) => setTimeout(r, 150));
+      await cancellations.withdraw(refused, deadline);
+      expect(await refusedStart).toEqual({ done: new Map(), cancelled: 'not_acknowledged' });
+      // The refusal leaves the pending mark to expire; it no longer holds anything up.
       expect(await progress.open(refused)).toEqual({ done: new Map(), cancelled: 'not_acknowledged' });
     });
 

@@ -166,16 +166,25 @@ export function expectDrillInvariants(v: DrillVerdict): void {
 }
 
 /**
- * Submissions the API refused with 503 because Kafka did not acknowledge them, and those of them
- * that ran anyway (their event landed late): a 503 says "not accepted", so that list must be empty.
+ * Submissions the API refused with 503 because Kafka did not acknowledge them, those whose event
+ * was in Kafka after all and was stopped (`cancelled`), and those that ran anyway: a 503 says "not
+ * accepted", so that list must be empty.
  */
-export async function refusedSubmissions(front: SluiceProcess, log: DrillLog, streams: LoadStream[]): Promise<{ refused: number; ranAnyway: { runId: string; status: unknown }[] }> {
+export async function refusedSubmissions(
+  front: SluiceProcess,
+  log: DrillLog,
+  streams: LoadStream[],
+): Promise<{ refused: number; landedCancelled: number; ranAnyway: { runId: string; status: unknown }[] }> {
   const refused = front.logs.filter((l) => l.msg === 'Kafka did not acknowledge a submission' && typeof l.runId === 'string');
   const ranAnyway: { runId: string; status: unknown }[] = [];
+  let landedCancelled = 0;
   for (const l of refused) {
     const stream = streams.find((t) => t.tenant === l.tenantId)!;
     const r = await log.call(stream.tenant, stream.key, 'GET', `/v1/runs/${String(l.runId)}`);
-    if (r.status === 200 && (r.body as { status?: string }).status !== 'cancelled') ranAnyway.push({ runId: String(l.runId), status: (r.body as { status?: string }).status });
+    if (r.status !== 200) continue;
+    const status = (r.body as { status?: string }).status;
+    if (status === 'cancelled') landedCancelled++;
+    else ranAnyway.push({ runId: String(l.runId), status });
   }
-  return { refused: refused.length, ranAnyway };
+  return { refused: refused.length, landedCancelled, ranAnyway };
 }

@@ -27,8 +27,8 @@ export interface RunRouteDeps {
   runs: Pick<RunStore, 'recordAdmission' | 'getRun'>;
   admission: Pick<AdmissionController, 'decide' | 'withdraw' | 'redisUnreachable'>;
   idempotency: Pick<IdempotencyStore, 'claim' | 'store' | 'forget'>;
-  /** Marks a run refused with 503 after its event may have reached Kafka, so it never runs. */
-  withdrawals: Pick<RedisCancellations, 'withdraw'>;
+  /** The run's answer marks: pending before the produce, then answered, or withdrawn after a 503 so it never runs. */
+  withdrawals: Pick<RedisCancellations, 'markAnswerPending' | 'markAnswered' | 'withdraw'>;
   /** The tenant's read bounds, for `GET /v1/runs/:id`. */
   reads: Pick<ReadLimits, 'take'>;
   now?: () => number;

@@ -2,7 +2,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import kafkajs, { Kafka, logLevel, type Admin } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { topicNames } from '../../../src/kafka/topics.js';
-import { expectDrillInvariants, refusedSubmissions, resetSimStats, settleAndWeigh } from '../../support/drill-invariants.js';
+import { expectDrillInvariants, refusedSubmissions, resetSimStats, settleAndWeigh, type DrillVerdict } from '../../support/drill-invariants.js';
+import { http } from '../harness.js';
+import { keepEvidenceOnFailure } from '../../support/drill-evidence.js';
 import { DrillLog, MIXED_TENANTS, steadyLoad } from '../../support/drill-load.js';
 import { startDrillStack, type DrillStack } from '../../support/drill-stack.js';
 import { startThrowawayKafka, type ThrowawayKafka } from '../../support/throwaway-kafka.js';
@@ -45,6 +47,11 @@ describe('drill: one Kafka broker of three killed', () => {
 
   it('keeps its contract while the work partition leader dies, and loses no admitted run', async () => {
     const log = new DrillLog(stack.api);
+    const seen: { killed?: { node: number; controller: number | null; at: number }; verdict?: DrillVerdict; refused?: Awaited<ReturnType<typeof refusedSubmissions>>; metrics?: string } = {};
+    keepEvidenceOnFailure('broker-kill', {
+      processes: { front: stack.front },
+      collected: () => ({ killed: seen.killed ?? null, verdict: seen.verdict ?? null, refused: seen.refused ?? null, accepted: [...log.accepted.values()], exchanges: log.exchanges, metrics: seen.metrics ?? null }),
+    });
     await resetSimStats(stack.sim);
     const load = steadyLoad(log, { streams: MIXED_TENANTS, ratePerSec: 5, durationMs: 35_000, maxRequests: 175, readBack: true });
     await sleep(8_000);
@@ -53,15 +60,20 @@ describe('drill: one Kafka broker of three killed', () => {
     const controller = (await admin.describeCluster()).controller;
     await kafka.kill(leader);
     const killedAt = Date.now();
+    seen.killed = { node: leader, controller, at: killedAt };
     await load;
 
     const verdict = await settleAndWeigh({ name: 'kafka-broker-kill', log, sim: stack.sim, config: stack.config, terminalWithinMs: 60_000, processes: [stack.front] });
-    const { refused, ranAnyway } = await refusedSubmissions(stack.front, log, MIXED_TENANTS);
+    seen.verdict = verdict;
+    // What the process holds at the end (runs in flight, queued, backing off): a run left unended shows there or nowhere.
+    seen.metrics = await http(`${stack.api}/metrics`).then((r) => String(r.body), (err: unknown) => `unreadable: ${String(err)}`);
+    seen.refused = await refusedSubmissions(stack.front, log, MIXED_TENANTS);
+    const { refused, landedCancelled, ranAnyway } = seen.refused;
     const admittedAfter = log.exchanges.filter((e) => e.method === 'POST' && e.at > killedAt + 15_000 && e.status === 202).length;
     // When, relative to the kill, submissions were refused: the failover window as callers saw it.
     const refusedAt = log.exchanges.filter((e) => e.method === 'POST' && e.status === 503).map((e) => ((e.at - killedAt) / 1000).toFixed(1));
     const window = refusedAt.length > 0 ? `${refusedAt[0]}..${refusedAt[refusedAt.length - 1]} s` : 'none';
-    console.log(`DRILL kafka-broker-kill: killed node ${leader} (leader of ${work}[0]; active controller was node ${controller}) refused with 503=${refused} (sent ${window} after the kill) of which ran anyway=${ranAnyway.length} admitted from 15 s after the kill=${admittedAfter}`);
+    console.log(`DRILL kafka-broker-kill: killed node ${leader} (leader of ${work}[0]; active controller was node ${controller}) refused with 503=${refused} (sent ${window} after the kill) of which in Kafka after all and cancelled=${landedCancelled}, ran anyway=${ranAnyway.length} admitted from 15 s after the kill=${admittedAfter}`);
     expectDrillInvariants(verdict);
     expect.soft(admittedAfter, 'submissions are admitted with one broker of three dead').toBeGreaterThan(0);
     expect.soft(ranAnyway, 'a submission refused with 503 does not run later').toEqual([]);

@@ -61,7 +61,7 @@ async function runEveryScript(scripts: LuaScripts): Promise<void> {
   await scripts.run('pacingReserve', [keys.paceState('d'), keys.paceObserved('d'), keys.paceNotBefore('d')], [1_000, 0, 1_000, 1, 0, 'requests', 60, 1]);
   await scripts.run('pacingSettle', [keys.paceState('d')], [1_000, 'requests', 0]);
   await scripts.run('pacingObserve', [keys.paceObserved('d'), keys.paceNotBefore('d')], [1_000, 0, 'requests', 60]);
-  await scripts.run('runProgressOpen', [keys.runSteps('r1'), keys.cancelRequested('r1')], []);
+  await scripts.run('runProgressOpen', [keys.runSteps('r1'), keys.cancelRequested('r1'), keys.answerPending('r1')], []);
   await scripts.run('runProgressRecord', [keys.runSteps('r1'), keys.cancelRequested('r1')], ['step', '{}', 10_000]);
 }
 

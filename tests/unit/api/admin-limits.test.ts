@@ -50,7 +50,7 @@ function server(): FastifyInstance {
     runs: { recordAdmission: unused, getRun: unused },
     admission: { decide: unused, withdraw: unused, redisUnreachable: () => { throw new Error('not used by the limits routes'); } },
     idempotency: { claim: unused, store: unused, forget: unused },
-    withdrawals: { withdraw: unused },
+    withdrawals: { markAnswerPending: unused, markAnswered: unused, withdraw: unused },
     limits,
   } satisfies ApiDeps);
   return app;

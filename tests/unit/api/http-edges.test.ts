@@ -31,7 +31,7 @@ beforeAll(async () => {
     runs: { recordAdmission: unused, getRun: fake.deps.runs.getRun },
     admission: { decide: unused, withdraw: unused, redisUnreachable: () => { throw new Error('not reached'); } },
     idempotency: { claim: unused, store: unused, forget: unused },
-    withdrawals: { withdraw: unused },
+    withdrawals: { markAnswerPending: unused, markAnswered: unused, withdraw: unused },
     limits: { overrides: async () => new Map(), set: async () => undefined },
     now: () => NOW,
   } satisfies ApiDeps);

@@ -35,7 +35,7 @@ function server(opts: { maxStreams?: number; pollMs?: number } = {}): { fake: Fa
     runs: { recordAdmission: unused, getRun: fake.deps.runs.getRun },
     admission: { decide: unused, withdraw: unused, redisUnreachable: () => { throw new Error('not used by reads'); } },
     idempotency: { claim: unused, store: unused, forget: unused },
-    withdrawals: { withdraw: unused },
+    withdrawals: { markAnswerPending: unused, markAnswered: unused, withdraw: unused },
     limits: { overrides: async () => new Map(), set: async () => undefined },
     now: () => NOW,
   } satisfies ApiDeps);

@@ -51,6 +51,8 @@ interface HarnessOptions {
   readTake?: () => Promise<never>;
   /** Replaces the mark that a refused run must not run should its event land after all. */
   markNotAcknowledged?: () => Promise<void>;
+  /** Replaces the mark, written before the produce, that the run's answer is pending. */
+  markAnswerPending?: () => Promise<void>;
 }
 
 /**
@@ -106,13 +108,21 @@ function admissionFakes(opts: HarnessOptions) {
       return settled.push({ kind: 'forget', key }) > 0 && forgotten;
     },
   };
+  /** The answer marks and the produce, in the order they happened. */
+  const timeline: string[] = [];
   const withdrawals = {
+    markAnswerPending: async (runId: string, produceTimeoutMs: number) => {
+      await opts.markAnswerPending?.();
+      timeline.push(`pending ${runId} ${produceTimeoutMs}`);
+    },
+    markAnswered: async (runId: string) => void timeline.push(`answered ${runId}`),
     withdraw: async (runId: string, deadline: number) => {
       await opts.markNotAcknowledged?.();
       marked.push({ runId, deadline });
+      timeline.push(`not_acknowledged ${runId}`);
     },
   };
-  return { admission, idempotency, withdrawals, withdrawn, tokensReturned, settled, held, openClaims, outages, marked, decided, fingerprints };
+  return { admission, idempotency, withdrawals, withdrawn, tokensReturned, settled, held, openClaims, outages, marked, decided, fingerprints, timeline };
 }
 
 let fakes: ReturnType<typeof admissionFakes>;
@@ -140,6 +150,7 @@ function harness(opts: HarnessOptions = {}): Harness {
     withdrawals: fakes.withdrawals,
     producer: {
       publishRunRequested: async (run: RunRequested, timeoutMs: number) => {
+        fakes.timeline.push(`publish ${run.runId}`);
         if (opts.publish) await opts.publish(run);
         published.push({ run, timeoutMs });
       },
@@ -520,6 +531,44 @@ describe('POST /v1/runs when Kafka does not acknowledge', () => {
       expect(fakes.marked).toEqual(mayLand ? [{ runId: fakes.decided[0]!.runId, deadline: fakes.decided[0]!.deadline }] : []);
     });
   }
+
+  it("marks the run's answer pending before the produce, and settles it with the answer", async () => {
+    for (const [makeError, settled] of [
+      [undefined, 'answered'],
+      [() => new ProduceTimeoutError(5_000, true), 'not_acknowledged'],
+    ] as const) {
+      const h = harness(makeError ? { publish: () => Promise.reject(makeError()) } : {});
+      expect((await submit(h, VALID)).statusCode).toBe(makeError ? 503 : 202);
+      const runId = fakes.decided[0]!.runId;
+      // The pending mark lives as long as an answer can take: a processor that gets the run meanwhile waits.
+      expect(fakes.timeline).toEqual([`pending ${runId} ${config.kafka.produceTimeoutMs}`, `publish ${runId}`, `${settled} ${runId}`]);
+      await h.app.close();
+    }
+  });
+
+  it('leaves the pending mark of an event that never left the process to expire: nothing can read it', async () => {
+    const h = harness({ publish: () => Promise.reject(new ProduceTimeoutError(5_000, false)) });
+    expectProblem(await submit(h, VALID), 503, 'overloaded', true);
+    expect(fakes.timeline.map((t) => t.split(' ')[0])).toEqual(['pending', 'publish']);
+  });
+
+  it('writes no answer mark for a submission refused at admission, nor when the outage policy decided without Redis', async () => {
+    const refused = harness({ decision: { outcome: 'rejected', reason: 'overloaded', retryAfterSec: 2 } });
+    expectProblem(await submit(refused, VALID), 503, 'overloaded', true);
+    expect(fakes.timeline).toEqual([]);
+    await refused.app.close();
+    const failOpen = harness({ decision: { outcome: 'admitted', reason: 'capacity_available', redisOutage: true } });
+    expect((await submit(failOpen, VALID)).statusCode).toBe(202);
+    expect(fakes.timeline.map((t) => t.split(' ')[0])).toEqual(['publish']);
+  });
+
+  it('accepts the run when the pending mark cannot be written, counted, and clears no mark it did not write', async () => {
+    const h = harness({ markAnswerPending: () => Promise.reject(new Error('ECONNREFUSED')) });
+    expect((await submit(h, VALID)).statusCode).toBe(202);
+    expect(fakes.timeline.map((t) => t.split(' ')[0])).toEqual(['publish']);
+    const cleanup = await h.metrics.submitCleanupFailures.get();
+    expect(cleanup.values).toEqual([expect.objectContaining({ value: 1, labels: { step: 'mark_answer_pending' } })]);
+  });
 
   it('still answers 503 when the never-run mark cannot be written, and counts that', async () => {
     const h = harness({ publish: () => Promise.reject(new ProduceTimeoutError(5_000, true)), markNotAcknowledged: () => Promise.reject(new Error('ECONNREFUSED')) });

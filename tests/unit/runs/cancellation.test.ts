@@ -1,13 +1,13 @@
 import type { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { RedisCancellations, cancelReasonOf } from '../../../src/runs/cancellation.js';
+import { RedisCancellations, answerPendingMs, cancelReasonOf } from '../../../src/runs/cancellation.js';
 import { redisKeys } from '../../../src/redis/keys.js';
 
 const NOW = 1_700_000_000_000;
 const RUN = '0190f5a2-7c00-7abc-8def-0123456789ab';
 const keys = redisKeys('ns.');
 
-function cancellations(redis: Partial<Record<'set' | 'get', (...args: unknown[]) => Promise<unknown>>>) {
+function cancellations(redis: Partial<Record<'set' | 'get' | 'del', (...args: unknown[]) => Promise<unknown>>>) {
   return new RedisCancellations(redis as unknown as Redis, keys, { now: () => NOW });
 }
 
@@ -22,6 +22,18 @@ describe('RedisCancellations', () => {
     const calls: unknown[][] = [];
     await cancellations({ set: async (...args) => calls.push(args) }).withdraw(RUN, NOW + 30_000);
     expect(calls).toEqual([[keys.cancelRequested(RUN), 'not_acknowledged', 'PX', 90_000]]);
+  });
+
+  it("marks a submission's answer pending for the produce timeout and a grace, and clears the mark once accepted", async () => {
+    const calls: unknown[][] = [];
+    const marks = cancellations({ set: async (...args) => calls.push(['set', ...args]), del: async (...args) => calls.push(['del', ...args]) });
+    await marks.markAnswerPending(RUN, 5_000);
+    await marks.markAnswered(RUN);
+    expect(calls).toEqual([
+      ['set', keys.answerPending(RUN), '1', 'PX', 15_000],
+      ['del', keys.answerPending(RUN)],
+    ]);
+    expect(answerPendingMs(5_000)).toBe(15_000);
   });
 
   it('keeps the key a minute even when the deadline has already passed', async () => {
