@@ -1,14 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
-import { Kafka, logLevel, type Consumer, type Producer } from 'kafkajs';
+import { Kafka, logLevel, type Consumer } from 'kafkajs';
 import { EventCodec } from '../events/codec.js';
 import { FileSchemaRegistry } from '../events/file-schema-registry.js';
 import { HttpSchemaRegistry } from '../events/http-schema-registry.js';
-import { SIGNATURE_HEADER, ingressSignature } from '../events/ingress-signature.js';
 import { SUBJECTS, type RunStatusChanged } from '../events/schemas.js';
-import { createIdempotentProducer } from '../kafka/client.js';
 import { topicNames, type TopicNames } from '../kafka/topics.js';
 import { withTimeout } from '../util/with-timeout.js';
+import { EventProducer } from './event-producer.js';
 import { OutcomeBook } from './outcome-book.js';
 import { InvalidSubmissionError, OutcomeUnavailableError, ProducerClosedError, SubmitFailedError } from './producer-errors.js';
 import { toRunSubmission, type OutcomeStage, type SubmissionOutcome, type SubmitRequest } from './submission.js';
@@ -54,7 +53,7 @@ const STATUS_MAX_WAIT_MS = 100;
  *
  * `submit` encodes a RunSubmission in the Confluent wire format (registering the schema as Sluice
  * does), signs it with the tenant's ingress secret, and resolves once Kafka acknowledged it with
- * acks=all, or rejects within `submitTimeoutMs`. `awaitOutcome` answers from a consumer of the
+ * acks=all, or rejects within `submitTimeoutMs`; submits made at once go in shared produce requests. `awaitOutcome` answers from a consumer of the
  * status topic in a group of this producer's own, started with the first submit at the topic's
  * end offsets as they were then, so every outcome of this producer's requests is seen.
  */
@@ -66,7 +65,7 @@ export class SluiceProducer {
   private readonly submitTimeoutMs: number;
   private readonly book: OutcomeBook;
   private readonly clientId: string;
-  private producer: Producer | undefined;
+  private producer: EventProducer | undefined;
   private follower: Consumer | undefined;
   private starting: Promise<void> | undefined;
   private closed = false;
@@ -100,12 +99,7 @@ export class SluiceProducer {
       await this.start();
       // Tracked before it is sent: its answer may come before the send resolves.
       if (this.follower) this.book.track(submission.requestId);
-      const value = await this.codec.encode(SUBJECTS.runSubmission, submission);
-      await this.producer!.send({
-        topic: this.topics.requests,
-        acks: -1,
-        messages: [{ key: submission.tenantId, value, headers: { [SIGNATURE_HEADER]: ingressSignature(this.secret, submission.tenantId, value) } }],
-      });
+      await this.producer!.publishSubmission(submission, this.secret, this.submitTimeoutMs);
     };
     try {
       await withTimeout(send(), this.submitTimeoutMs, `submitting request ${submission.requestId}`);
@@ -127,7 +121,7 @@ export class SluiceProducer {
     this.closed = true;
     this.book.fail(new OutcomeUnavailableError('the producer is closed'));
     await this.starting?.catch(() => undefined);
-    await Promise.allSettled([this.follower?.disconnect(), this.producer?.disconnect()]);
+    await Promise.allSettled([this.follower?.disconnect(), this.producer?.close()]);
   }
 
   private start(): Promise<void> {
@@ -138,11 +132,8 @@ export class SluiceProducer {
   }
 
   private async connect(): Promise<void> {
-    if (!this.producer) {
-      const producer = createIdempotentProducer(this.kafka);
-      await producer.connect();
-      this.producer = producer;
-    }
+    // Submits made at once share produce requests (EventProducer's batching), as Sluice's own events do.
+    this.producer ??= await EventProducer.connect(this.kafka, this.codec, this.topics);
     if (this.opts.followOutcomes !== false && !this.follower) await this.follow();
   }
 

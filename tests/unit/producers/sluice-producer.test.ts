@@ -1,7 +1,7 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Kafka, ProducerRecord } from 'kafkajs';
+import type { Kafka, ProducerBatch } from 'kafkajs';
 import { describe, expect, it } from 'vitest';
 import { EventCodec } from '../../../src/events/codec.js';
 import { FileSchemaRegistry } from '../../../src/events/file-schema-registry.js';
@@ -12,12 +12,12 @@ import { InvalidSubmissionError, ProducerClosedError, SluiceProducer, SubmitFail
 const SECRET = 'a-secret-of-at-least-sixteen-bytes';
 
 /** A kafkajs client whose producer keeps what it is sent, or never answers. */
-function fakeKafka(opts: { hang?: boolean } = {}): { kafka: Kafka; sent: ProducerRecord[] } {
-  const sent: ProducerRecord[] = [];
+function fakeKafka(opts: { hang?: boolean } = {}): { kafka: Kafka; sent: ProducerBatch[] } {
+  const sent: ProducerBatch[] = [];
   const producer = {
     connect: async () => undefined,
     disconnect: async () => undefined,
-    send: (record: ProducerRecord) => (opts.hang ? new Promise(() => undefined) : (sent.push(record), Promise.resolve([]))),
+    sendBatch: (batch: ProducerBatch) => (opts.hang ? new Promise(() => undefined) : (sent.push(batch), Promise.resolve([]))),
   };
   return { kafka: { producer: () => producer } as unknown as Kafka, sent };
 }
@@ -30,9 +30,11 @@ describe('SluiceProducer.submit', () => {
     const producer = new SluiceProducer({ kafka, tenantId: 'tenant-a', secret: SECRET, registry: { dir }, namespace: 'ns.', followOutcomes: false });
     const { requestId } = await producer.submit({ workflow: 'support-reply', input: { orderId: '42' }, idempotencyKey: 'order-42', deadlineMs: 9_000 });
     expect(sent).toHaveLength(1);
-    const record = sent[0]!;
-    expect(record).toMatchObject({ topic: 'ns.sluice.runs.requests', acks: -1 });
-    const message = record.messages[0]!;
+    const batch = sent[0]!;
+    expect(batch.acks).toBe(-1);
+    expect(batch.topicMessages).toHaveLength(1);
+    expect(batch.topicMessages![0]!.topic).toBe('ns.sluice.runs.requests');
+    const message = batch.topicMessages![0]!.messages[0]!;
     expect(message.key).toBe('tenant-a');
     const value = message.value as Buffer;
     expect(signatureMatches(Buffer.from(SECRET), 'tenant-a', value, (message.headers as Record<string, string>)['sluice-signature'])).toBe(true);
