@@ -125,9 +125,11 @@ export class SluiceProducer {
   }
 
   private start(): Promise<void> {
-    this.starting ??= this.connect();
-    // A failed start is tried again by the next submit.
-    this.starting.catch(() => (this.starting = undefined));
+    if (!this.starting) {
+      this.starting = this.connect();
+      // A failed start is tried again by the next submit.
+      this.starting.catch(() => (this.starting = undefined));
+    }
     return this.starting;
   }
 
@@ -152,8 +154,13 @@ export class SluiceProducer {
       await admin.disconnect();
     }
     const consumer = this.kafka.consumer({ groupId: `${this.opts.namespace ?? ''}sluice-producer.${this.clientId}.${randomUUID()}`, maxWaitTimeInMs: STATUS_MAX_WAIT_MS });
-    await consumer.connect();
-    await consumer.subscribe({ topics: [this.topics.status] });
+    try {
+      await consumer.connect();
+      await consumer.subscribe({ topics: [this.topics.status] });
+    } catch (err) {
+      await consumer.disconnect().catch(() => undefined);
+      throw err;
+    }
     consumer.on(consumer.events.CRASH, ({ payload }) => {
       if (!payload.restart) this.book.fail(new OutcomeUnavailableError(`following ${this.topics.status} stopped: ${payload.error.message}`));
     });

@@ -19,7 +19,8 @@ import { consumeStatuses, runRequest, sluiceConfigDoc, startSimulator, withSluic
 const TENANTS = ['tenant-a', 'tenant-b', 'tenant-c'] as const;
 const WORKFLOW = 'support-reply';
 const CONCURRENCY = 64;
-const PROBE_TIMEOUT_MS = 15_000;
+/** Bound on one lone run, and on each warm-up run (the first waits for the processor to join its group). */
+const PROBE_TIMEOUT_MS = 60_000;
 
 export interface IngressBenchOptions {
   /** Runs per burst, each path. */
@@ -73,7 +74,7 @@ export async function benchIngress(o: IngressBenchOptions): Promise<void> {
     return withSluiceProcess(
       h,
       {
-        label: 'ingress',
+        label: 'processor+ingress',
         index: 0,
         stamp,
         roles: 'processor,ingress',
