@@ -3,8 +3,7 @@ import type { RedisKeys } from '../redis/keys.js';
 import type { LuaScripts } from '../redis/scripts.js';
 import { canonicalJson } from '../util/canonical-json.js';
 
-/** Printable ASCII without spaces, as the IETF Idempotency-Key draft and Stripe accept. */
-export const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
+export { IDEMPOTENCY_KEY } from '../client/types.js';
 
 /** A stored answer: what the first request with this key got. */
 export interface StoredAnswer {

@@ -12,6 +12,13 @@ export type RunStatus = 'queued' | 'running' | 'waiting_dependency' | 'completed
 /** Statuses a run never leaves; its event stream ends after one of them. */
 export const TERMINAL_RUN_STATUSES: ReadonlySet<RunStatus> = new Set(['completed', 'failed', 'expired', 'cancelled', 'dead_lettered', 'rejected']);
 
+/**
+ * An idempotency key (the `Idempotency-Key` header, a RunSubmission's `idempotencyKey`): printable
+ * ASCII without spaces, as the IETF Idempotency-Key draft and Stripe accept. Here, below the
+ * server, so the producer library checks a key by the rule admission applies.
+ */
+export const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
+
 export interface RunError {
   code: string;
   message: string;

@@ -1,19 +1,9 @@
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { timingSafeEqual } from 'node:crypto';
+import { ingressSignature } from '../events/ingress-signature.js';
 
-/** The header of an ingress record that proves the producer holds the tenant's ingress secret. */
-export const SIGNATURE_HEADER = 'sluice-signature';
+export { SIGNATURE_HEADER, ingressSignature } from '../events/ingress-signature.js';
 
 const HEX_SHA256 = /^[0-9a-f]{64}$/;
-
-/**
- * Hex HMAC-SHA256, under the tenant's ingress secret, of the tenant id's UTF-8 bytes, one zero
- * byte, then the record's value bytes as they are on the wire. The tenant is in the signed bytes
- * so a signature made for one tenant never verifies for another, even with a shared secret; the
- * zero byte keeps "tenant" + "value" from being split another way.
- */
-export function ingressSignature(secret: Buffer, tenantId: string, value: Buffer): string {
-  return createHmac('sha256', secret).update(tenantId, 'utf8').update(Buffer.of(0)).update(value).digest('hex');
-}
 
 /** Whether `signature` (the header's text) is the record's signature; compared in constant time. */
 export function signatureMatches(secret: Buffer, tenantId: string, value: Buffer, signature: string | undefined): boolean {

@@ -2,7 +2,8 @@ import type { Kafka, Producer } from 'kafkajs';
 import { createIdempotentProducer, needsNewProducerId } from '../kafka/client.js';
 import type { Logger } from '../obs/logger.js';
 import type { EventCodec } from '../events/codec.js';
-import { SUBJECTS, type DeadLetterEnvelope, type RunRequested, type RunStatusChanged } from '../events/schemas.js';
+import { SIGNATURE_HEADER, ingressSignature } from '../events/ingress-signature.js';
+import { SUBJECTS, type DeadLetterEnvelope, type RunRequested, type RunStatusChanged, type RunSubmission } from '../events/schemas.js';
 import type { TopicNames } from '../kafka/topics.js';
 import { DEFAULT_MAX_BATCH_BYTES } from '../config/schema.js';
 import { ProduceBatcher, type OutgoingMessage } from './produce-batcher.js';
@@ -71,6 +72,13 @@ export class EventProducer {
    */
   async publishIngressRetry(record: { tenantId: string; value: Buffer; headers: Record<string, string> }, timeoutMs: number): Promise<void> {
     await this.batcher.produce({ topic: this.topics.retry, key: record.tenantId, value: record.value, headers: record.headers }, timeoutMs);
+  }
+
+  /** A producer's run request to the ingress topic: keyed by its tenant, signed with the tenant's ingress secret. */
+  async publishSubmission(submission: RunSubmission, secret: Buffer, timeoutMs: number): Promise<void> {
+    const value = await this.codec.encode(SUBJECTS.runSubmission, submission);
+    const headers = { [SIGNATURE_HEADER]: ingressSignature(secret, submission.tenantId, value) };
+    await this.batcher.produce({ topic: this.topics.requests, key: submission.tenantId, value, headers }, timeoutMs);
   }
 
   /** Status events are keyed by run so every transition of one run stays in order. */

@@ -196,6 +196,18 @@ program
   });
 
 program
+  .command('ingress')
+  .description('the Kafka ingress (SluiceProducer → ingress role → work topic) vs producing RunRequested straight to the work topic, side by side: runs onto the work topic/s, runs done/s, produce → queued and → running of lone runs')
+  .option('--events <n>', 'runs per burst, each path', bounded(100, 20_000), 2_000)
+  .option('--probes <n>', 'lone runs per path for latency, the paths taking turns', bounded(10, 1_000), 100)
+  .option('--phase-timeout <sec>', 'upper bound on each burst (the probes: twice it)', bounded(10, 600), 120)
+  .option('--json', 'print the figures as one JSON line instead of a table', false)
+  .action(async (o: { events: number; probes: number; phaseTimeout: number; json: boolean }) => {
+    const { benchIngress } = await import('./ingress-bench.js');
+    await benchIngress({ events: o.events, probes: o.probes, phaseTimeoutSec: o.phaseTimeout, json: o.json });
+  });
+
+program
   .command('bullmq-worker', { hidden: true })
   .requiredOption('--redis <url>', 'Redis URL')
   .requiredOption('--queue <name>', 'queue name')

@@ -19,7 +19,9 @@ import { describe, expect, it } from 'vitest';
  * - kafka: clients, topics, and the one consumer factory and batch-sink loop every consumer uses
  *   (which decode events and write through db).
  * - runs, steps, producers: a run's identity, deadline, status sequence and cancellation; one call
- *   to a step's dependency (LLM, tool) and how it fails; producing events to Kafka.
+ *   to a step's dependency (LLM, tool) and how it fails; producing events to Kafka, and the Kafka
+ *   producer library the package exports (`sluice/producer`: it needs the codec and Kafka, which
+ *   the HTTP client's layer may not import).
  * - dlq, permits, breakers, pacing: dead letters; concurrency permits; the shared circuit breakers;
  *   the shared rate limits of dependency calls.
  * - retries, admission, status: retry policy, budget and the retry topic (whose unreadable records
