@@ -1,4 +1,5 @@
 import { hostname } from 'node:os';
+import { join } from 'node:path';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Role, SluiceConfig } from '../config/schema.js';
 import type { Logger } from '../obs/logger.js';
@@ -48,7 +49,11 @@ import { llmFromSimulator } from '../config/profile.js';
 import { leasesPerRun } from '../config/workflows.js';
 import { RetryForwarder } from '../retries/retry-forwarder.js';
 import { RETRY_BUDGET_REPORT_MS, SharedRetryBudgets } from '../retries/shared-retry-budget.js';
-import { LagMonitor } from '../lag/lag-monitor.js';
+import { LagMonitor, readPublishedReport } from '../lag/lag-monitor.js';
+import { ConsoleSessions } from '../api/console/console-session.js';
+import { ConsoleAssets } from '../api/console/console-assets.js';
+import { OverviewSampler } from '../api/console/overview-sampler.js';
+import { packageRoot } from '../util/package-root.js';
 import { createLagMetrics } from '../lag/lag-metrics.js';
 import { WaitingRuns } from '../status/waiting-runs.js';
 
@@ -259,6 +264,20 @@ async function startApi(ctx: RoleContext): Promise<string> {
     runStatus: { runs, feed, cancellations },
     withdrawals: cancellations,
     limits: new LimitsStore(clients.redis, clients.keys),
+    ...(config.api.console.enable && {
+      console: {
+        sessions: new ConsoleSessions(clients.redis, clients.keys, config.api.console.sessionTtlSec),
+        sessionTtlSec: config.api.console.sessionTtlSec,
+        assets: new ConsoleAssets(join(packageRoot(), 'dist', 'console')),
+        sampler: new OverviewSampler(metrics, config.api.console.sampleMs),
+        metrics,
+        lagReport: () => readPublishedReport(clients.redis, clients.keys),
+        breakers: () => [...board.all().values()],
+        runs: store,
+        cancellations,
+        audit: log.child({ component: 'console' }),
+      },
+    }),
   });
   const url = await listen(api, config.api.host, config.api.port);
   onStop(() => api.close());
