@@ -15,14 +15,15 @@ export class ApiError extends Error {
   }
 }
 
-async function call<T>(method: string, path: string, body?: unknown): Promise<T> {
+/** `session`: a 401 means the session ended (so the login form shows); at login it means the key is unknown. */
+async function call<T>(method: string, path: string, body?: unknown, session = true): Promise<T> {
   const res = await fetch(path, {
     method,
     credentials: 'same-origin',
     headers: { ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...(csrfToken && method !== 'GET' ? { 'x-csrf-token': csrfToken } : {}) },
     ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
   });
-  if (res.status === 401) {
+  if (res.status === 401 && session) {
     csrfToken = undefined;
     throw new LoggedOut('log in again');
   }
@@ -48,7 +49,7 @@ export async function resume(): Promise<boolean> {
 }
 
 export async function login(key: string): Promise<void> {
-  csrfToken = (await call<{ csrfToken: string }>('POST', '/console/session', { key })).csrfToken;
+  csrfToken = (await call<{ csrfToken: string }>('POST', '/console/session', { key }, false)).csrfToken;
 }
 
 export async function logout(): Promise<void> {

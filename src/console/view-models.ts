@@ -39,14 +39,15 @@ export function latencyPick(p: OverviewPoint): Record<string, number | null> {
   return out;
 }
 
-/** The latest value of each series, for the figures above the charts ('–' when none yet). */
+/** How far back the figures above the charts average: one burst stays visible between two refreshes. */
+export const FIGURE_SPAN_MS = 60_000;
+
+/** Per-second rates over the last minute of points, for the figures above the charts ('–' before the first point). */
 export function latestFigures(points: readonly OverviewPoint[]): { label: string; value: string }[] {
   const last = points[points.length - 1];
-  const rate = (n: number | undefined) => (n === undefined ? '–' : `${formatNumber(n)}/s`);
-  return [
-    ...ADMISSION_OUTCOMES.map((o) => ({ label: o, value: rate(last?.admission[o] ?? (last ? 0 : undefined)) })),
-    { label: 'completed', value: rate(last?.finished.completed ?? (last ? 0 : undefined)) },
-  ];
+  const recent = last ? points.filter((p) => last.at - p.at < FIGURE_SPAN_MS) : [];
+  const mean = (pick: (p: OverviewPoint) => number | undefined) => (last ? `${formatNumber(recent.reduce((sum, p) => sum + (pick(p) ?? 0), 0) / recent.length)}/s` : '–');
+  return [...ADMISSION_OUTCOMES.map((o) => ({ label: o, value: mean((p) => p.admission[o]) })), { label: 'completed', value: mean((p) => p.finished.completed) }];
 }
 
 export function formatNumber(n: number): string {

@@ -10,7 +10,7 @@ export interface PermitUse {
 export interface BackpressureGauges {
   /** Empty when the permits could not be read from Redis at this request. */
   permits: PermitUse[];
-  /** Partitions this process's consumers hold paused, by why. */
+  /** Partitions this process's consumers hold paused, by why (reasons with none left out). */
   paused: { reason: string; partitions: number }[];
   /** Runs this process holds because a dependency they need is open, by dependency. */
   held: { dependency: string; runs: number }[];
@@ -36,7 +36,7 @@ export function backpressureGauges(metrics: readonly MetricJson[]): Backpressure
   const inUse = summed(metrics, 'sluice_permits_in_use', 'scope');
   return {
     permits: [...limits].map(([scope, limit]) => ({ scope, inUse: inUse.get(scope) ?? 0, limit })),
-    paused: [...summed(metrics, 'sluice_processor_paused_partitions', 'reason')].map(([reason, partitions]) => ({ reason, partitions })),
+    paused: [...summed(metrics, 'sluice_processor_paused_partitions', 'reason')].filter(([, partitions]) => partitions > 0).map(([reason, partitions]) => ({ reason, partitions })),
     held: [...summed(metrics, 'sluice_processor_runs_held', 'dependency')].filter(([, runs]) => runs > 0).map(([dependency, runs]) => ({ dependency, runs })),
   };
 }

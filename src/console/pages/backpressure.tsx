@@ -98,7 +98,7 @@ export function BackpressurePage({ onLoggedOut }: { onLoggedOut: () => void }) {
       <ul>
         {bp?.paused.map((p) => <li key={p.reason}>{p.partitions} partitions paused: {p.reason}</li>)}
         {bp?.held.map((h) => <li key={h.dependency}>{h.runs} runs held for {h.dependency}</li>)}
-        {bp && bp.paused.every((p) => p.partitions === 0) && bp.held.length === 0 && <li class="muted">none</li>}
+        {bp && bp.paused.length === 0 && bp.held.length === 0 && <li class="muted">none</li>}
       </ul>
     </section>
   );

@@ -9,7 +9,7 @@ export function Overview({ points }: { points: readonly OverviewPoint[] }) {
   return (
     <section>
       <h1>Overview</h1>
-      <p class="muted">The last 15 minutes as this API instance counts them, refreshed every {OVERVIEW_REFRESH_MS / 1000} s.</p>
+      <p class="muted">The last 15 minutes as this API instance counts them, refreshed every {OVERVIEW_REFRESH_MS / 1000} s; the figures are per second over the last minute.</p>
       <dl class="figures" data-testid="figures">
         {latestFigures(points).map((f) => (
           <div key={f.label}>

@@ -98,6 +98,7 @@ describe('backpressureGauges', () => {
   it('pairs permits in use with limits per scope, and sums paused partitions and held runs', async () => {
     const m = createMetrics();
     m.pausedPartitions.set({ reason: 'buffer_full' }, 2);
+    m.pausedPartitions.set({ reason: 'breaker_open' }, 0);
     m.runsHeld.set({ dependency: 'anthropic', tenant: 'a', class: 'interactive' }, 3);
     m.runsHeld.set({ dependency: 'anthropic', tenant: 'b', class: 'batch' }, 1);
     const json = [

@@ -16,9 +16,12 @@ describe('chartData', () => {
 });
 
 describe('latestFigures', () => {
-  it('shows the newest rates, and dashes before the first point', () => {
+  it('averages the rates of the last minute, and shows dashes before the first point', () => {
     expect(latestFigures([]).map((f) => f.value)).toEqual(['–', '–', '–', '–', '–']);
     expect(latestFigures([point(0, { admitted: 12.345 })]).slice(0, 2)).toEqual([{ label: 'admitted', value: '12.3/s' }, { label: 'queued', value: '0/s' }]);
+    // A burst of 6/s in one of the minute's points, then quiet: 1/s; the point a minute old is out.
+    const minute = [point(0, { admitted: 100 }), point(10_000, { admitted: 6 }), ...[20, 30, 40, 50, 60].map((s) => point(s * 1000, { admitted: 0 }))];
+    expect(latestFigures(minute)[0]).toEqual({ label: 'admitted', value: '1.00/s' });
   });
 });
 
