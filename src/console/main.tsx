@@ -6,12 +6,13 @@ import { get, login, logout, resume } from './api.js';
 import { usePolled } from './hooks.js';
 import { BackpressurePage } from './pages/backpressure.js';
 import { DependenciesPage } from './pages/dependencies.js';
+import { DlqPage } from './pages/dlq.js';
 import { Overview, OVERVIEW_REFRESH_MS } from './pages/overview.js';
 import { RunsPage } from './pages/runs.js';
 import { alertBanner } from './view-models.js';
 import './style.css';
 
-const PAGES = ['overview', 'backpressure', 'dependencies', 'runs'] as const;
+const PAGES = ['overview', 'backpressure', 'dependencies', 'runs', 'dlq'] as const;
 type Page = (typeof PAGES)[number];
 
 /** The page and run named by the URL's fragment (#/runs/<id>): links and reloads land where they were. */
@@ -62,7 +63,7 @@ function Console({ onOut }: { onOut: () => void }) {
         <nav>
           {PAGES.map((p) => (
             <a key={p} href={`#/${p}`} class={where.page === p ? 'current' : ''}>
-              {p}
+              {p === 'dlq' ? 'DLQ' : p}
             </a>
           ))}
         </nav>
@@ -78,6 +79,7 @@ function Console({ onOut }: { onOut: () => void }) {
         {where.page === 'backpressure' && <BackpressurePage onLoggedOut={onOut} />}
         {where.page === 'dependencies' && <DependenciesPage onLoggedOut={onOut} />}
         {where.page === 'runs' && <RunsPage onLoggedOut={onOut} selected={where.runId} onSelect={(runId) => setWhere({ page: 'runs', ...(runId ? { runId } : {}) })} />}
+        {where.page === 'dlq' && <DlqPage onLoggedOut={onOut} />}
       </main>
     </>
   );

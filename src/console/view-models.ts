@@ -166,8 +166,8 @@ export function runTimeline(events: readonly RunEvent[]): TimelineItem[] {
   });
 }
 
-/** The Runs page's filter as the console API's query string; empty fields are left out. */
-export function runQuery(filter: Record<string, string>): string {
+/** A page's filter (Runs, DLQ) as the console API's query string; empty fields are left out. */
+export function filterQuery(filter: Record<string, string>): string {
   const params = new URLSearchParams();
   for (const [k, v] of Object.entries(filter)) {
     const t = v.trim();

@@ -40,6 +40,10 @@ import { UnlimitedPermits } from '../permits/unlimited-permits.js';
 import { registerPermitGauges } from '../permits/permit-metrics.js';
 import { BreakerBoard } from '../breakers/breaker-board.js';
 import { DeadLetterStore } from '../dlq/dead-letter-store.js';
+import { DeadLetterReplayer, type ReplayKafka } from '../dlq/replay-runner.js';
+import { createIdempotentProducer } from '../kafka/client.js';
+import { topicNames } from '../kafka/topics.js';
+import type { Producer } from 'kafkajs';
 import { DlqSink } from '../dlq/dlq-sink.js';
 import { BreakerStore } from '../breakers/breaker-store.js';
 import { RunBreakerGate } from '../breakers/run-breaker-gate.js';
@@ -247,6 +251,24 @@ async function startApi(ctx: RoleContext): Promise<string> {
     runs = rows;
   }
   const cancellations = new RedisCancellations(clients.redis, clients.keys);
+  const deadLetters = new DeadLetterStore(await clients.pool(), { statementTimeoutMs: config.postgres.statementTimeoutMs, namespace: config.namespace });
+  // The console's DLQ replays produce as `sluice dlq replay` does: an idempotent producer, connected on the first replay.
+  let replayProducer: Promise<Producer> | undefined;
+  const replayKafka = async (): Promise<ReplayKafka> => {
+    replayProducer ??= (async () => {
+      const producer = createIdempotentProducer(clients.kafka);
+      await producer.connect();
+      onStop(() => producer.disconnect());
+      return producer;
+    })();
+    const admin = clients.kafka.admin();
+    await admin.connect();
+    try {
+      return { producer: await replayProducer, existingTopics: new Set(await admin.listTopics()), produceTimeoutMs: config.kafka.produceTimeoutMs };
+    } finally {
+      await admin.disconnect();
+    }
+  };
   const api = buildApiServer({
     config,
     logger,
@@ -276,6 +298,7 @@ async function startApi(ctx: RoleContext): Promise<string> {
         runs: store,
         cancellations,
         audit: log.child({ component: 'console' }),
+        dlq: { store: deadLetters, replayer: new DeadLetterReplayer(deadLetters, clients.codec, topicNames(config.namespace)), kafka: replayKafka },
       },
     }),
   });

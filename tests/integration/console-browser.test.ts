@@ -4,7 +4,7 @@ import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { packageRoot } from '../../src/util/package-root.js';
 import { launchChromium } from '../support/chromium.js';
-import { ADMIN_KEY, TENANT_A_KEY, TENANT_B_KEY, eventually, freePort, http, startSluice, testNamespace, waitForStatus, writeTestConfig, type SluiceProcess } from './harness.js';
+import { ADMIN_KEY, TENANT_A_KEY, TENANT_B_KEY, TENANT_C_KEY, eventually, freePort, http, startSluice, testNamespace, waitForStatus, writeTestConfig, type SluiceProcess } from './harness.js';
 
 const SCREENSHOTS = join(packageRoot(), 'docs', 'console');
 /** Every browser wait is bounded: a broken page fails the test in seconds, not at the suite's timeout. */
@@ -39,7 +39,7 @@ describe('the operations console in a browser', () => {
       kafka: { sessionTimeoutMs: 6_000, heartbeatIntervalMs: 1_000 },
       processor: { shutdownGraceMs: 1_000 },
     });
-    sluice = await startSluice({ configPath, roles: 'provider-sim,status-sink,processor,lag-monitor,api', namespace });
+    sluice = await startSluice({ configPath, roles: 'provider-sim,status-sink,dlq-sink,processor,lag-monitor,api', namespace });
     api = `http://127.0.0.1:${apiPort}`;
     sim = `http://127.0.0.1:${simPort}`;
     mkdirSync(SCREENSHOTS, { recursive: true });
@@ -129,6 +129,30 @@ describe('the operations console in a browser', () => {
     await shot('runs');
     const audit = await eventually(async () => sluice.logs.find((l) => (l.audit as { action?: string } | undefined)?.action === 'run.cancel'), 5_000, 'the audit line of the cancel');
     expect(audit.audit).toMatchObject({ outcome: 'done', runId: slow.body.runId, tenant: 'tenant-a' });
+  });
+
+  it('replays a dead letter from the DLQ page, after a dry run, and the run completes', async () => {
+    // tenant-c may run nothing, so its batch run's deadline passes while it waits: it is dead-lettered as expired.
+    const limit = (n: number) => http(`${api}/v1/admin/limits`, { method: 'PUT', key: ADMIN_KEY, json: { scope: 'tenant', name: 'tenant-c', limit: n } });
+    expect((await limit(0)).status).toBe(200);
+    const doomed = await http(`${api}/v1/runs`, { method: 'POST', key: TENANT_C_KEY, json: { workflow: 'support-reply', input: { message: 'Where is order 9?' }, class: 'batch', deadlineMs: 2_000 } });
+    expect(doomed.status).toBe(202);
+    await waitForStatus(api, doomed.body.runId, TENANT_C_KEY, ['dead_lettered'], 30_000);
+    expect((await limit(2)).status).toBe(200);
+    await page.click('a[href="#/dlq"]');
+    const row = page.locator('[data-testid=dlq] tr', { hasText: 'expired' }).first();
+    await row.waitFor({ timeout: UI_TIMEOUT_MS });
+    await row.locator('input[type=checkbox]').check();
+    await row.locator('button.link').click();
+    await page.waitForSelector(`[data-testid=dlq-row] >> text=${doomed.body.runId}`);
+    await page.click('[data-testid=dlq-dry-run]');
+    await page.waitForSelector('[data-testid=dlq-answer] >> text=dry run, nothing changed: would replay 1');
+    await shot('dlq');
+    await page.click('[data-testid=dlq-replay]');
+    await page.waitForSelector('[data-testid=dlq-answer] >> text=replayed 1');
+    await waitForStatus(api, doomed.body.runId, TENANT_C_KEY, ['completed'], 30_000);
+    const audit = await eventually(async () => sluice.logs.find((l) => (l.audit as { action?: string } | undefined)?.action === 'dlq.replay'), 5_000, 'the audit line of the replay');
+    expect(audit.audit).toMatchObject({ outcome: 'done', replayed: 1, by: expect.stringMatching(/^console:/) });
   });
 
   it('logs out: the session is gone and the login form is back', async () => {

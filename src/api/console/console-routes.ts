@@ -1,6 +1,11 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { BreakerView } from '../../breakers/breaker-gate.js';
 import { RUN_STATUSES, type RunStatus } from '../../events/schemas.js';
+import { DEAD_LETTER_STATUSES, type DeadLetterStatus, type DeadLetterStore } from '../../dlq/dead-letter-store.js';
+import { emptyTally, type ReplayResult } from '../../dlq/replay-outcome.js';
+import { DEFAULT_REPLAY_RATE } from '../../dlq/replay-pacer.js';
+import type { DeadLetterReplayer, ReplayKafka } from '../../dlq/replay-runner.js';
+import { outcomeLine, rowJson, summaryLine } from '../../dlq/replay-text.js';
 import type { PublishedReport } from '../../lag/lag-monitor.js';
 import type { Logger } from '../../obs/logger.js';
 import type { Metrics } from '../../obs/metrics.js';
@@ -32,6 +37,13 @@ export interface ConsoleDeps {
   cancellations: Pick<RedisCancellations, 'request'>;
   /** Where audit lines go: one per console action, allowed or refused. */
   audit: Logger;
+  /** The DLQ archive, replayed and discarded as `sluice dlq` does. */
+  dlq: {
+    store: Pick<DeadLetterStore, 'list' | 'get' | 'discard'>;
+    replayer: Pick<DeadLetterReplayer, 'preview' | 'replay'>;
+    /** A producer and the topics that exist, connected on first use. */
+    kafka: () => Promise<ReplayKafka>;
+  };
 }
 
 declare module 'fastify' {
@@ -69,6 +81,28 @@ const runQuerySchema = {
     until: { type: 'string', format: 'date-time' },
   },
 } as const;
+
+interface DlqQuery {
+  status?: DeadLetterStatus;
+  tenant?: string;
+  workflow?: string;
+  reason?: string;
+}
+
+const dlqQuerySchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    status: { enum: [...DEAD_LETTER_STATUSES] },
+    tenant: { type: 'string', minLength: 1, maxLength: 200 },
+    workflow: { type: 'string', minLength: 1, maxLength: 200 },
+    reason: { type: 'string', minLength: 1, maxLength: 200 },
+  },
+} as const;
+
+/** Rows one console request may replay or discard: at the CLI's rate, a replay answers within 10 s. */
+const MAX_DLQ_IDS = 100;
+const DLQ_IDS = { type: 'array', minItems: 1, maxItems: MAX_DLQ_IDS, uniqueItems: true, items: { type: 'string', pattern: '^[1-9][0-9]{0,18}$' } } as const;
 
 /**
  * The operations console at `/console`: a page and its bundles (public: they hold no data), the
@@ -210,4 +244,44 @@ export function registerConsoleRoutes(app: FastifyInstance, deps: ConsoleDeps): 
     record(req, 'run.cancel', reply.statusCode < 400 ? 'done' : 'refused', { runId: run.runId, tenant: run.tenantId, status: reply.statusCode });
     return reply;
   });
+
+  app.get<{ Querystring: DlqQuery }>('/console/api/dlq', { onRequest: requireSession, schema: { querystring: dlqQuerySchema } }, async (req) => {
+    const rows = await deps.dlq.store.list({ ...req.query });
+    return { rows };
+  });
+
+  app.get<{ Params: { id: string } }>('/console/api/dlq/:id', { onRequest: requireSession }, async (req, reply) => {
+    const row = /^[1-9]\d{0,18}$/.test(req.params.id) ? await deps.dlq.store.get(req.params.id) : undefined;
+    if (!row) return sendProblem(reply, 'not_found', { detail: 'no such dead letter' });
+    return rowJson(row);
+  });
+
+  /** Recorded as replayed_by / discarded_by: the console and which session, as the CLI records its user. */
+  const who = (req: FastifyRequest) => `console:${req.consoleSession!.id}`;
+
+  app.post<{ Body: { ids: string[]; dryRun: boolean } }>(
+    '/console/api/dlq/replay',
+    { onRequest: requireSession, schema: { body: { type: 'object', required: ['ids', 'dryRun'], additionalProperties: false, properties: { ids: DLQ_IDS, dryRun: { type: 'boolean' } } } } },
+    async (req) => {
+      const { ids, dryRun } = req.body;
+      const outcomes: ReplayResult[] = [];
+      let tally = emptyTally();
+      let untried = 0;
+      if (dryRun) tally = await deps.dlq.replayer.preview(ids, (o) => outcomes.push(o));
+      else ({ tally, untried } = await deps.dlq.replayer.replay(ids, await deps.dlq.kafka(), { by: who(req), ratePerSec: DEFAULT_REPLAY_RATE, onOutcome: (o) => outcomes.push(o) }));
+      if (!dryRun) record(req, 'dlq.replay', tally.failed > 0 ? 'failed' : 'done', { ids, by: who(req), replayed: tally.replayed, refused: tally.refused, failed: tally.failed, untried });
+      return { lines: outcomes.map((o) => outcomeLine(o, dryRun)), summary: summaryLine(tally, dryRun), untried };
+    },
+  );
+
+  app.post<{ Body: { ids: string[]; reason: string } }>(
+    '/console/api/dlq/discard',
+    { onRequest: requireSession, schema: { body: { type: 'object', required: ['ids', 'reason'], additionalProperties: false, properties: { ids: DLQ_IDS, reason: { type: 'string', minLength: 1, maxLength: 500 } } } } },
+    async (req) => {
+      const { ids, reason } = req.body;
+      const result = await deps.dlq.store.discard(ids, who(req), reason);
+      record(req, 'dlq.discard', 'done', { ids, by: who(req), reason, discarded: result.discarded, notFound: result.notFound, notPending: result.notPending.map((n) => n.id) });
+      return result;
+    },
+  );
 }

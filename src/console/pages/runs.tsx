@@ -4,7 +4,7 @@ import type { RunEvent } from '../../client/types.js';
 import { TERMINAL_RUN_STATUSES } from '../../client/types.js';
 import { get, post } from '../api.js';
 import { usePolled } from '../hooks.js';
-import { runQuery, runTimeline } from '../view-models.js';
+import { filterQuery, runTimeline } from '../view-models.js';
 
 const STATUSES = ['', 'queued', 'running', 'waiting_dependency', 'completed', 'failed', 'expired', 'cancelled', 'dead_lettered'];
 
@@ -72,7 +72,7 @@ export function RunsPage({ onLoggedOut, selected, onSelect }: { onLoggedOut: () 
   return (
     <section>
       <h1>Runs</h1>
-      <form class="filters" onSubmit={(e) => (e.preventDefault(), setQuery(runQuery(filter)))}>
+      <form class="filters" onSubmit={(e) => (e.preventDefault(), setQuery(filterQuery(filter)))}>
         {field('runId', 'run id')}
         {field('tenant', 'tenant')}
         {field('workflow', 'workflow')}

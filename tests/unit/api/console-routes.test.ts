@@ -54,11 +54,15 @@ let app: FastifyInstance | undefined;
 let audit: Record<string, unknown>[];
 let limitFields: Map<string, number>;
 let cancelled: string[];
+let replays: { ids: readonly string[]; by: string; ratePerSec: number }[];
+let discards: { ids: readonly string[]; who: string; reason: string }[];
 
 function server(): FastifyInstance {
   audit = [];
   limitFields = new Map();
   cancelled = [];
+  replays = [];
+  discards = [];
   const metrics = createMetrics();
   const auditLog = { info: (fields: { audit: Record<string, unknown> }) => audit.push(fields.audit) } as unknown as Logger;
   app = buildApiServer({
@@ -85,6 +89,18 @@ function server(): FastifyInstance {
       runs: { findRuns: async (f) => (f.runId === undefined || f.runId === RUN.runId ? [RUN] : []), listEvents: async () => [] },
       cancellations: { request: async (runId) => void cancelled.push(runId) },
       audit: auditLog,
+      dlq: {
+        store: { list: async () => [], get: async () => undefined, discard: async (ids, who, reason) => (discards.push({ ids, who, reason }), { discarded: [...ids], notFound: [], notPending: [] }) },
+        replayer: {
+          preview: async () => ({ replayed: 0, refused: 0, failed: 0, skipped: { not_found: 1, replayed: 0, discarded: 0, locked: 0 } }),
+          replay: async (ids, _kafka, o) => {
+            replays.push({ ids, by: o.by, ratePerSec: o.ratePerSec });
+            for (const id of ids) o.onOutcome({ id, result: 'skipped', why: 'replayed' });
+            return { tally: { replayed: 0, refused: 0, failed: 0, skipped: { not_found: 0, replayed: ids.length, discarded: 0, locked: 0 } }, untried: 0 };
+          },
+        },
+        kafka: async () => ({ producer: { send: unused }, existingTopics: new Set(), produceTimeoutMs: 1_000 }),
+      },
     },
   } satisfies ApiDeps);
   return app;
@@ -205,6 +221,36 @@ describe('changes from the console', () => {
     expect(res.statusCode).toBe(202);
     expect(cancelled).toEqual([RUN.runId]);
     expect(audit.at(-1)).toMatchObject({ action: 'run.cancel', outcome: 'done', runId: RUN.runId, tenant: 'tenant-a' });
+  });
+});
+
+describe('DLQ actions from the console', () => {
+  it('replay at the CLI rate, recorded as by the console session, with its outcome lines', async () => {
+    const a = server();
+    const { cookie, csrf } = await login(a);
+    const res = await a.inject({ method: 'POST', url: '/console/api/dlq/replay', headers: { cookie, 'x-csrf-token': csrf }, payload: { ids: ['7'], dryRun: false } });
+    expect(res.json()).toEqual({ lines: ['skipped #7: already replayed'], summary: 'replayed 0, skipped 1 (1 already replayed), failed 0', untried: 0 });
+    expect(replays).toEqual([{ ids: ['7'], by: expect.stringMatching(/^console:[0-9a-f]{12}$/), ratePerSec: 10 }]);
+    expect(audit.at(-1)).toMatchObject({ action: 'dlq.replay', outcome: 'done', ids: ['7'], by: replays[0]!.by });
+  });
+
+  it('preview without changing anything, and refuse ids that are not row ids', async () => {
+    const a = server();
+    const { cookie, csrf } = await login(a);
+    const dry = await a.inject({ method: 'POST', url: '/console/api/dlq/replay', headers: { cookie, 'x-csrf-token': csrf }, payload: { ids: ['8'], dryRun: true } });
+    expect(dry.json()).toMatchObject({ summary: 'dry run, nothing changed: would replay 0, skip 1 (1 not found)' });
+    expect(replays).toEqual([]);
+    const bad = await a.inject({ method: 'POST', url: '/console/api/dlq/replay', headers: { cookie, 'x-csrf-token': csrf }, payload: { ids: ['1; DROP'], dryRun: true } });
+    expect(bad.statusCode).toBe(400);
+  });
+
+  it('discard with a reason, audited', async () => {
+    const a = server();
+    const { cookie, csrf } = await login(a);
+    const res = await a.inject({ method: 'POST', url: '/console/api/dlq/discard', headers: { cookie, 'x-csrf-token': csrf }, payload: { ids: ['3'], reason: 'duplicate' } });
+    expect(res.json()).toEqual({ discarded: ['3'], notFound: [], notPending: [] });
+    expect(discards).toEqual([{ ids: ['3'], who: expect.stringMatching(/^console:/), reason: 'duplicate' }]);
+    expect(audit.at(-1)).toMatchObject({ action: 'dlq.discard', reason: 'duplicate', discarded: ['3'] });
   });
 });
 

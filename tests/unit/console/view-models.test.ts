@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { OverviewPoint } from '../../../src/api/console/overview.js';
-import { alertBanner, chartData, formatSeconds, lagRows, latencyPick, latestFigures, parseLimit, permitRows, runQuery, runTimeline } from '../../../src/console/view-models.js';
+import { alertBanner, chartData, formatSeconds, lagRows, latencyPick, latestFigures, parseLimit, permitRows, filterQuery, runTimeline } from '../../../src/console/view-models.js';
 
 const point = (at: number, admission: Record<string, number>, p50: Record<string, number | null> = {}): OverviewPoint => ({ at, admission, refusals: {}, finished: {}, p50, p99: {} });
 
@@ -86,9 +86,9 @@ describe('runTimeline', () => {
   });
 });
 
-describe('runQuery and formatSeconds', () => {
+describe('filterQuery and formatSeconds', () => {
   it('leaves empty filters out and sends times as ISO', () => {
-    expect(runQuery({ runId: '', tenant: ' a ', since: '2026-01-01T00:00:00Z' })).toBe('tenant=a&since=2026-01-01T00%3A00%3A00.000Z');
+    expect(filterQuery({ runId: '', tenant: ' a ', since: '2026-01-01T00:00:00Z' })).toBe('tenant=a&since=2026-01-01T00%3A00%3A00.000Z');
   });
   it('reads as a person would', () => {
     expect([0.5, 4.25, 125, 7300].map(formatSeconds)).toEqual(['500 ms', '4.3 s', '2 min 5 s', '2 h 2 min']);
