@@ -179,6 +179,8 @@ describe('console data behind the session', () => {
     expect((await a.inject({ url: '/console/api/runs?tenant=tenant-a', headers: { cookie } })).json()).toMatchObject({ runs: [{ runId: RUN.runId }] });
     expect((await a.inject({ url: `/console/api/runs/${RUN.runId}`, headers: { cookie } })).json()).toMatchObject({ run: { tenantId: 'tenant-a' }, events: [] });
     expect((await a.inject({ url: '/console/api/runs?status=bogus', headers: { cookie } })).statusCode).toBe(400);
+    expect((await a.inject({ url: '/console/api/runs?since=2026-01-01T00:00:00.000Z', headers: { cookie } })).statusCode).toBe(200);
+    expect((await a.inject({ url: '/console/api/runs?since=yesterday', headers: { cookie } })).statusCode).toBe(400);
   });
 });
 
