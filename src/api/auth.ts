@@ -17,6 +17,11 @@ export class KeyDirectory {
   /** The principal for an `Authorization` header value, or undefined when missing or unknown. */
   authenticate(authorization: string | undefined): Principal | undefined {
     const m = authorization ? /^Bearer\s+(\S{1,512})\s*$/i.exec(authorization) : null;
-    return m ? this.byDigest.get(sha256Hex(m[1]!)) : undefined;
+    return m ? this.principalOf(m[1]!) : undefined;
+  }
+
+  /** The principal of a bare key (the console's login form sends one), or undefined when unknown. */
+  principalOf(key: string): Principal | undefined {
+    return key.length > 0 && key.length <= 512 ? this.byDigest.get(sha256Hex(key)) : undefined;
   }
 }

@@ -14,6 +14,7 @@ import { registerHealthRoutes, type ReadinessCheck } from './routes/health.js';
 import { registerRunEventRoutes, type RunEventRouteDeps } from './routes/run-events.js';
 import { registerCancelRunRoute, type CancelRunRouteDeps } from './routes/cancel-run.js';
 import { registerAdminLimitsRoutes, type AdminLimitsRouteDeps } from './routes/admin-limits.js';
+import { isConsolePath, registerConsoleRoutes, type ConsoleDeps } from './console/console-routes.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -38,6 +39,8 @@ export interface ApiDeps extends Omit<RunRouteDeps, 'config' | 'reads'> {
   runStatus: Omit<RunEventRouteDeps, 'metrics' | 'now' | 'reads'> & Omit<CancelRunRouteDeps, 'reads'>;
   /** Run-time concurrency limits behind `/v1/admin/limits`. */
   limits: AdminLimitsRouteDeps['limits'];
+  /** The operations console at `/console`; absent when `api.console.enable` is false. */
+  console?: Omit<ConsoleDeps, 'keys' | 'limits'>;
 }
 
 const PUBLIC_PATHS = new Set(['/healthz', '/readyz', '/metrics']);
@@ -143,7 +146,8 @@ export function buildApiServer(deps: ApiDeps): FastifyInstance {
   app.addHook('onRequest', async (req, reply) => {
     void reply.header('X-Request-Id', req.id);
     const path = req.url.split('?')[0]!;
-    if (PUBLIC_PATHS.has(path)) return;
+    // The console authenticates by its own session cookie (see console-routes.ts), never by Bearer keys.
+    if (PUBLIC_PATHS.has(path) || (deps.console && isConsolePath(path))) return;
     const principal = keys.authenticate(req.headers.authorization);
     if (!principal) {
       void reply.header('WWW-Authenticate', 'Bearer');
@@ -184,5 +188,6 @@ export function buildApiServer(deps: ApiDeps): FastifyInstance {
   registerRunEventRoutes(app, { ...deps.runStatus, reads: deps.reads, metrics, now: deps.now });
   registerCancelRunRoute(app, { ...deps.runStatus, reads: deps.reads });
   registerAdminLimitsRoutes(app, { config, limits: deps.limits });
+  if (deps.console) registerConsoleRoutes(app, { ...deps.console, keys, limits: { config, limits: deps.limits } });
   return app;
 }

@@ -7,6 +7,7 @@ export function startBanner(config: SluiceConfig, running: RunningRoles): string
   const lines = [`Sluice is running (${config.profile} profile): roles ${running.roles.join(', ')}`];
   if (running.apiUrl) {
     lines.push(`  API          ${running.apiUrl}   (POST /v1/runs, GET /v1/runs/:id)`, `  metrics      ${running.apiUrl}/metrics   readiness ${running.apiUrl}/readyz`);
+    if (config.api.console.enable) lines.push(`  console      ${running.apiUrl}/console   (log in with the admin key${config.profile === 'dev' ? ': local-admin-key' : ''})`);
     // The demo key works only where the demo config runs.
     if (config.profile === 'dev') {
       lines.push(

@@ -6,13 +6,15 @@ import type { SluiceConfig } from '../config/schema.js';
 import { DEFAULT_LIST_LIMIT, DeadLetterStore, type StatsBucket } from '../dlq/dead-letter-store.js';
 import { emptyTally, type ReplayResult, type ReplayTally } from '../dlq/replay-outcome.js';
 import { DeadLetterReplayer, type ReplayKafka } from '../dlq/replay-runner.js';
+import { DEFAULT_REPLAY_RATE } from '../dlq/replay-pacer.js';
 import { createIdempotentProducer } from '../kafka/client.js';
 import { topicNames } from '../kafka/topics.js';
 import { createLogger } from '../obs/logger.js';
 import { SharedClients } from '../roles/shared-clients.js';
 import { withTimeout } from '../util/with-timeout.js';
 import { addFilterOptions, collectIds, defaultWho, FILTER_OPTIONS, filterFrom, nonEmpty, parseId, parseRate, parseWhen, UsageError, type FilterOptions } from './dlq-arguments.js';
-import { formatRow, formatStats, listTable, outcomeLine, rowJson, summaryLine } from './dlq-output.js';
+import { outcomeLine, rowJson, summaryLine } from '../dlq/replay-text.js';
+import { formatRow, formatStats, listTable } from './dlq-output.js';
 
 /** `sluice dlq`: the operator's view of the DLQ archive (Postgres), and the way back to work topics. */
 
@@ -210,7 +212,7 @@ export function dlqCommand(deps: DlqCommandDeps): Command {
   addFilterOptions(sub('replay', 'produce pending dead letters again: runs as their next attempt, poison as it was'), { status: false })
     .argument('[ids...]', 'dead letter ids (or use filters)', collectIds)
     .option('--dry-run', 'print what would be replayed; change nothing')
-    .option('--rate <n/s>', 'rows per second', parseRate, 10)
+    .option('--rate <n/s>', 'rows per second', parseRate, DEFAULT_REPLAY_RATE)
     .option('--by <who>', 'recorded as replayed_by', nonEmpty, defaultWho())
     .option('--yes', 'replay every pending row the filters match')
     .action((ids: string[] | undefined, o: ReplayOptions & { config?: string }) => run(o.config, (s) => replay(s, ids, o)));

@@ -1,6 +1,5 @@
-import type { DeadLetterRow, DeadLetterStats, DeadLetterSummary, ReplaySkip } from '../dlq/dead-letter-store.js';
-import type { ReplayResult, ReplayTally } from '../dlq/replay-outcome.js';
-import type { ReplayPlan } from '../dlq/replay-plan.js';
+import type { DeadLetterRow, DeadLetterStats, DeadLetterSummary } from '../dlq/dead-letter-store.js';
+import { when } from '../dlq/replay-text.js';
 
 /** What `sluice dlq` prints: tables, a row in full, stats, and a line per replayed row. */
 
@@ -31,8 +30,6 @@ export function clip(text: string, width: number): string {
   const flat = text.replace(/\s+/g, ' ').trim();
   return flat.length <= width ? flat : `${flat.slice(0, width - 1)}…`;
 }
-
-const when = (d: Date | null): string => (d === null ? '-' : d.toISOString().replace('T', ' ').replace(/\.\d{3}Z$/, 'Z'));
 
 export function listTable(rows: readonly DeadLetterSummary[]): string {
   return formatTable(
@@ -98,11 +95,6 @@ export function formatRow(row: DeadLetterRow): string {
   ].join('\n');
 }
 
-/** A row as JSON: the byte fields in base64. */
-export function rowJson(row: DeadLetterRow): Record<string, unknown> {
-  return { ...row, originalKey: row.originalKey?.toString('base64') ?? null, payload: row.payload.toString('base64') };
-}
-
 export function formatStats(s: DeadLetterStats): string {
   const scope = s.since ? `failed since ${when(s.since)}` : 'of all time';
   const out = [`dead letters ${scope}: ${s.total} (pending ${s.byStatus.pending}, replayed ${s.byStatus.replayed}, discarded ${s.byStatus.discarded})`];
@@ -113,38 +105,4 @@ export function formatStats(s: DeadLetterStats): string {
     out.push('', formatTable([`${s.bucket.toUpperCase()} (UTC)`, 'TOTAL'], s.overTime.map((b) => [when(b.bucket), String(b.total)])).trimEnd());
   }
   return `${out.join('\n')}\n`;
-}
-
-function describePlan(id: string, plan: ReplayPlan): string {
-  if ('raw' in plan.body) return `#${id}: the original ${plan.body.raw.length} bytes -> ${plan.topic}, unchanged`;
-  const { run } = plan.body;
-  return `#${id}: run ${run.runId} (${run.tenantId}/${run.workflow}) -> ${plan.topic} as attempt ${run.attempt}, deadline ${when(new Date(run.deadline))}`;
-}
-
-const SKIP_TEXT: Record<ReplaySkip, string> = {
-  not_found: 'not found',
-  replayed: 'already replayed',
-  discarded: 'discarded',
-  locked: 'being replayed by someone else',
-};
-
-export function outcomeLine(o: ReplayResult, dryRun: boolean): string {
-  switch (o.result) {
-    case 'replayed':
-      return `${dryRun ? 'would replay' : 'replayed'} ${describePlan(o.id, o.value)}`;
-    case 'skipped':
-      return `${dryRun ? 'would skip' : 'skipped'} #${o.id}: ${SKIP_TEXT[o.why]}`;
-    case 'refused':
-      return `${dryRun ? 'would refuse' : 'refused'} #${o.id}: ${o.error.message}`;
-    case 'failed':
-      return `failed #${o.id}: ${o.error.message}`;
-  }
-}
-
-export function summaryLine(t: ReplayTally, dryRun: boolean): string {
-  const whys = (Object.entries(t.skipped) as [ReplaySkip, number][]).filter(([, n]) => n > 0).map(([why, n]) => `${n} ${SKIP_TEXT[why]}`);
-  const skipped = Object.values(t.skipped).reduce((a, b) => a + b, 0);
-  const detail = whys.length > 0 ? ` (${whys.join(', ')})` : '';
-  if (dryRun) return `dry run, nothing changed: would replay ${t.replayed}, skip ${skipped}${detail}${t.refused > 0 ? `, refuse ${t.refused}` : ''}`;
-  return `replayed ${t.replayed}, skipped ${skipped}${detail}${t.refused > 0 ? `, refused ${t.refused}` : ''}, failed ${t.failed}`;
 }

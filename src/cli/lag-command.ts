@@ -5,7 +5,7 @@ import type { Admin } from 'kafkajs';
 import { pino } from 'pino';
 import type { SluiceConfig } from '../config/schema.js';
 import { consumerGroups } from '../kafka/topics.js';
-import type { PublishedReport } from '../lag/lag-monitor.js';
+import { readPublishedReport, type PublishedReport } from '../lag/lag-monitor.js';
 import { LagWindows, reportStatus, type LagReport } from '../lag/lag-report.js';
 import { MIN_SAMPLES, exitCodeFor } from '../lag/lag-status.js';
 import { lagJson, renderLagTable, type ReportSource } from '../lag/lag-table.js';
@@ -67,17 +67,13 @@ class LagSession {
 
   /** The monitor's report, or why there is none. */
   private async published(): Promise<PublishedReport | string> {
-    let text: string | null;
     try {
       const { redis } = this.clients;
       if (redis.status === 'wait') await redis.connect();
-      text = await redis.get(this.clients.keys.lagReport());
+      return await readPublishedReport(redis, this.clients.keys);
     } catch (err) {
       return `Redis unreachable (${(err as Error).message}), so no lag monitor report`;
     }
-    if (text === null) return 'no active lag monitor';
-    const report = JSON.parse(text) as PublishedReport;
-    return Array.isArray(report.groups) ? report : 'the lag monitor report in Redis is not one this version reads';
   }
 
   private async measure(intervalMs: number): Promise<LagReport> {

@@ -422,6 +422,18 @@ export const configSchema = z
           .prefault({}),
         adminKeySha256: sha256Hex,
         /**
+         * The operations console at `/console`: the admin key, given once at the login form, is
+         * exchanged for a session cookie that lasts `sessionTtlSec` (sessions live in Redis, so
+         * any API instance accepts them). `sampleMs`: how often the Overview's charts take a point.
+         */
+        console: z
+          .object({
+            enable: z.boolean().default(true),
+            sessionTtlSec: z.number().int().min(60).max(7 * 86_400).default(8 * 3_600),
+            sampleMs: ms(1_000, 60_000).default(5_000),
+          })
+          .prefault({}),
+        /**
          * Bounds on a run's `input`, checked before anything is taken (Idempotency-Key, token,
          * backlog). Depth: nesting of arrays and objects; beyond a few thousand levels serializing
          * it overflows the stack (1,000 keeps well clear). Bytes: the input as JSON text, which is

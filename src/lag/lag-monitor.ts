@@ -34,6 +34,14 @@ export interface PublishedReport extends LagReport {
   instance: string;
 }
 
+/** The active monitor's last report, or why there is none (`sluice lag` and the console read it). */
+export async function readPublishedReport(redis: Pick<RedisClient, 'get'>, keys: Pick<RedisKeys, 'lagReport'>): Promise<PublishedReport | string> {
+  const text = await redis.get(keys.lagReport());
+  if (text === null) return 'no active lag monitor';
+  const report = JSON.parse(text) as PublishedReport;
+  return Array.isArray(report.groups) ? report : 'the lag monitor report in Redis is not one this version reads';
+}
+
 /** A failure logged when a streak of them starts, and its end when it ends: not once per poll. */
 class FailureStreak {
   private failing = false;

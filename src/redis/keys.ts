@@ -71,5 +71,7 @@ export function redisKeys(namespace: string) {
     waitingRuns: (tenant: string, runClass: string) => `${waiting}:tenant:${tenant}:class:${runClass}`,
     /** The active lag monitor's last report (JSON, expiring), read by `sluice lag`. */
     lagReport: () => `${ns}:lag-monitor:report`,
+    /** One operations-console session (JSON: csrf token, expiry), by the SHA-256 of its cookie token; expires with the session. */
+    consoleSession: (tokenDigest: string) => `${ns}:console:session:${tokenDigest}`,
   };
 }

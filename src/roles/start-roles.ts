@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
+import { join } from 'node:path';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Role, SluiceConfig } from '../config/schema.js';
 import type { Logger } from '../obs/logger.js';
@@ -40,6 +41,10 @@ import { UnlimitedPermits } from '../permits/unlimited-permits.js';
 import { registerPermitGauges } from '../permits/permit-metrics.js';
 import { BreakerBoard } from '../breakers/breaker-board.js';
 import { DeadLetterStore } from '../dlq/dead-letter-store.js';
+import { DeadLetterReplayer, type ReplayKafka } from '../dlq/replay-runner.js';
+import { createIdempotentProducer } from '../kafka/client.js';
+import { topicNames } from '../kafka/topics.js';
+import type { Producer } from 'kafkajs';
 import { DlqSink } from '../dlq/dlq-sink.js';
 import { BreakerStore } from '../breakers/breaker-store.js';
 import { RunBreakerGate } from '../breakers/run-breaker-gate.js';
@@ -49,7 +54,11 @@ import { llmFromSimulator } from '../config/profile.js';
 import { leasesPerRun } from '../config/workflows.js';
 import { RetryForwarder } from '../retries/retry-forwarder.js';
 import { RETRY_BUDGET_REPORT_MS, SharedRetryBudgets } from '../retries/shared-retry-budget.js';
-import { LagMonitor } from '../lag/lag-monitor.js';
+import { LagMonitor, readPublishedReport } from '../lag/lag-monitor.js';
+import { ConsoleSessions } from '../api/console/console-session.js';
+import { ConsoleAssets } from '../api/console/console-assets.js';
+import { OverviewSampler } from '../api/console/overview-sampler.js';
+import { packageRoot } from '../util/package-root.js';
 import { createLagMetrics } from '../lag/lag-metrics.js';
 import { WaitingRuns } from '../status/waiting-runs.js';
 import { IngressConsumer } from '../ingress/ingress-consumer.js';
@@ -280,6 +289,24 @@ async function startApi(ctx: RoleContext): Promise<string> {
     runs = rows;
   }
   const cancellations = new RedisCancellations(clients.redis, clients.keys);
+  const deadLetters = new DeadLetterStore(await clients.pool(), { statementTimeoutMs: config.postgres.statementTimeoutMs, namespace: config.namespace });
+  // The console's DLQ replays produce as `sluice dlq replay` does: an idempotent producer, connected on the first replay.
+  let replayProducer: Promise<Producer> | undefined;
+  const replayKafka = async (): Promise<ReplayKafka> => {
+    replayProducer ??= (async () => {
+      const producer = createIdempotentProducer(clients.kafka);
+      await producer.connect();
+      onStop(() => producer.disconnect());
+      return producer;
+    })();
+    const admin = clients.kafka.admin();
+    await admin.connect();
+    try {
+      return { producer: await replayProducer, existingTopics: new Set(await admin.listTopics()), produceTimeoutMs: config.kafka.produceTimeoutMs };
+    } finally {
+      await admin.disconnect();
+    }
+  };
   const api = buildApiServer({
     config,
     logger,
@@ -297,6 +324,21 @@ async function startApi(ctx: RoleContext): Promise<string> {
     runStatus: { runs, feed, cancellations },
     withdrawals: cancellations,
     limits: new LimitsStore(clients.redis, clients.keys),
+    ...(config.api.console.enable && {
+      console: {
+        sessions: new ConsoleSessions(clients.redis, clients.keys, config.api.console.sessionTtlSec),
+        sessionTtlSec: config.api.console.sessionTtlSec,
+        assets: new ConsoleAssets(join(packageRoot(), 'dist', 'console')),
+        sampler: new OverviewSampler(metrics, config.api.console.sampleMs),
+        metrics,
+        lagReport: () => readPublishedReport(clients.redis, clients.keys),
+        breakers: () => [...board.all().values()],
+        runs: store,
+        cancellations,
+        audit: log.child({ component: 'console' }),
+        dlq: { store: deadLetters, replayer: new DeadLetterReplayer(deadLetters, clients.codec, topicNames(config.namespace)), kafka: replayKafka },
+      },
+    }),
   });
   const url = await listen(api, config.api.host, config.api.port);
   onStop(() => api.close());

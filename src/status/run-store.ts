@@ -71,6 +71,22 @@ function toView(r: RunRow & RunUsageColumns): RunView {
   };
 }
 
+/** What an operator looks runs up by (the console's Runs page); every field narrows. */
+export interface RunFilter {
+  runId?: string;
+  tenantId?: string;
+  workflow?: string;
+  status?: RunStatus;
+  /** Admitted at or after (epoch ms). */
+  since?: number;
+  /** Admitted before (epoch ms). */
+  until?: number;
+  limit: number;
+}
+
+/** A run as an operator sees it: any tenant's, so it names its tenant. */
+export type OperatorRunView = RunView & { tenantId: string };
+
 /** One status transition as the SSE stream sends it. */
 export type RunEventView = RunEvent;
 
@@ -105,6 +121,8 @@ function toEventView(r: RunEventRow): RunEventView {
  * One channel for every namespace: run ids are unique, and listeners filter by id.
  */
 export const RUN_EVENTS_CHANNEL = 'sluice_run_events';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 const ts = (ms: number | null) => (ms === null ? null : new Date(ms));
 
@@ -196,6 +214,22 @@ export class RunStore {
       [runId, tenantId],
     );
     return rows[0] ? toView(rows[0]) : undefined;
+  }
+
+  /** Runs of any tenant matching `filter`, newest admission first (the run id is a uuid: a malformed one matches none). */
+  async findRuns(filter: RunFilter): Promise<OperatorRunView[]> {
+    if (filter.runId !== undefined && !UUID.test(filter.runId)) return [];
+    const { rows } = await this.pool.query<RunRow & RunUsageColumns & { tenant_id: string }>(
+      `SELECT r.run_id, r.tenant_id, r.workflow, r.class, r.status, r.status_message, r.admitted_at, r.deadline, r.started_at, r.finished_at, r.attempts, r.result, r.error,
+              u.llm_calls, u.input_tokens, u.output_tokens, u.cache_creation_input_tokens, u.cache_read_input_tokens, u.cost_usd, u.by_model
+         FROM runs r LEFT JOIN run_usage u ON u.run_id = r.run_id
+        WHERE ($1::uuid IS NULL OR r.run_id = $1) AND ($2::text IS NULL OR r.tenant_id = $2) AND ($3::text IS NULL OR r.workflow = $3)
+          AND ($4::text IS NULL OR r.status = $4) AND ($5::timestamptz IS NULL OR r.admitted_at >= $5) AND ($6::timestamptz IS NULL OR r.admitted_at < $6)
+        ORDER BY r.admitted_at DESC
+        LIMIT $7`,
+      [filter.runId ?? null, filter.tenantId ?? null, filter.workflow ?? null, filter.status ?? null, ts(filter.since ?? null), ts(filter.until ?? null), filter.limit],
+    );
+    return rows.map((r) => ({ ...toView(r), tenantId: r.tenant_id }));
   }
 
   /** The tenant's run's transitions after `afterSequence`, oldest first; none for another tenant's run. */

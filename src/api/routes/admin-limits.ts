@@ -19,7 +19,7 @@ export interface LimitView {
   override: number | null;
 }
 
-interface LimitChange {
+export interface LimitChange {
   scope: LimitScope;
   name?: string;
   limit: number;
@@ -28,7 +28,7 @@ interface LimitChange {
 /** The highest cap config accepts anywhere; more would mean "no cap" with extra steps. */
 const MAX_LIMIT = 1_000_000;
 
-const changeSchema = {
+export const limitChangeSchema = {
   type: 'object',
   required: ['scope', 'limit'],
   additionalProperties: false,
@@ -57,6 +57,43 @@ function nameProblem(config: SluiceConfig, { scope, name }: LimitChange): string
   return configuredLimit(config, scope, name) === undefined ? `must be a configured ${scope}; "${name}" is not` : undefined;
 }
 
+const unavailable = (reply: FastifyReply) => sendProblem(reply, 'dependency_unavailable', { detail: 'the limits could not be reached in Redis; try again', retryAfterSec: 1 });
+
+/** Answers every scope's limit (the admin API's GET, and the console's Backpressure page). */
+export async function answerLimits(deps: AdminLimitsRouteDeps, req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+  const { config } = deps;
+  let overrides: Map<string, number>;
+  try {
+    overrides = await deps.limits.overrides();
+  } catch (err) {
+    req.log.error({ err }, 'could not read concurrency limits');
+    return unavailable(reply);
+  }
+  const named = (scope: LimitScope, names: Record<string, unknown>) => Object.keys(names).map((name) => view(config, overrides, scope, name));
+  const global = view(config, overrides, 'global');
+  return reply.send({
+    limits: [global, ...named('tenant', config.tenants), ...named('workflow', config.workflows), ...named('dependency', config.dependencies)],
+    // Derived, not settable: batch runs may hold this share of the global limit in force.
+    batch: { share: config.limits.batchShare, limit: limitAtShare(global.limit, config.limits.batchShare) },
+  });
+}
+
+/** Applies one validated change and answers the scope's new view (the admin API's PUT, and the console's edit). */
+export async function answerLimitChange(deps: AdminLimitsRouteDeps, change: LimitChange, req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+  const { config } = deps;
+  const problem = nameProblem(config, change);
+  if (problem) return sendProblem(reply, 'invalid_request', { detail: `name ${problem}`, errors: [{ path: '/name', message: problem }] });
+  const field = limitField(change.scope, change.name);
+  try {
+    await deps.limits.set(field, change.limit);
+  } catch (err) {
+    req.log.error({ err, scope: field }, 'could not change a concurrency limit');
+    return unavailable(reply);
+  }
+  req.log.info({ scope: field, limit: change.limit }, 'concurrency limit changed');
+  return reply.send(view(config, new Map([[field, change.limit]]), change.scope, change.name));
+}
+
 /**
  * `GET` / `PUT /v1/admin/limits`: read and change concurrency caps at run time. A change is written
  * to the limits hash that every acquisition reads, so it holds on every processor at its next
@@ -64,38 +101,6 @@ function nameProblem(config: SluiceConfig, { scope, name }: LimitChange): string
  * Overrides stay until changed again, including across restarts.
  */
 export function registerAdminLimitsRoutes(app: FastifyInstance, deps: AdminLimitsRouteDeps): void {
-  const { config } = deps;
-  const unavailable = (reply: FastifyReply) => sendProblem(reply, 'dependency_unavailable', { detail: 'the limits could not be reached in Redis; try again', retryAfterSec: 1 });
-
-  app.get('/v1/admin/limits', { onRequest: adminOnly }, async (req, reply) => {
-    let overrides: Map<string, number>;
-    try {
-      overrides = await deps.limits.overrides();
-    } catch (err) {
-      req.log.error({ err }, 'could not read concurrency limits');
-      return unavailable(reply);
-    }
-    const named = (scope: LimitScope, names: Record<string, unknown>) => Object.keys(names).map((name) => view(config, overrides, scope, name));
-    const global = view(config, overrides, 'global');
-    return reply.send({
-      limits: [global, ...named('tenant', config.tenants), ...named('workflow', config.workflows), ...named('dependency', config.dependencies)],
-      // Derived, not settable: batch runs may hold this share of the global limit in force.
-      batch: { share: config.limits.batchShare, limit: limitAtShare(global.limit, config.limits.batchShare) },
-    });
-  });
-
-  app.put<{ Body: LimitChange }>('/v1/admin/limits', { onRequest: adminOnly, schema: { body: changeSchema } }, async (req, reply) => {
-    const change = req.body;
-    const problem = nameProblem(config, change);
-    if (problem) return sendProblem(reply, 'invalid_request', { detail: `name ${problem}`, errors: [{ path: '/name', message: problem }] });
-    const field = limitField(change.scope, change.name);
-    try {
-      await deps.limits.set(field, change.limit);
-    } catch (err) {
-      req.log.error({ err, scope: field }, 'could not change a concurrency limit');
-      return unavailable(reply);
-    }
-    req.log.info({ scope: field, limit: change.limit }, 'concurrency limit changed');
-    return reply.send(view(config, new Map([[field, change.limit]]), change.scope, change.name));
-  });
+  app.get('/v1/admin/limits', { onRequest: adminOnly }, (req, reply) => answerLimits(deps, req, reply));
+  app.put<{ Body: LimitChange }>('/v1/admin/limits', { onRequest: adminOnly, schema: { body: limitChangeSchema } }, (req, reply) => answerLimitChange(deps, req.body, req, reply));
 }

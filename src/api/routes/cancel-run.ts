@@ -1,4 +1,5 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { RunView } from '../../status/run-store.js';
 import type { RedisCancellations } from '../../runs/cancellation.js';
 import { isTerminal } from '../../status/run-history.js';
 import { sendProblem } from '../problem.js';
@@ -17,14 +18,18 @@ export function registerCancelRunRoute(app: FastifyInstance, deps: CancelRunRout
   app.delete<{ Params: { id: string } }>('/v1/runs/:id', async (req, reply) => {
     const own = await findOwnRun(req, reply, deps, req.params.id);
     if (!own) return reply;
-    const { view } = own;
-    if (isTerminal(view.status)) return sendProblem(reply, 'run_finished', { detail: `the run is already ${view.status}; there is nothing to cancel` });
-    try {
-      await deps.cancellations.request(view.runId, Date.parse(view.deadline));
-    } catch (err) {
-      req.log.error({ err, runId: view.runId }, 'could not record a cancellation request');
-      return sendProblem(reply, 'dependency_unavailable', { detail: 'the cancellation could not be recorded; try again', retryAfterSec: 1 });
-    }
-    return reply.code(202).send({ runId: view.runId, status: view.status, cancelRequested: true });
+    return answerCancel(deps, own.view, req, reply);
   });
+}
+
+/** Records a cancellation request for an unfinished run and answers 202 (the API's DELETE, and the console's cancel). */
+export async function answerCancel(deps: Pick<CancelRunRouteDeps, 'cancellations'>, view: Pick<RunView, 'runId' | 'status' | 'deadline'>, req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+  if (isTerminal(view.status)) return sendProblem(reply, 'run_finished', { detail: `the run is already ${view.status}; there is nothing to cancel` });
+  try {
+    await deps.cancellations.request(view.runId, Date.parse(view.deadline));
+  } catch (err) {
+    req.log.error({ err, runId: view.runId }, 'could not record a cancellation request');
+    return sendProblem(reply, 'dependency_unavailable', { detail: 'the cancellation could not be recorded; try again', retryAfterSec: 1 });
+  }
+  return reply.code(202).send({ runId: view.runId, status: view.status, cancelRequested: true });
 }

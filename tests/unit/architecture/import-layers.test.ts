@@ -36,6 +36,8 @@ import { describe, expect, it } from 'vitest';
  * - cli: the `sluice` command.
  * - dev/bench: benchmarks, which may start any of the above. They live in src/dev but are a layer
  *   of their own: nothing in the product reaches them.
+ * - console: the operations console's browser code, bundled apart (vite); it knows the server only
+ *   by the types of the JSON it reads, and nothing on the server reaches it.
  */
 const LAYERS: readonly (readonly string[])[] = [
   ['util'],
@@ -51,6 +53,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ['roles'],
   ['cli'],
   ['dev/bench'],
+  ['console'],
 ];
 
 const SRC = fileURLToPath(new URL('../../../src/', import.meta.url));

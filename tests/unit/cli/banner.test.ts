@@ -33,5 +33,8 @@ describe('startBanner', () => {
     expect(production.split('\n')[0]).toBe('Sluice is running (production profile): roles api, processor');
     expect(production).not.toContain('local-key-a');
     expect(production).toContain('API          http://127.0.0.1:8080');
+    // The console's URL, with the demo admin key only where the demo config runs.
+    expect(dev).toContain('console      http://127.0.0.1:8080/console   (log in with the admin key: local-admin-key)');
+    expect(production).toContain('console      http://127.0.0.1:8080/console   (log in with the admin key)');
   });
 });

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { exitFor } from '../../../src/cli/dlq-command.js';
-import { clip, formatRow, formatStats, formatTable, listTable, outcomeLine, summaryLine } from '../../../src/cli/dlq-output.js';
+import { clip, formatRow, formatStats, formatTable, listTable } from '../../../src/cli/dlq-output.js';
+import { outcomeLine, summaryLine } from '../../../src/dlq/replay-text.js';
 import type { DeadLetterSummary } from '../../../src/dlq/dead-letter-store.js';
 import { emptyTally, tallyOutcome } from '../../../src/dlq/replay-outcome.js';
 import { planReplay, ReplayRefusedError, type ReplayPlan } from '../../../src/dlq/replay-plan.js';

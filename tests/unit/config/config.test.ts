@@ -176,6 +176,7 @@ describe('parseConfig defaults', () => {
       input: { maxDepth: 64, maxBytes: 256 * 1024 },
       recordAdmissionTimeoutMs: 1_000,
       admissionRows: { writeBehind: true, batchSize: 500, maxWaitMs: 5, maxPending: 20_000, drainMs: 5_000 },
+      console: { enable: true, sessionTtlSec: 28_800, sampleMs: 5_000 },
     });
     expect(cfg.processor).toEqual({ maxInFlight: 30, partitionBuffer: 100, shutdownGraceMs: 20_000, produceTimeoutMs: 10_000, permitLeaseMs: 15_000, enforceCaps: true, runRetry: { maxAttempts: 3, baseMs: 1_000, capMs: 30_000 }, maxInlineRetryWaitMs: 1_000, infraRetry: { maxAttempts: 8, baseMs: 500, capMs: 30_000 }, maxStepOutputBytes: 262_144, maxResultBytes: 524_288, pacing: { enabled: true, maxInlineWaitMs: 1_000, observedLimitTtlMs: 600_000, interactiveReserve: 1 } });
     expect(cfg.statusSink).toEqual({ batchSize: 500 });

@@ -1,0 +1,287 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { BreakerView } from '../../breakers/breaker-gate.js';
+import { RUN_STATUSES, type RunStatus } from '../../events/schemas.js';
+import { DEAD_LETTER_STATUSES, type DeadLetterStatus, type DeadLetterStore } from '../../dlq/dead-letter-store.js';
+import { emptyTally, type ReplayResult } from '../../dlq/replay-outcome.js';
+import { DEFAULT_REPLAY_RATE } from '../../dlq/replay-pacer.js';
+import type { DeadLetterReplayer, ReplayKafka } from '../../dlq/replay-runner.js';
+import { outcomeLine, rowJson, summaryLine } from '../../dlq/replay-text.js';
+import type { PublishedReport } from '../../lag/lag-monitor.js';
+import type { Logger } from '../../obs/logger.js';
+import type { Metrics } from '../../obs/metrics.js';
+import type { RedisCancellations } from '../../runs/cancellation.js';
+import type { RunStore } from '../../status/run-store.js';
+import type { KeyDirectory } from '../auth.js';
+import { sendProblem } from '../problem.js';
+import { answerCancel } from '../routes/cancel-run.js';
+import { answerLimitChange, answerLimits, limitChangeSchema, type AdminLimitsRouteDeps, type LimitChange } from '../routes/admin-limits.js';
+import { activeAlerts } from './alerts.js';
+import { backpressureGauges } from './backpressure.js';
+import { ASSET_CACHE, CONSOLE_HEADERS, PAGE_CACHE, type ConsoleAssets } from './console-assets.js';
+import { changesState, cookieValue, csrfMatches, CSRF_HEADER, sameOrigin, SESSION_COOKIE, sessionCookie, type ConsoleSession, type ConsoleSessions } from './console-session.js';
+import { pointsOf, tallyAgo } from './overview.js';
+import type { OverviewSampler } from './overview-sampler.js';
+
+export interface ConsoleDeps {
+  keys: KeyDirectory;
+  sessions: ConsoleSessions;
+  sessionTtlSec: number;
+  assets: ConsoleAssets;
+  sampler: OverviewSampler;
+  metrics: Pick<Metrics, 'registry' | 'scrapeCollectors'>;
+  limits: AdminLimitsRouteDeps;
+  /** The lag monitor's last report, or why there is none. */
+  lagReport: () => Promise<PublishedReport | string>;
+  breakers: () => readonly BreakerView[];
+  runs: Pick<RunStore, 'findRuns' | 'listEvents'>;
+  cancellations: Pick<RedisCancellations, 'request'>;
+  /** Where audit lines go: one per console action, allowed or refused. */
+  audit: Logger;
+  /** The DLQ archive, replayed and discarded as `sluice dlq` does. */
+  dlq: {
+    store: Pick<DeadLetterStore, 'list' | 'get' | 'discard'>;
+    replayer: Pick<DeadLetterReplayer, 'preview' | 'replay'>;
+    /** A producer and the topics that exist, connected on first use. */
+    kafka: () => Promise<ReplayKafka>;
+  };
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    consoleSession?: ConsoleSession;
+  }
+}
+
+/** Paths the console answers; the API's Bearer check leaves them to the console's session check. */
+export function isConsolePath(path: string): boolean {
+  return path === '/console' || path.startsWith('/console/');
+}
+
+const MAX_RUNS = 100;
+const MAX_EVENTS = 1_000;
+
+interface RunQuery {
+  runId?: string;
+  tenant?: string;
+  workflow?: string;
+  status?: RunStatus;
+  since?: string;
+  until?: string;
+}
+
+const runQuerySchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    runId: { type: 'string', minLength: 1, maxLength: 64 },
+    tenant: { type: 'string', minLength: 1, maxLength: 200 },
+    workflow: { type: 'string', minLength: 1, maxLength: 200 },
+    status: { enum: [...RUN_STATUSES] },
+    since: { type: 'string', format: 'date-time' },
+    until: { type: 'string', format: 'date-time' },
+  },
+} as const;
+
+interface DlqQuery {
+  status?: DeadLetterStatus;
+  tenant?: string;
+  workflow?: string;
+  reason?: string;
+}
+
+const dlqQuerySchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    status: { enum: [...DEAD_LETTER_STATUSES] },
+    tenant: { type: 'string', minLength: 1, maxLength: 200 },
+    workflow: { type: 'string', minLength: 1, maxLength: 200 },
+    reason: { type: 'string', minLength: 1, maxLength: 200 },
+  },
+} as const;
+
+/** Rows one console request may replay or discard: at the CLI's rate, a replay answers within 10 s. */
+const MAX_DLQ_IDS = 100;
+const DLQ_IDS = { type: 'array', minItems: 1, maxItems: MAX_DLQ_IDS, uniqueItems: true, items: { type: 'string', pattern: '^[1-9][0-9]{0,18}$' } } as const;
+
+/**
+ * The operations console at `/console`: a page and its bundles (public: they hold no data), the
+ * login that trades the admin key for a session cookie, and JSON for the pages, each behind the
+ * session. Every call that changes something also needs the session's CSRF token in a header and
+ * a same-origin `Origin`, and leaves an audit line, refused or not.
+ */
+export function registerConsoleRoutes(app: FastifyInstance, deps: ConsoleDeps): void {
+  const { sessions, audit } = deps;
+  deps.sampler.start();
+  app.addHook('onClose', async () => deps.sampler.stop());
+
+  const secure = (req: FastifyRequest) => req.protocol === 'https';
+  const record = (req: FastifyRequest, action: string, outcome: 'done' | 'refused' | 'failed', details: Record<string, unknown> = {}) =>
+    audit.info({ audit: { action, outcome, session: req.consoleSession?.id ?? null, ip: req.ip, userAgent: req.headers['user-agent'] ?? null, requestId: req.id, ...details } }, `console ${action} ${outcome}`);
+
+  /** The session a request's cookie opens; refuses the request without one, and a change without its CSRF token. */
+  async function requireSession(req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> {
+    void reply.headers(CONSOLE_HEADERS).header('Cache-Control', PAGE_CACHE);
+    const session = await sessions.find(cookieValue(req.headers.cookie, SESSION_COOKIE));
+    if (!session) {
+      if (changesState(req.method)) record(req, `${req.method} ${req.routeOptions.url}`, 'refused', { why: 'no session' });
+      return sendProblem(reply, 'unauthorized', { detail: 'log in to the console with the admin key' });
+    }
+    req.consoleSession = session;
+    if (changesState(req.method) && (!sameOrigin(req.headers.origin, req.headers.host) || !csrfMatches(session, req.headers[CSRF_HEADER]))) {
+      record(req, `${req.method} ${req.routeOptions.url}`, 'refused', { why: 'CSRF token or origin mismatch' });
+      return sendProblem(reply, 'forbidden', { detail: `send the session's CSRF token in ${CSRF_HEADER}` });
+    }
+    return undefined;
+  }
+
+  const page = (_req: FastifyRequest, reply: FastifyReply) => {
+    void reply.headers(CONSOLE_HEADERS).header('Cache-Control', PAGE_CACHE);
+    if (!deps.assets.page) return reply.code(503).type('text/plain; charset=utf-8').send('the console is not built: run npm run build');
+    return reply.type(deps.assets.page.type).send(deps.assets.page.body);
+  };
+  app.get('/console', page);
+  app.get('/console/', page);
+  app.get<{ Params: { name: string } }>('/console/assets/:name', (req, reply) => {
+    const asset = deps.assets.asset(req.params.name);
+    void reply.headers(CONSOLE_HEADERS);
+    if (!asset) return sendProblem(reply, 'not_found', { detail: 'no such console asset' });
+    return reply.header('Cache-Control', ASSET_CACHE).type(asset.type).send(asset.body);
+  });
+
+  app.post<{ Body: { key: string } }>(
+    '/console/session',
+    { schema: { body: { type: 'object', required: ['key'], additionalProperties: false, properties: { key: { type: 'string', minLength: 1, maxLength: 512 } } } } },
+    async (req, reply) => {
+      void reply.headers(CONSOLE_HEADERS).header('Cache-Control', PAGE_CACHE);
+      if (!sameOrigin(req.headers.origin, req.headers.host)) {
+        record(req, 'login', 'refused', { why: 'cross-origin' });
+        return sendProblem(reply, 'forbidden', { detail: 'log in from the console page' });
+      }
+      const principal = deps.keys.principalOf(req.body.key);
+      if (principal?.kind !== 'admin') {
+        // A tenant's key is a known key but never an operator's: it is refused, and said so.
+        record(req, 'login', 'refused', { why: principal ? 'tenant key' : 'unknown key' });
+        return principal ? sendProblem(reply, 'forbidden', { detail: 'the console needs the admin key; tenant keys do not open it' }) : sendProblem(reply, 'unauthorized', { detail: 'unknown key' });
+      }
+      const { token, session } = await sessions.open();
+      req.consoleSession = session;
+      record(req, 'login', 'done');
+      return reply.header('Set-Cookie', sessionCookie(token, { maxAgeSec: deps.sessionTtlSec, secure: secure(req) })).send({ csrfToken: session.csrfToken, expiresAt: new Date(session.expiresAt).toISOString() });
+    },
+  );
+
+  app.get('/console/api/session', { onRequest: requireSession }, async (req) => ({ csrfToken: req.consoleSession!.csrfToken, expiresAt: new Date(req.consoleSession!.expiresAt).toISOString() }));
+
+  app.delete('/console/session', { onRequest: requireSession }, async (req, reply) => {
+    await sessions.close(cookieValue(req.headers.cookie, SESSION_COOKIE)!);
+    record(req, 'logout', 'done');
+    return reply.header('Set-Cookie', sessionCookie('', { maxAgeSec: 0, secure: secure(req) })).code(204).send();
+  });
+
+  app.get('/console/api/overview', { onRequest: requireSession }, async () => {
+    const tallies = deps.sampler.history();
+    const lag = await deps.lagReport().catch(() => 'Redis unreachable');
+    const alerts = activeAlerts({
+      lag: typeof lag === 'string' ? undefined : lag,
+      breakers: deps.breakers(),
+      now: tallies[tallies.length - 1],
+      fiveMinutesAgo: tallyAgo(tallies, 5 * 60_000),
+      fifteenMinutesAgo: tallyAgo(tallies, 15 * 60_000),
+    });
+    return { points: pointsOf(tallies), alerts };
+  });
+
+  app.get('/console/api/backpressure', { onRequest: requireSession }, async (req) => {
+    const failed = await deps.metrics.scrapeCollectors.collect();
+    for (const { collector, err } of failed) req.log.warn({ err, collector }, 'a scrape-time read failed; the console shows without it');
+    const gauges = backpressureGauges(await deps.metrics.registry.getMetricsAsJSON());
+    let lag: PublishedReport | string;
+    try {
+      lag = await deps.lagReport();
+    } catch (err) {
+      lag = `Redis unreachable (${(err as Error).message})`;
+    }
+    return { ...gauges, lag: typeof lag === 'string' ? { report: null, why: lag } : { report: lag, why: null } };
+  });
+
+  app.get('/console/api/limits', { onRequest: requireSession }, (req, reply) => answerLimits(deps.limits, req, reply));
+  app.put<{ Body: LimitChange }>('/console/api/limits', { onRequest: requireSession, schema: { body: limitChangeSchema } }, async (req, reply) => {
+    await answerLimitChange(deps.limits, req.body, req, reply);
+    record(req, 'limit.change', reply.statusCode < 400 ? 'done' : 'failed', { scope: req.body.scope, name: req.body.name ?? null, limit: req.body.limit, status: reply.statusCode });
+    return reply;
+  });
+
+  app.get('/console/api/dependencies', { onRequest: requireSession }, async () => ({ breakers: deps.breakers() }));
+
+  app.get<{ Querystring: RunQuery }>('/console/api/runs', { onRequest: requireSession, schema: { querystring: runQuerySchema } }, async (req) => {
+    const q = req.query;
+    const runs = await deps.runs.findRuns({
+      runId: q.runId,
+      tenantId: q.tenant,
+      workflow: q.workflow,
+      status: q.status,
+      since: q.since ? Date.parse(q.since) : undefined,
+      until: q.until ? Date.parse(q.until) : undefined,
+      limit: MAX_RUNS,
+    });
+    return { runs, limit: MAX_RUNS };
+  });
+
+  app.get<{ Params: { id: string } }>('/console/api/runs/:id', { onRequest: requireSession }, async (req, reply) => {
+    const [run] = await deps.runs.findRuns({ runId: req.params.id, limit: 1 });
+    if (!run) return sendProblem(reply, 'not_found', { detail: 'no such run' });
+    return { run, events: await deps.runs.listEvents(run.runId, run.tenantId, 0, MAX_EVENTS) };
+  });
+
+  app.post<{ Params: { id: string } }>('/console/api/runs/:id/cancel', { onRequest: requireSession }, async (req, reply) => {
+    const [run] = await deps.runs.findRuns({ runId: req.params.id, limit: 1 });
+    if (!run) {
+      record(req, 'run.cancel', 'refused', { runId: req.params.id, why: 'no such run' });
+      return sendProblem(reply, 'not_found', { detail: 'no such run' });
+    }
+    await answerCancel(deps, run, req, reply);
+    record(req, 'run.cancel', reply.statusCode < 400 ? 'done' : 'refused', { runId: run.runId, tenant: run.tenantId, status: reply.statusCode });
+    return reply;
+  });
+
+  app.get<{ Querystring: DlqQuery }>('/console/api/dlq', { onRequest: requireSession, schema: { querystring: dlqQuerySchema } }, async (req) => {
+    const rows = await deps.dlq.store.list({ ...req.query });
+    return { rows };
+  });
+
+  app.get<{ Params: { id: string } }>('/console/api/dlq/:id', { onRequest: requireSession }, async (req, reply) => {
+    const row = /^[1-9]\d{0,18}$/.test(req.params.id) ? await deps.dlq.store.get(req.params.id) : undefined;
+    if (!row) return sendProblem(reply, 'not_found', { detail: 'no such dead letter' });
+    return rowJson(row);
+  });
+
+  /** Recorded as replayed_by / discarded_by: the console and which session, as the CLI records its user. */
+  const who = (req: FastifyRequest) => `console:${req.consoleSession!.id}`;
+
+  app.post<{ Body: { ids: string[]; dryRun: boolean } }>(
+    '/console/api/dlq/replay',
+    { onRequest: requireSession, schema: { body: { type: 'object', required: ['ids', 'dryRun'], additionalProperties: false, properties: { ids: DLQ_IDS, dryRun: { type: 'boolean' } } } } },
+    async (req) => {
+      const { ids, dryRun } = req.body;
+      const outcomes: ReplayResult[] = [];
+      let tally = emptyTally();
+      let untried = 0;
+      if (dryRun) tally = await deps.dlq.replayer.preview(ids, (o) => outcomes.push(o));
+      else ({ tally, untried } = await deps.dlq.replayer.replay(ids, await deps.dlq.kafka(), { by: who(req), ratePerSec: DEFAULT_REPLAY_RATE, onOutcome: (o) => outcomes.push(o) }));
+      if (!dryRun) record(req, 'dlq.replay', tally.failed > 0 ? 'failed' : 'done', { ids, by: who(req), replayed: tally.replayed, refused: tally.refused, failed: tally.failed, untried });
+      return { lines: outcomes.map((o) => outcomeLine(o, dryRun)), summary: summaryLine(tally, dryRun), untried };
+    },
+  );
+
+  app.post<{ Body: { ids: string[]; reason: string } }>(
+    '/console/api/dlq/discard',
+    { onRequest: requireSession, schema: { body: { type: 'object', required: ['ids', 'reason'], additionalProperties: false, properties: { ids: DLQ_IDS, reason: { type: 'string', minLength: 1, maxLength: 500 } } } } },
+    async (req) => {
+      const { ids, reason } = req.body;
+      const result = await deps.dlq.store.discard(ids, who(req), reason);
+      record(req, 'dlq.discard', 'done', { ids, by: who(req), reason, discarded: result.discarded, notFound: result.notFound, notPending: result.notPending.map((n) => n.id) });
+      return result;
+    },
+  );
+}

@@ -1,0 +1,41 @@
+import type { Metrics } from '../../obs/metrics.js';
+import { tallyOf, type Tally } from './overview.js';
+
+/** How far back the Overview's charts reach. */
+export const OVERVIEW_SPAN_MS = 15 * 60_000;
+
+/**
+ * Takes a Tally of this process's registry every `sampleMs` and keeps the last 15 minutes of them
+ * (one more, so the oldest point has a tally before it). In memory: a restarted API starts its
+ * charts empty, and each API instance charts what it and the roles in its process counted.
+ */
+export class OverviewSampler {
+  private readonly tallies: Tally[] = [];
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly metrics: Pick<Metrics, 'registry'>,
+    private readonly sampleMs: number,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  start(): void {
+    void this.take();
+    this.timer = setInterval(() => void this.take(), this.sampleMs);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+  }
+
+  history(): readonly Tally[] {
+    return this.tallies;
+  }
+
+  async take(): Promise<void> {
+    this.tallies.push(tallyOf(await this.metrics.registry.getMetricsAsJSON(), this.now()));
+    const keep = Math.ceil(OVERVIEW_SPAN_MS / this.sampleMs) + 1;
+    if (this.tallies.length > keep) this.tallies.splice(0, this.tallies.length - keep);
+  }
+}

@@ -1,0 +1,105 @@
+import { useState } from 'preact/hooks';
+import type { BackpressureGauges } from '../../api/console/backpressure.js';
+import type { LimitView } from '../../api/routes/admin-limits.js';
+import type { PublishedReport } from '../../lag/lag-monitor.js';
+import { get, put } from '../api.js';
+import { usePolled } from '../hooks.js';
+import { lagRows, parseLimit, permitRows, type PermitRow } from '../view-models.js';
+
+type Backpressure = BackpressureGauges & { lag: { report: PublishedReport | null; why: string | null } };
+
+function LimitEditor({ row, onChanged }: { row: PermitRow; onChanged: () => void }) {
+  const [text, setText] = useState(String(row.limit));
+  const [editing, setEditing] = useState(false);
+  const [error, setError] = useState<string>();
+  if (!row.edit) return <span>{row.limit}</span>;
+  if (!editing)
+    return (
+      <button class="link" data-testid={`edit-${row.scope}`} onClick={() => (setText(String(row.limit)), setEditing(true))} title="change this limit">
+        {row.limit} ✎
+      </button>
+    );
+  const save = async (e: Event) => {
+    e.preventDefault();
+    const parsed = parseLimit(text);
+    if ('error' in parsed) return setError(parsed.error);
+    try {
+      await put<LimitView>('limits', { ...row.edit, limit: parsed.limit });
+      setEditing(false);
+      setError(undefined);
+      onChanged();
+    } catch (err) {
+      setError((err as Error).message);
+    }
+  };
+  return (
+    <form class="inline" onSubmit={save}>
+      <input aria-label={`limit of ${row.scope}`} data-testid={`limit-${row.scope}`} value={text} onInput={(e) => setText((e.target as HTMLInputElement).value)} size={7} />
+      <button type="submit">save</button>
+      <button type="button" onClick={() => setEditing(false)}>cancel</button>
+      {error && <span class="error">{error}</span>}
+    </form>
+  );
+}
+
+export function BackpressurePage({ onLoggedOut }: { onLoggedOut: () => void }) {
+  const state = usePolled(() => get<Backpressure>('backpressure'), 5_000, onLoggedOut);
+  const limits = usePolled(() => get<{ limits: LimitView[] }>('limits'), 15_000, onLoggedOut);
+  const reload = () => (state.reload(), limits.reload());
+  const bp = state.data;
+  const rows = bp ? permitRows(bp.permits, limits.data?.limits ?? []) : [];
+  return (
+    <section>
+      <h1>Backpressure</h1>
+      {state.error && <p class="error">{state.error}</p>}
+      <h2>Permits in use per scope</h2>
+      {bp && bp.permits.length === 0 && <p class="muted">the permits could not be read from Redis just now</p>}
+      <table data-testid="permits">
+        <thead>
+          <tr><th>scope</th><th>in use</th><th>limit</th><th>usage</th></tr>
+        </thead>
+        <tbody>
+          {rows.map((r) => (
+            <tr key={r.scope} data-scope={r.scope}>
+              <td>{r.scope}</td>
+              <td class="num">{r.inUse}</td>
+              <td class="num">
+                <LimitEditor row={r} onChanged={reload} />
+                {r.configured !== undefined && <span class="muted"> (configured {r.configured})</span>}
+              </td>
+              <td><meter min={0} max={1} value={r.usage} high={0.8} /></td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      <h2>Consumer lag</h2>
+      {bp?.lag.why && <p class="muted">{bp.lag.why}</p>}
+      {bp?.lag.report && (
+        <>
+          <p class="muted">
+            as the lag monitor ({bp.lag.report.instance}) saw it at {new Date(bp.lag.report.at).toLocaleTimeString()}; groups:{' '}
+            {bp.lag.report.groups.map((g) => `${g.group} (${g.members} members, ${g.status})`).join(', ')}
+          </p>
+          <table data-testid="lag">
+            <thead>
+              <tr><th>group</th><th>topic</th><th>partition</th><th>lag (messages)</th><th>lag (time)</th><th>status</th></tr>
+            </thead>
+            <tbody>
+              {lagRows(bp.lag.report).map((r) => (
+                <tr key={`${r.group}/${r.topic}/${r.partition}`} class={r.tone}>
+                  <td>{r.group}</td><td>{r.topic}</td><td class="num">{r.partition}</td><td class="num">{r.lagMessages}</td><td class="num">{r.lagSeconds}</td><td>{r.status}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </>
+      )}
+      <h2>Paused partitions and held runs (this process)</h2>
+      <ul>
+        {bp?.paused.map((p) => <li key={p.reason}>{p.partitions} partitions paused: {p.reason}</li>)}
+        {bp?.held.map((h) => <li key={h.dependency}>{h.runs} runs held for {h.dependency}</li>)}
+        {bp && bp.paused.length === 0 && bp.held.length === 0 && <li class="muted">none</li>}
+      </ul>
+    </section>
+  );
+}

@@ -1,0 +1,163 @@
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import type { BrowserContext, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { packageRoot } from '../../src/util/package-root.js';
+import { launchChromium } from '../support/chromium.js';
+import { ADMIN_KEY, TENANT_A_KEY, TENANT_B_KEY, TENANT_C_KEY, eventually, freePort, http, startSluice, testNamespace, waitForStatus, writeTestConfig, type SluiceProcess } from './harness.js';
+
+const SCREENSHOTS = join(packageRoot(), 'docs', 'console');
+/** Every browser wait is bounded: a broken page fails the test in seconds, not at the suite's timeout. */
+const UI_TIMEOUT_MS = 20_000;
+
+/**
+ * The console in a real headless chromium against a whole Sluice (simulator, processor, status
+ * sink, lag monitor, API in one process): logging in, being refused, live data on the pages, a
+ * limit changed from the page holding for the next run, and a run cancelled from the page.
+ */
+describe('the operations console in a browser', () => {
+  const namespace = testNamespace('console');
+  let sluice: SluiceProcess;
+  let browser: BrowserContext;
+  let page: Page;
+  let api: string;
+  let sim: string;
+
+  const submit = (key: string, input: unknown, deadlineMs = 60_000) => http(`${api}/v1/runs`, { method: 'POST', key, json: { workflow: 'support-reply', input, deadlineMs } });
+  const shot = (name: string) => page.screenshot({ path: join(SCREENSHOTS, `${name}.png`), fullPage: true });
+  const logIn = async (key: string) => {
+    await page.fill('input[name=key]', key);
+    await page.click('button[type=submit]');
+  };
+
+  beforeAll(async () => {
+    const [apiPort, simPort] = [await freePort(), await freePort()];
+    const configPath = writeTestConfig({
+      api: { port: apiPort, console: { sampleMs: 1_000 } },
+      simulator: { port: simPort, anthropicLatencyMs: 100, anthropicJitterMs: 20 },
+      lagMonitor: { intervalMs: 1_000, windowMs: 10_000 },
+      kafka: { sessionTimeoutMs: 6_000, heartbeatIntervalMs: 1_000 },
+      processor: { shutdownGraceMs: 1_000 },
+    });
+    sluice = await startSluice({ configPath, roles: 'provider-sim,status-sink,dlq-sink,processor,lag-monitor,api', namespace });
+    api = `http://127.0.0.1:${apiPort}`;
+    sim = `http://127.0.0.1:${simPort}`;
+    mkdirSync(SCREENSHOTS, { recursive: true });
+    browser = await launchChromium();
+    page = await browser.newPage();
+    page.setDefaultTimeout(UI_TIMEOUT_MS);
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    await sluice?.stop();
+  });
+
+  it('refuses a tenant key and an unknown key, and serves no data without a session', async () => {
+    await page.goto(`${api}/console`);
+    await logIn(TENANT_A_KEY);
+    await expect.poll(() => page.textContent('[data-testid=login-error]'), { timeout: UI_TIMEOUT_MS }).toContain('tenant keys do not open it');
+    await logIn('not-a-key');
+    await expect.poll(() => page.textContent('[data-testid=login-error]'), { timeout: UI_TIMEOUT_MS }).toBe('unknown key');
+    const status = await page.evaluate(async () => (await fetch('/console/api/overview')).status);
+    expect(status).toBe(401);
+    // Nor does the API's own Bearer scheme open it, with the admin key or a tenant's.
+    for (const key of [ADMIN_KEY, TENANT_A_KEY]) expect((await http(`${api}/console/api/overview`, { key })).status).toBe(401);
+    await shot('login');
+  });
+
+  it('logs in with the admin key and shows live counts on the Overview', async () => {
+    await logIn(ADMIN_KEY);
+    await page.waitForSelector('[data-testid=figures]');
+    const runs = await Promise.all(Array.from({ length: 6 }, (_, i) => submit(TENANT_A_KEY, { message: `order ${i}` })));
+    expect(runs.map((r) => r.status)).toEqual(Array(6).fill(202));
+    // The figures and charts refresh on their own: the admissions show up without a reload.
+    const admitted = page.locator('.figures div', { hasText: 'admitted' }).locator('dd');
+    await expect.poll(() => admitted.textContent(), { timeout: UI_TIMEOUT_MS }).toMatch(/^[1-9.][\d.]*\/s$|^0\.\d*[1-9]\d*\/s$/);
+    for (const r of runs) await waitForStatus(api, r.body.runId, TENANT_A_KEY, ['completed']);
+    await page.waitForSelector('.chart .u-over');
+    await page.waitForTimeout(2_000);
+    await shot('overview');
+  });
+
+  it('shows lag and permits on Backpressure, and a limit changed there holds for the next run', async () => {
+    await page.click('a[href="#/backpressure"]');
+    await page.waitForSelector('[data-testid=lag] tbody tr');
+    await page.waitForSelector('tr[data-scope="tenant:tenant-b"]');
+    // tenant-b to 0 concurrent runs, from the page.
+    await page.click('[data-testid="edit-tenant:tenant-b"]');
+    await page.fill('[data-testid="limit-tenant:tenant-b"]', '0');
+    await page.click('tr[data-scope="tenant:tenant-b"] button[type=submit]');
+    await page.waitForSelector('tr[data-scope="tenant:tenant-b"] >> text=(configured');
+    const limits = await http(`${api}/v1/admin/limits`, { key: ADMIN_KEY });
+    expect(limits.body.limits).toContainEqual(expect.objectContaining({ scope: 'tenant', name: 'tenant-b', limit: 0, override: 0 }));
+    // So a tenant-b run waits while a tenant-a run goes through...
+    const held = await submit(TENANT_B_KEY, { message: 'held' });
+    const free = await submit(TENANT_A_KEY, { message: 'free' });
+    await waitForStatus(api, free.body.runId, TENANT_A_KEY, ['completed']);
+    expect((await http(`${api}/v1/runs/${held.body.runId}`, { key: TENANT_B_KEY })).body.status).toBe('queued');
+    await shot('backpressure');
+    // ...until the limit is raised again, from the page.
+    await page.click('[data-testid="edit-tenant:tenant-b"]');
+    await page.fill('[data-testid="limit-tenant:tenant-b"]', '2');
+    await page.click('tr[data-scope="tenant:tenant-b"] button[type=submit]');
+    await waitForStatus(api, held.body.runId, TENANT_B_KEY, ['completed']);
+  });
+
+  it('shows the breakers on Dependencies', async () => {
+    await page.click('a[href="#/dependencies"]');
+    await page.waitForSelector('[data-testid=breakers] >> text=anthropic');
+    await shot('dependencies');
+  });
+
+  it('finds a run, shows its timeline, and cancels a running one after a confirmation', async () => {
+    // The tool step takes 8 s, so the run is still running when the page cancels it.
+    expect((await http(`${sim}/admin/faults`, { method: 'PUT', key: ADMIN_KEY, json: { target: 'order-lookup', latencyMs: 8_000 } })).status).toBe(200);
+    const slow = await submit(TENANT_A_KEY, { message: 'Where is order 7?' });
+    await waitForStatus(api, slow.body.runId, TENANT_A_KEY, ['running']);
+    await page.click('a[href="#/runs"]');
+    await page.fill('input[name=runId]', slow.body.runId);
+    await page.click('form.filters button[type=submit]');
+    await page.click(`a[href="#/runs/${slow.body.runId}"]`);
+    await page.waitForSelector('[data-testid=timeline] li');
+    await page.click('[data-testid=cancel-run]');
+    await page.click('[data-testid=confirm-cancel]');
+    await page.waitForSelector('text=cancellation requested');
+    await waitForStatus(api, slow.body.runId, TENANT_A_KEY, ['cancelled'], 30_000);
+    await page.waitForSelector('[data-testid=run-status] >> text=cancelled');
+    await http(`${sim}/admin/faults`, { method: 'PUT', key: ADMIN_KEY, json: { target: 'order-lookup', latencyMs: 0 } });
+    await shot('runs');
+    const audit = await eventually(async () => sluice.logs.find((l) => (l.audit as { action?: string } | undefined)?.action === 'run.cancel'), 5_000, 'the audit line of the cancel');
+    expect(audit.audit).toMatchObject({ outcome: 'done', runId: slow.body.runId, tenant: 'tenant-a' });
+  });
+
+  it('replays a dead letter from the DLQ page, after a dry run, and the run completes', async () => {
+    // tenant-c may run nothing, so its batch run's deadline passes while it waits: it is dead-lettered as expired.
+    const limit = (n: number) => http(`${api}/v1/admin/limits`, { method: 'PUT', key: ADMIN_KEY, json: { scope: 'tenant', name: 'tenant-c', limit: n } });
+    expect((await limit(0)).status).toBe(200);
+    const doomed = await http(`${api}/v1/runs`, { method: 'POST', key: TENANT_C_KEY, json: { workflow: 'support-reply', input: { message: 'Where is order 9?' }, class: 'batch', deadlineMs: 2_000 } });
+    expect(doomed.status).toBe(202);
+    await waitForStatus(api, doomed.body.runId, TENANT_C_KEY, ['dead_lettered'], 30_000);
+    expect((await limit(2)).status).toBe(200);
+    await page.click('a[href="#/dlq"]');
+    const row = page.locator('[data-testid=dlq] tr', { hasText: 'expired' }).first();
+    await row.waitFor({ timeout: UI_TIMEOUT_MS });
+    await row.locator('input[type=checkbox]').check();
+    await row.locator('button.link').click();
+    await page.waitForSelector(`[data-testid=dlq-row] >> text=${doomed.body.runId}`);
+    await page.click('[data-testid=dlq-dry-run]');
+    await page.waitForSelector('[data-testid=dlq-answer] >> text=dry run, nothing changed: would replay 1');
+    await shot('dlq');
+    await page.click('[data-testid=dlq-replay]');
+    await page.waitForSelector('[data-testid=dlq-answer] >> text=replayed 1');
+    await waitForStatus(api, doomed.body.runId, TENANT_C_KEY, ['completed'], 30_000);
+    const audit = await eventually(async () => sluice.logs.find((l) => (l.audit as { action?: string } | undefined)?.action === 'dlq.replay'), 5_000, 'the audit line of the replay');
+    expect(audit.audit).toMatchObject({ outcome: 'done', replayed: 1, by: expect.stringMatching(/^console:/) });
+  });
+
+  it('logs out: the session is gone and the login form is back', async () => {
+    await page.click('header button.link');
+    await page.waitForSelector('input[name=key]');
+    expect(await page.evaluate(async () => (await fetch('/console/api/overview')).status)).toBe(401);
+  });
+});

@@ -1,0 +1,272 @@
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ConsoleAssets } from '../../../src/api/console/console-assets.js';
+import { ConsoleSessions } from '../../../src/api/console/console-session.js';
+import { OverviewSampler } from '../../../src/api/console/overview-sampler.js';
+import { buildApiServer, type ApiDeps } from '../../../src/api/server.js';
+import { loadConfig } from '../../../src/config/load.js';
+import { createLogger, type Logger } from '../../../src/obs/logger.js';
+import { createMetrics } from '../../../src/obs/metrics.js';
+import { redisKeys } from '../../../src/redis/keys.js';
+import type { OperatorRunView } from '../../../src/status/run-store.js';
+import { fakeRunStatus } from '../../support/run-status-fakes.js';
+
+const config = loadConfig({ env: {} });
+const unused = async () => {
+  throw new Error('not used by the console routes');
+};
+const HOST = 'console.test';
+const RUN: OperatorRunView = {
+  runId: '0190f5a2-7c00-7abc-8def-0123456789ab',
+  tenantId: 'tenant-a',
+  workflow: 'support-reply',
+  class: 'interactive',
+  status: 'running',
+  statusMessage: 'running',
+  admittedAt: '2026-01-01T12:00:00.000Z',
+  deadline: '2099-01-01T12:00:30.000Z',
+  attempts: 1,
+};
+
+/** Redis's SET/GET/DEL in memory, enough for sessions. */
+function memoryRedis() {
+  const values = new Map<string, string>();
+  return {
+    values,
+    set: async (k: string, v: string) => (values.set(k, v), 'OK' as const),
+    get: async (k: string) => values.get(k) ?? null,
+    del: async (k: string) => Number(values.delete(k)),
+  };
+}
+
+function builtConsole(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'sluice-console-'));
+  mkdirSync(join(dir, 'assets'));
+  writeFileSync(join(dir, 'index.html'), '<!doctype html><script type="module" src="/console/assets/app-1.js"></script>');
+  writeFileSync(join(dir, 'assets', 'app-1.js'), 'console.log(1)');
+  return dir;
+}
+
+let app: FastifyInstance | undefined;
+let audit: Record<string, unknown>[];
+let limitFields: Map<string, number>;
+let cancelled: string[];
+let replays: { ids: readonly string[]; by: string; ratePerSec: number }[];
+let discards: { ids: readonly string[]; who: string; reason: string }[];
+
+function server(): FastifyInstance {
+  audit = [];
+  limitFields = new Map();
+  cancelled = [];
+  replays = [];
+  discards = [];
+  const metrics = createMetrics();
+  const auditLog = { info: (fields: { audit: Record<string, unknown> }) => audit.push(fields.audit) } as unknown as Logger;
+  app = buildApiServer({
+    config,
+    logger: createLogger('silent'),
+    metrics,
+    readiness: [],
+    runStatus: fakeRunStatus().deps,
+    reads: fakeRunStatus().reads,
+    producer: { publishRunRequested: unused },
+    runs: { recordAdmission: unused, getRun: unused },
+    admission: { decide: unused, withdraw: unused, redisUnreachable: () => { throw new Error('not used by the console routes'); } },
+    idempotency: { claim: unused, store: unused, forget: unused },
+    withdrawals: { withdraw: unused },
+    limits: { overrides: async () => new Map(limitFields), set: async (f, l) => void limitFields.set(f, l) },
+    console: {
+      sessions: new ConsoleSessions(memoryRedis(), redisKeys(''), 3600),
+      sessionTtlSec: 3600,
+      assets: new ConsoleAssets(builtConsole()),
+      sampler: new OverviewSampler(metrics, 60_000),
+      metrics,
+      lagReport: async () => 'no active lag monitor',
+      breakers: () => [{ name: 'anthropic', state: 'open', retryAt: 1 }],
+      runs: { findRuns: async (f) => (f.runId === undefined || f.runId === RUN.runId ? [RUN] : []), listEvents: async () => [] },
+      cancellations: { request: async (runId) => void cancelled.push(runId) },
+      audit: auditLog,
+      dlq: {
+        store: { list: async () => [], get: async () => undefined, discard: async (ids, who, reason) => (discards.push({ ids, who, reason }), { discarded: [...ids], notFound: [], notPending: [] }) },
+        replayer: {
+          preview: async () => ({ replayed: 0, refused: 0, failed: 0, skipped: { not_found: 1, replayed: 0, discarded: 0, locked: 0 } }),
+          replay: async (ids, _kafka, o) => {
+            replays.push({ ids, by: o.by, ratePerSec: o.ratePerSec });
+            for (const id of ids) o.onOutcome({ id, result: 'skipped', why: 'replayed' });
+            return { tally: { replayed: 0, refused: 0, failed: 0, skipped: { not_found: 0, replayed: ids.length, discarded: 0, locked: 0 } }, untried: 0 };
+          },
+        },
+        kafka: async () => ({ producer: { send: unused }, existingTopics: new Set(), produceTimeoutMs: 1_000 }),
+      },
+    },
+  } satisfies ApiDeps);
+  return app;
+}
+
+afterEach(async () => {
+  await app?.close();
+  app = undefined;
+});
+
+async function login(a: FastifyInstance, key = 'local-admin-key'): Promise<{ res: LightMyRequestResponse; cookie: string; csrf: string }> {
+  const res = await a.inject({ method: 'POST', url: '/console/session', headers: { host: HOST, origin: `http://${HOST}` }, payload: { key } });
+  const set = String(res.headers['set-cookie'] ?? '');
+  return { res, cookie: set.split(';')[0]!, csrf: res.statusCode === 200 ? (res.json() as { csrfToken: string }).csrfToken : '' };
+}
+
+describe('the console login', () => {
+  it('trades the admin key for an HttpOnly, SameSite=Strict cookie scoped to /console, with an expiry', async () => {
+    const { res, cookie, csrf } = await login(server());
+    expect(res.statusCode).toBe(200);
+    const set = String(res.headers['set-cookie']);
+    expect(set).toMatch(/^sluice_console=[\w-]{43}; Path=\/console; Max-Age=3600; HttpOnly; SameSite=Strict$/);
+    expect(csrf).toMatch(/^[\w-]{43}$/);
+    // The key itself is in no answer and no cookie.
+    expect(set + res.body).not.toContain('local-admin-key');
+    const session = await app!.inject({ url: '/console/api/session', headers: { cookie } });
+    expect(session.json()).toMatchObject({ csrfToken: csrf });
+    expect(audit).toEqual([expect.objectContaining({ action: 'login', outcome: 'done' })]);
+  });
+
+  it("refuses a tenant's key (403) and an unknown key (401), and says so in the audit log", async () => {
+    const a = server();
+    const tenant = await login(a, 'local-key-a');
+    expect(tenant.res.statusCode).toBe(403);
+    expect(tenant.res.headers['set-cookie']).toBeUndefined();
+    const unknown = await login(a, 'not-a-key');
+    expect(unknown.res.statusCode).toBe(401);
+    expect(audit.map((e) => [e.outcome, e.why])).toEqual([
+      ['refused', 'tenant key'],
+      ['refused', 'unknown key'],
+    ]);
+  });
+
+  it('refuses a login posted from another origin', async () => {
+    const res = await server().inject({ method: 'POST', url: '/console/session', headers: { host: HOST, origin: 'https://evil.example' }, payload: { key: 'local-admin-key' } });
+    expect(res.statusCode).toBe(403);
+  });
+
+  it('ends the session at logout, everywhere', async () => {
+    const a = server();
+    const { cookie, csrf } = await login(a);
+    expect((await a.inject({ method: 'DELETE', url: '/console/session', headers: { cookie, 'x-csrf-token': csrf } })).statusCode).toBe(204);
+    expect((await a.inject({ url: '/console/api/overview', headers: { cookie } })).statusCode).toBe(401);
+  });
+});
+
+describe('console data behind the session', () => {
+  it('answers nothing without a session: not to the admin key as Bearer, nor to a tenant key', async () => {
+    const a = server();
+    for (const authorization of [undefined, 'Bearer local-admin-key', 'Bearer local-key-a']) {
+      const res = await a.inject({ url: '/console/api/overview', headers: authorization ? { authorization } : {} });
+      expect(res.statusCode).toBe(401);
+    }
+  });
+
+  it('shows the alert conditions that hold (an open breaker, no lag monitor)', async () => {
+    const a = server();
+    const { cookie } = await login(a);
+    const body = (await a.inject({ url: '/console/api/overview', headers: { cookie } })).json() as { alerts: { alert: string }[] };
+    expect(body.alerts.map((x) => x.alert)).toEqual(['SluiceBreakerOpen', 'SluiceLagMonitorAbsent']);
+  });
+
+  it('finds runs of any tenant and shows one with its events', async () => {
+    const a = server();
+    const { cookie } = await login(a);
+    expect((await a.inject({ url: '/console/api/runs?tenant=tenant-a', headers: { cookie } })).json()).toMatchObject({ runs: [{ runId: RUN.runId }] });
+    expect((await a.inject({ url: `/console/api/runs/${RUN.runId}`, headers: { cookie } })).json()).toMatchObject({ run: { tenantId: 'tenant-a' }, events: [] });
+    expect((await a.inject({ url: '/console/api/runs?status=bogus', headers: { cookie } })).statusCode).toBe(400);
+    expect((await a.inject({ url: '/console/api/runs?since=2026-01-01T00:00:00.000Z', headers: { cookie } })).statusCode).toBe(200);
+    expect((await a.inject({ url: '/console/api/runs?since=yesterday', headers: { cookie } })).statusCode).toBe(400);
+  });
+});
+
+describe('changes from the console', () => {
+  it('need the CSRF token: without it, or with another, nothing changes and the refusal is audited', async () => {
+    const a = server();
+    const { cookie } = await login(a);
+    for (const token of [undefined, 'x'.repeat(43)]) {
+      const res = await a.inject({ method: 'PUT', url: '/console/api/limits', headers: { cookie, ...(token ? { 'x-csrf-token': token } : {}) }, payload: { scope: 'global', limit: 3 } });
+      expect(res.statusCode).toBe(403);
+    }
+    expect(limitFields.size).toBe(0);
+    expect(audit.filter((e) => e.outcome === 'refused')).toHaveLength(2);
+  });
+
+  it('refuse a cross-origin request even with the token', async () => {
+    const a = server();
+    const { cookie, csrf } = await login(a);
+    const res = await a.inject({ method: 'PUT', url: '/console/api/limits', headers: { cookie, 'x-csrf-token': csrf, host: HOST, origin: 'https://evil.example' }, payload: { scope: 'global', limit: 3 } });
+    expect(res.statusCode).toBe(403);
+    expect(limitFields.size).toBe(0);
+  });
+
+  it('change a limit through the admin limits logic, and audit who did what', async () => {
+    const a = server();
+    const { cookie, csrf } = await login(a);
+    const res = await a.inject({ method: 'PUT', url: '/console/api/limits', headers: { cookie, 'x-csrf-token': csrf, host: HOST, origin: `http://${HOST}` }, payload: { scope: 'global', limit: 3 } });
+    expect(res.json()).toMatchObject({ scope: 'global', limit: 3, override: 3 });
+    expect(limitFields.get('global')).toBe(3);
+    expect(audit.at(-1)).toMatchObject({ action: 'limit.change', outcome: 'done', scope: 'global', limit: 3, session: expect.stringMatching(/^[0-9a-f]{12}$/) });
+    // The same validation as the admin API: an unknown tenant is refused.
+    const bad = await a.inject({ method: 'PUT', url: '/console/api/limits', headers: { cookie, 'x-csrf-token': csrf }, payload: { scope: 'tenant', name: 'nobody', limit: 3 } });
+    expect(bad.statusCode).toBe(400);
+  });
+
+  it('cancel a run, audited with its tenant', async () => {
+    const a = server();
+    const { cookie, csrf } = await login(a);
+    const res = await a.inject({ method: 'POST', url: `/console/api/runs/${RUN.runId}/cancel`, headers: { cookie, 'x-csrf-token': csrf } });
+    expect(res.statusCode).toBe(202);
+    expect(cancelled).toEqual([RUN.runId]);
+    expect(audit.at(-1)).toMatchObject({ action: 'run.cancel', outcome: 'done', runId: RUN.runId, tenant: 'tenant-a' });
+  });
+});
+
+describe('DLQ actions from the console', () => {
+  it('replay at the CLI rate, recorded as by the console session, with its outcome lines', async () => {
+    const a = server();
+    const { cookie, csrf } = await login(a);
+    const res = await a.inject({ method: 'POST', url: '/console/api/dlq/replay', headers: { cookie, 'x-csrf-token': csrf }, payload: { ids: ['7'], dryRun: false } });
+    expect(res.json()).toEqual({ lines: ['skipped #7: already replayed'], summary: 'replayed 0, skipped 1 (1 already replayed), failed 0', untried: 0 });
+    expect(replays).toEqual([{ ids: ['7'], by: expect.stringMatching(/^console:[0-9a-f]{12}$/), ratePerSec: 10 }]);
+    expect(audit.at(-1)).toMatchObject({ action: 'dlq.replay', outcome: 'done', ids: ['7'], by: replays[0]!.by });
+  });
+
+  it('preview without changing anything, and refuse ids that are not row ids', async () => {
+    const a = server();
+    const { cookie, csrf } = await login(a);
+    const dry = await a.inject({ method: 'POST', url: '/console/api/dlq/replay', headers: { cookie, 'x-csrf-token': csrf }, payload: { ids: ['8'], dryRun: true } });
+    expect(dry.json()).toMatchObject({ summary: 'dry run, nothing changed: would replay 0, skip 1 (1 not found)' });
+    expect(replays).toEqual([]);
+    const bad = await a.inject({ method: 'POST', url: '/console/api/dlq/replay', headers: { cookie, 'x-csrf-token': csrf }, payload: { ids: ['1; DROP'], dryRun: true } });
+    expect(bad.statusCode).toBe(400);
+  });
+
+  it('discard with a reason, audited', async () => {
+    const a = server();
+    const { cookie, csrf } = await login(a);
+    const res = await a.inject({ method: 'POST', url: '/console/api/dlq/discard', headers: { cookie, 'x-csrf-token': csrf }, payload: { ids: ['3'], reason: 'duplicate' } });
+    expect(res.json()).toEqual({ discarded: ['3'], notFound: [], notPending: [] });
+    expect(discards).toEqual([{ ids: ['3'], who: expect.stringMatching(/^console:/), reason: 'duplicate' }]);
+    expect(audit.at(-1)).toMatchObject({ action: 'dlq.discard', reason: 'duplicate', discarded: ['3'] });
+  });
+});
+
+describe('the console page and its bundles', () => {
+  it('are served with a strict CSP, the page never cached and the bundles cached for good', async () => {
+    const a = server();
+    const page = await a.inject({ url: '/console' });
+    expect(page.statusCode).toBe(200);
+    expect(page.headers['content-security-policy']).toContain("default-src 'self'");
+    expect(page.headers['content-security-policy']).toContain("script-src 'self';");
+    expect(page.headers['cache-control']).toBe('no-store');
+    const asset = await a.inject({ url: '/console/assets/app-1.js' });
+    expect(asset.headers['content-type']).toBe('text/javascript; charset=utf-8');
+    expect(asset.headers['cache-control']).toContain('immutable');
+    expect((await a.inject({ url: '/console/assets/..%2Findex.html' })).statusCode).toBe(404);
+  });
+});

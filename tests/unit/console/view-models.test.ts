@@ -1,0 +1,96 @@
+import { describe, expect, it } from 'vitest';
+import type { OverviewPoint } from '../../../src/api/console/overview.js';
+import { alertBanner, chartData, formatSeconds, lagRows, latencyPick, latestFigures, parseLimit, permitRows, filterQuery, runTimeline } from '../../../src/console/view-models.js';
+
+const point = (at: number, admission: Record<string, number>, p50: Record<string, number | null> = {}): OverviewPoint => ({ at, admission, refusals: {}, finished: {}, p50, p99: {} });
+
+describe('chartData', () => {
+  it('aligns every series on the points, known labels first, gaps where a point lacks one', () => {
+    const c = chartData([point(1_000, { admitted: 1 }), point(6_000, { rejected: 2, admitted: 3, zeta: 1 })], (p) => p.admission, ['admitted', 'queued', 'rejected']);
+    expect(c.labels).toEqual(['admitted', 'rejected', 'zeta']);
+    expect(c.data).toEqual([[1, 6], [1, 3], [null, 2], [null, 1]]);
+  });
+  it('names latency series by class and quantile', () => {
+    expect(latencyPick(point(0, {}, { interactive: 0.2 }))).toEqual({ 'interactive p50': 0.2 });
+  });
+});
+
+describe('latestFigures', () => {
+  it('averages the rates of the last minute, and shows dashes before the first point', () => {
+    expect(latestFigures([]).map((f) => f.value)).toEqual(['–', '–', '–', '–', '–']);
+    expect(latestFigures([point(0, { admitted: 12.345 })]).slice(0, 2)).toEqual([{ label: 'admitted', value: '12.3/s' }, { label: 'queued', value: '0/s' }]);
+    // A burst of 6/s in one of the minute's points, then quiet: 1/s; the point a minute old is out.
+    const minute = [point(0, { admitted: 100 }), point(10_000, { admitted: 6 }), ...[20, 30, 40, 50, 60].map((s) => point(s * 1000, { admitted: 0 }))];
+    expect(latestFigures(minute)[0]).toEqual({ label: 'admitted', value: '1.00/s' });
+  });
+});
+
+describe('alertBanner', () => {
+  it('takes the worst severity and lists every alert', () => {
+    expect(alertBanner([])).toBeUndefined();
+    expect(alertBanner([{ alert: 'A', severity: 'warning', summary: 'x' }, { alert: 'B', severity: 'critical', summary: 'y' }])).toEqual({ level: 'critical', lines: ['A: x', 'B: y'] });
+  });
+});
+
+describe('lagRows', () => {
+  it('flattens groups to partitions, worst groups first, with a tone per status', () => {
+    const p = (status: 'OK' | 'STALL') => ({ topic: 't', partition: 0, committed: '1', low: '0', high: '2', lagMessages: '1', lagSeconds: 75, timeSource: 'record' as const, status });
+    const rows = lagRows({ groups: [{ group: 'a', members: 1, status: 'OK', lagMessages: '1', maxLagSeconds: 1, partitions: [p('OK')] }, { group: 'b', members: 0, status: 'STALL', lagMessages: '1', maxLagSeconds: 75, partitions: [p('STALL')] }] });
+    expect(rows.map((r) => [r.group, r.tone, r.lagSeconds])).toEqual([
+      ['b', 'bad', '1 min 15 s'],
+      ['a', 'ok', '1 min 15 s'],
+    ]);
+  });
+});
+
+describe('permitRows', () => {
+  it('marks the scopes the limits API can change, and the configured value behind an override', () => {
+    const rows = permitRows(
+      [
+        { scope: 'global', inUse: 5, limit: 10 },
+        { scope: 'class:batch', inUse: 1, limit: 5 },
+        { scope: 'tenant:a', inUse: 2, limit: 0 },
+      ],
+      [
+        { scope: 'global', limit: 10, default: 20, override: 10 },
+        { scope: 'tenant', name: 'a', limit: 0, default: 4, override: 0 },
+      ],
+    );
+    expect(rows).toEqual([
+      { scope: 'global', inUse: 5, limit: 10, usage: 0.5, edit: { scope: 'global' }, configured: 20 },
+      { scope: 'class:batch', inUse: 1, limit: 5, usage: 0.2 },
+      { scope: 'tenant:a', inUse: 2, limit: 0, usage: 1, edit: { scope: 'tenant', name: 'a' }, configured: 4 },
+    ]);
+  });
+  it('accepts only limits the admin API accepts', () => {
+    expect(parseLimit(' 12 ')).toEqual({ limit: 12 });
+    expect(parseLimit('1.5')).toHaveProperty('error');
+    expect(parseLimit('-1')).toHaveProperty('error');
+    expect(parseLimit('1000001')).toHaveProperty('error');
+  });
+});
+
+describe('runTimeline', () => {
+  it('shows each transition with its step, attempt, error and the time since the one before', () => {
+    const base = { runId: 'r', result: undefined };
+    const items = runTimeline([
+      { ...base, sequence: 0, status: 'queued', message: 'queued', step: null, attempt: 0, occurredAt: '2026-01-01T00:00:00.000Z' },
+      { ...base, sequence: 1, status: 'running', message: 'calling', step: 'draft', attempt: 2, occurredAt: '2026-01-01T00:00:00.250Z' },
+      { ...base, sequence: 2, status: 'failed', message: 'failed', step: null, attempt: 2, occurredAt: '2026-01-01T00:00:03.250Z', error: { code: 'tool_error', message: 'boom', retryable: false } },
+    ]);
+    expect(items.map((i) => [i.status, i.label, i.after, i.tone])).toEqual([
+      ['queued', 'queued', '', 'neutral'],
+      ['running', 'calling [step draft, attempt 2]', '250 ms', 'neutral'],
+      ['failed', 'failed [attempt 2] (tool_error: boom)', '3.0 s', 'bad'],
+    ]);
+  });
+});
+
+describe('filterQuery and formatSeconds', () => {
+  it('leaves empty filters out and sends times as ISO', () => {
+    expect(filterQuery({ runId: '', tenant: ' a ', since: '2026-01-01T00:00:00Z' })).toBe('tenant=a&since=2026-01-01T00%3A00%3A00.000Z');
+  });
+  it('reads as a person would', () => {
+    expect([0.5, 4.25, 125, 7300].map(formatSeconds)).toEqual(['500 ms', '4.3 s', '2 min 5 s', '2 h 2 min']);
+  });
+});
