@@ -307,6 +307,7 @@ async function startApi(ctx: RoleContext): Promise<string> {
       await admin.disconnect();
     }
   };
+  const board = await ctx.breakerBoard();
   const api = buildApiServer({
     config,
     logger,

@@ -76,7 +76,7 @@ function server(): FastifyInstance {
     runs: { recordAdmission: unused, getRun: unused },
     admission: { decide: unused, withdraw: unused, redisUnreachable: () => { throw new Error('not used by the console routes'); } },
     idempotency: { claim: unused, store: unused, forget: unused },
-    withdrawals: { withdraw: unused },
+    withdrawals: { markAnswerPending: unused, markAnswered: unused, withdraw: unused },
     limits: { overrides: async () => new Map(limitFields), set: async (f, l) => void limitFields.set(f, l) },
     console: {
       sessions: new ConsoleSessions(memoryRedis(), redisKeys(''), 3600),
