@@ -1,11 +1,11 @@
-import type { SluiceConfig, TenantConfig, WorkflowConfig } from '../config/schema.js';
-import type { RunClass, RunRequested } from '../events/schemas.js';
+import type { SluiceConfig } from '../config/schema.js';
+import type { RunRequested } from '../events/schemas.js';
 import type { Logger } from '../obs/logger.js';
 import type { Metrics } from '../obs/metrics.js';
 import type { EventProducer } from '../producers/event-producer.js';
 import { MessageTooLargeError, ProduceQueueFullError, ProduceTimeoutError, mayHaveReachedKafka } from '../producers/produce-batcher.js';
 import type { RedisCancellations } from '../runs/cancellation.js';
-import type { AdmissionController } from './admission-controller.js';
+import type { AdmissionController, AdmissionRequest } from './admission-controller.js';
 import type { AdmissionDecision } from './admission-policy.js';
 
 /** What both submit adapters (HTTP and the Kafka ingress) need to admit a run and publish it. */
@@ -21,19 +21,13 @@ export interface AdmitRunDeps {
   withdrawals: Pick<RedisCancellations, 'markAnswerPending' | 'markAnswered' | 'withdraw'>;
 }
 
-/** A validated request about to meet admission; nothing in it has touched shared state. */
-export interface RunSubmission {
-  runId: string;
-  tenantId: string;
-  tenant: TenantConfig;
-  workflowName: string;
-  workflow: WorkflowConfig;
-  runClass: RunClass;
+/**
+ * A validated request about to meet admission; nothing in it has touched shared state. `now` is
+ * when admission decides, from `admittedAt` on.
+ */
+export interface RunSubmission extends Omit<AdmissionRequest, 'idempotencyKey'> {
   /** When the deadline started: the request's arrival (the ingress keeps it across re-offers). */
   admittedAt: number;
-  deadline: number;
-  /** When admission decides, from `admittedAt` on. */
-  now: number;
   /** The input as canonical JSON text, serialized once within `api.input` bounds. */
   inputJson: string;
   /** The run's own traceparent (already a child of the caller's). */

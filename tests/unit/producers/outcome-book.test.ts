@@ -1,28 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import type { RunStatusChanged } from '../../../src/events/schemas.js';
+import { statusEvent } from './status-event.js';
 import { OutcomeBook } from '../../../src/producers/outcome-book.js';
 import { OutcomeTimeoutError, OutcomeUnavailableError, UnknownRequestError } from '../../../src/producers/producer-errors.js';
 
-const status = (over: Partial<RunStatusChanged>): RunStatusChanged => ({
-  runId: 'run-1',
-  tenantId: 'tenant-a',
-  workflow: 'support-reply',
-  class: 'interactive',
-  admittedAt: 1,
-  deadline: 2,
-  attempt: 0,
-  traceparent: 't',
-  sequence: 0,
-  status: 'queued',
-  occurredAt: 1,
-  message: 'm',
-  step: null,
-  result: null,
-  error: null,
-  attemptStartedAt: null,
-  requestId: null,
-  ...over,
-});
+const status = statusEvent;
 
 describe('the outcome book', () => {
   it("resolves a wait when its request's answer and then its run's end come", async () => {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { RunStatusChanged } from '../../../src/events/schemas.js';
+import { statusEvent } from './status-event.js';
 import { outcomeAt, outcomeOf, progressWith, toRunSubmission, type RequestProgress, type SubmitRequest } from '../../../src/producers/submission.js';
 
 const REQUEST: SubmitRequest = { workflow: 'support-reply', input: { orderId: '42' }, idempotencyKey: 'order-42' };
@@ -30,27 +31,7 @@ describe('a request as a RunSubmission', () => {
   });
 });
 
-const event = (over: Partial<RunStatusChanged>): RunStatusChanged => ({
-  runId: 'run-1',
-  tenantId: 'tenant-a',
-  workflow: 'support-reply',
-  class: 'interactive',
-  admittedAt: 1,
-  deadline: 2,
-  attempt: 0,
-  traceparent: 't',
-  sequence: 0,
-  status: 'queued',
-  occurredAt: 1,
-  message: 'm',
-  step: null,
-  result: null,
-  error: null,
-  attemptStartedAt: null,
-  requestId: 'req-1',
-  retryAfterSec: null,
-  ...over,
-});
+const event = (over: Partial<RunStatusChanged>): RunStatusChanged => statusEvent({ requestId: 'req-1', ...over });
 
 describe('outcomes from status events', () => {
   it('reads the code and retry-after of a deferral, and the parsed result of a completed run', () => {
