@@ -1,10 +1,6 @@
 import type { FastifyBaseLogger, FastifyInstance, FastifyReply } from 'fastify';
-import type { SluiceConfig } from '../../config/schema.js';
 import { ownEntry } from '../../config/lookup.js';
 import type { RunClass } from '../../events/schemas.js';
-import type { Metrics } from '../../obs/metrics.js';
-import type { EventProducer } from '../../producers/event-producer.js';
-import type { RedisCancellations } from '../../runs/cancellation.js';
 import { resolveDeadline } from '../../runs/deadline.js';
 import type { AdmissionDecision } from '../../admission/admission-policy.js';
 import { newRunId } from '../../runs/run-id.js';
@@ -16,19 +12,15 @@ import { findOwnRun, tenantOf } from './own-run.js';
 import type { AdmissionController } from '../../admission/admission-controller.js';
 import type { ReadLimits } from '../../admission/read-limits.js';
 import { IDEMPOTENCY_KEY, requestFingerprint, type IdempotencyClaim, type IdempotencyStore, type StoredAnswer } from '../../admission/idempotency.js';
-import { admissionMessage, admitRun, refusalDetail, type AdmitOutcome, type RunSubmission } from '../../admission/admit-run.js';
+import { admissionMessage, admitRun, refusalDetail, type AdmitOutcome, type AdmitRunDeps, type RunSubmission } from '../../admission/admit-run.js';
 import { infrastructureFailure } from '../../util/infrastructure-failure.js';
 import { withTimeout } from '../../util/with-timeout.js';
 
-export interface RunRouteDeps {
-  config: SluiceConfig;
-  metrics: Metrics;
-  producer: Pick<EventProducer, 'publishRunRequested'>;
+/** What admission needs (`AdmitRunDeps`), plus the read model, Idempotency-Key answers and read bounds. */
+export interface RunRouteDeps extends AdmitRunDeps {
   runs: Pick<RunStore, 'recordAdmission' | 'getRun'>;
   admission: Pick<AdmissionController, 'decide' | 'withdraw' | 'redisUnreachable'>;
   idempotency: Pick<IdempotencyStore, 'claim' | 'store' | 'forget'>;
-  /** The run's answer marks: pending before the produce, then answered, or withdrawn after a 503 so it never runs. */
-  withdrawals: Pick<RedisCancellations, 'markAnswerPending' | 'markAnswered' | 'withdraw'>;
   /** The tenant's read bounds, for `GET /v1/runs/:id`. */
   reads: Pick<ReadLimits, 'take'>;
   now?: () => number;
