@@ -1,4 +1,4 @@
-import type { MetricJson } from './overview.js';
+import { metricValues, type MetricJson } from './overview.js';
 
 /** Permits of one scope (global, class:batch, tenant:<id>, workflow:<name>, dependency:<name>), cluster-wide. */
 export interface PermitUse {
@@ -16,13 +16,9 @@ export interface BackpressureGauges {
   held: { dependency: string; runs: number }[];
 }
 
-function values(metrics: readonly MetricJson[], name: string): MetricJson['values'] {
-  return metrics.find((m) => m.name === name)?.values ?? [];
-}
-
 function summed(metrics: readonly MetricJson[], name: string, label: string): Map<string, number> {
   const out = new Map<string, number>();
-  for (const v of values(metrics, name)) out.set(String(v.labels[label]), (out.get(String(v.labels[label])) ?? 0) + v.value);
+  for (const v of metricValues(metrics, name)) out.set(String(v.labels[label]), (out.get(String(v.labels[label])) ?? 0) + v.value);
   return out;
 }
 

@@ -32,23 +32,24 @@ function add(into: Record<string, number>, key: string | number | undefined, val
   into[k] = (into[k] ?? 0) + value;
 }
 
-function find(metrics: readonly MetricJson[], name: string): MetricJson['values'] {
+/** The values of one metric in a registry's JSON (none when it is not registered). */
+export function metricValues(metrics: readonly MetricJson[], name: string): MetricJson['values'] {
   return metrics.find((m) => m.name === name)?.values ?? [];
 }
 
 /** Reads a Tally out of a registry's JSON: the one place that knows which metrics the Overview uses. */
 export function tallyOf(metrics: readonly MetricJson[], at: number): Tally {
   const t: Tally = { at, admission: {}, refusals: {}, finished: {}, endToEnd: {}, deadLetters: {}, leasesLost: 0, retryBudgetExhausted: {} };
-  for (const v of find(metrics, 'sluice_admission_total')) {
+  for (const v of metricValues(metrics, 'sluice_admission_total')) {
     add(t.admission, v.labels.outcome, v.value);
     if (REFUSED.has(String(v.labels.outcome))) add(t.refusals, v.labels.reason, v.value);
   }
-  for (const v of find(metrics, 'sluice_runs_finished_total')) add(t.finished, v.labels.status, v.value);
-  for (const v of find(metrics, 'sluice_dead_letters_total')) add(t.deadLetters, v.labels.reason, v.value);
-  for (const v of find(metrics, 'sluice_retry_budget_exhausted_total')) add(t.retryBudgetExhausted, v.labels.dependency, v.value);
-  for (const v of find(metrics, 'sluice_permit_leases_lost_total')) t.leasesLost += v.value;
+  for (const v of metricValues(metrics, 'sluice_runs_finished_total')) add(t.finished, v.labels.status, v.value);
+  for (const v of metricValues(metrics, 'sluice_dead_letters_total')) add(t.deadLetters, v.labels.reason, v.value);
+  for (const v of metricValues(metrics, 'sluice_retry_budget_exhausted_total')) add(t.retryBudgetExhausted, v.labels.dependency, v.value);
+  for (const v of metricValues(metrics, 'sluice_permit_leases_lost_total')) t.leasesLost += v.value;
   const bounds = new Map<string, Map<number, number>>();
-  for (const v of find(metrics, 'sluice_run_end_to_end_seconds')) {
+  for (const v of metricValues(metrics, 'sluice_run_end_to_end_seconds')) {
     if (!('metricName' in v) || !v.metricName?.endsWith('_bucket')) continue;
     const le = v.labels.le === '+Inf' ? Infinity : Number(v.labels.le);
     const byLe = bounds.get(String(v.labels.class)) ?? new Map<number, number>();
