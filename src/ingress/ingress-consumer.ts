@@ -131,9 +131,14 @@ export class IngressConsumer {
       if (!isRunning() || isStale() || this.stopping) break;
       const readAt = this.now();
       let outcome: IngressOutcome;
+      const handling = this.handle(topic, partition, message);
       try {
-        outcome = await withTimeout(this.handle(topic, partition, message), this.deps.config.ingress.recordTimeoutMs, 'handling an ingress record');
+        outcome = await withTimeout(handling, this.deps.config.ingress.recordTimeoutMs, 'handling an ingress record');
       } catch (err) {
+        // Past its bound the record is still being handled (every step inside is bounded too): let
+        // it finish before the record is read again, so no record ever has two handlers, which
+        // could both claim its key with the record's token and admit two runs.
+        await handling.catch(() => undefined);
         await commit();
         const { failures, waitMs } = this.holds.backOff(topic, partition, message.offset);
         this.log.warn({ err, topic, partition, offset: message.offset, failures, waitMs }, 'could not handle an ingress record now; reading it again after a backoff');

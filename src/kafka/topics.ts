@@ -66,9 +66,23 @@ export function topicSpecs(cfg: SluiceConfig['kafka'], namespace: string, replic
       { name: 'retention.ms', value: String(k === 'dlq' ? 30 * 86_400_000 : 7 * 86_400_000) },
       // Records carry the broker's append time, so the lag monitor's time lag is one clock's, not each producer's.
       { name: TIMESTAMP_TYPE, value: 'LogAppendTime' },
+      ...(k === 'requests' ? [{ name: 'max.message.bytes', value: String(ingressRecordLimit(cfg.maxBatchBytes)) }] : []),
     ],
   }));
 }
+
+/**
+ * The largest record the ingress topic takes. Anyone who can write to it can send a record the
+ * ingress must dead-letter, and a dead letter carries the record whole plus its error, stack and
+ * headers: were that envelope over what Sluice's producer sends (`maxBatchBytes`), the record could
+ * be neither handled nor dead-lettered and would hold its partition. So the topic keeps that room.
+ */
+export function ingressRecordLimit(maxBatchBytes: number): number {
+  return maxBatchBytes - Math.min(DEAD_LETTER_ROOM, Math.floor(maxBatchBytes / 2));
+}
+
+/** Bytes a dead letter adds around its record: error message and stack (5 KB at most), headers, Avro framing. */
+const DEAD_LETTER_ROOM = 64 * 1024;
 
 const TIMESTAMP_TYPE = 'message.timestamp.type';
 

@@ -291,13 +291,21 @@ async function startApi(ctx: RoleContext): Promise<string> {
   const cancellations = new RedisCancellations(clients.redis, clients.keys);
   const deadLetters = new DeadLetterStore(await clients.pool(), { statementTimeoutMs: config.postgres.statementTimeoutMs, namespace: config.namespace });
   // The console's DLQ replays produce as `sluice dlq replay` does: an idempotent producer, connected on the first replay.
+  // A producer that failed to connect is dropped, so the next replay tries again; registered before
+  // the server's own stop, so replays still in flight at shutdown keep their producer.
   let replayProducer: Promise<Producer> | undefined;
+  onStop(async () => void (await replayProducer?.then((p) => p.disconnect(), () => undefined)));
   const replayKafka = async (): Promise<ReplayKafka> => {
     replayProducer ??= (async () => {
       const producer = createIdempotentProducer(clients.kafka);
-      await producer.connect();
-      onStop(() => producer.disconnect());
-      return producer;
+      try {
+        await producer.connect();
+        return producer;
+      } catch (err) {
+        replayProducer = undefined;
+        await producer.disconnect().catch(() => undefined);
+        throw err;
+      }
     })();
     const admin = clients.kafka.admin();
     await admin.connect();

@@ -20,8 +20,10 @@ export class OverviewSampler {
   ) {}
 
   start(): void {
-    void this.take();
-    this.timer = setInterval(() => void this.take(), this.sampleMs);
+    // A sample that fails is a gap in the charts; left unhandled, its rejection would end the process.
+    const tick = () => void this.take().catch(() => undefined);
+    tick();
+    this.timer = setInterval(tick, this.sampleMs);
     this.timer.unref();
   }
 

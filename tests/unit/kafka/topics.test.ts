@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { partitionsAwaitingLeader, topicSpecs, type PartitionLeadership } from '../../../src/kafka/topics.js';
+import { ingressRecordLimit, partitionsAwaitingLeader, topicSpecs, type PartitionLeadership } from '../../../src/kafka/topics.js';
 import { loadConfig } from '../../../src/config/load.js';
 
 const led = (partitionId: number, leader = 1, partitionErrorCode = 0): PartitionLeadership => ({ partitionId, leader, partitionErrorCode });
@@ -31,5 +31,12 @@ describe('topicSpecs', () => {
       expect(s.replicationFactor).toBe(3);
       expect(s.configEntries).toContainEqual({ name: 'min.insync.replicas', value: '2' });
     }
+  });
+
+  it("caps only the ingress topic's records, leaving a dead letter of the largest room under the producer's bound", () => {
+    const specs = topicSpecs(loadConfig({ env: {} }).kafka, 'ns.', { replicationFactor: 1, minInsyncReplicas: 1 });
+    const caps = specs.flatMap((s) => (s.configEntries ?? []).filter((e) => e.name === 'max.message.bytes').map((e) => [s.topic, e.value]));
+    expect(caps).toEqual([['ns.sluice.runs.requests', String(1_000_000 - 65_536)]]);
+    expect(ingressRecordLimit(1_024)).toBe(512);
   });
 });
