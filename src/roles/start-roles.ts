@@ -20,6 +20,7 @@ import { TokenSettlement } from '../execution/token-settlement.js';
 import { RunEventFeed } from '../status/run-event-feed.js';
 import { createListenClient } from '../db/pool.js';
 import { callLlm, createAnthropicClient } from '../steps/llm-call.js';
+import { ToolConnections } from '../steps/tool-connections.js';
 import { SharedClients } from './shared-clients.js';
 import { AdmissionController } from '../admission/admission-controller.js';
 import { AdmissionStore } from '../admission/admission-store.js';
@@ -191,9 +192,12 @@ async function startProcessor(ctx: RoleContext, simulatorUrl: string): Promise<v
   const retryBudgets = new SharedRetryBudgets({ scripts: clients.scripts, keys: clients.keys, reportEveryMs: RETRY_BUDGET_REPORT_MS, metrics, logger: log });
   retryBudgets.start();
   onStop(() => retryBudgets.stop());
+  const tools = new ToolConnections();
+  onStop(async () => tools.close());
   const executor = new RunExecutor({
     config,
     llm: (req) => callLlm(anthropic, req),
+    tool: (req) => tools.call(req),
     retryBudgets,
     simulatorUrl,
     publishStatus: (e) => producer.publishStatus(e, config.processor.produceTimeoutMs),
