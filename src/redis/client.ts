@@ -30,9 +30,11 @@ function seedNode(hostPort: string): { host: string; port: number } {
 
 /** Connects to the configured Redis: the cluster when `redis.cluster` names nodes, else the server at `redis.url`. */
 export function createRedisClient(config: SluiceConfig['redis'], opts: RedisClientOptions): RedisClient {
-  if (!config.cluster) return new Redis(config.url, opts);
+  const enableAutoPipelining = config.autoPipelining;
+  if (!config.cluster) return new Redis(config.url, { ...opts, enableAutoPipelining });
   const { lazyConnect, enableOfflineQueue, ...perNode } = opts;
   return new Cluster(config.cluster.map(seedNode), {
+    enableAutoPipelining,
     ...(lazyConnect !== undefined ? { lazyConnect } : {}),
     ...(enableOfflineQueue !== undefined ? { enableOfflineQueue } : {}),
     redisOptions: { ...perNode, ...nodeOptionsFromUrl(config.url) },
@@ -44,7 +46,8 @@ export function createRedisClient(config: SluiceConfig['redis'], opts: RedisClie
  * cluster it keeps one subscriber per master, so each channel is heard on the shard that owns it.
  */
 export function duplicateForSubscribing(client: RedisClient): RedisClient {
-  return client instanceof Cluster ? client.duplicate([], { shardedSubscribers: true }) : client.duplicate();
+  // Not auto-pipelined: ioredis leaves SUBSCRIBE out of its pipelines, but not SSUBSCRIBE.
+  return client instanceof Cluster ? client.duplicate([], { shardedSubscribers: true, enableAutoPipelining: false }) : client.duplicate({ enableAutoPipelining: false });
 }
 
 /** The major version in an INFO server reply, undefined when it names none. */
