@@ -388,11 +388,6 @@ export const configSchema = z
          * (credentials and TLS from `url`) and `url`'s host is not used.
          */
         cluster: z.array(z.string().regex(/^[^\s:]+:\d{1,5}$/, 'must be host:port')).min(1, 'name at least one node, or leave cluster out').optional(),
-        /**
-         * Commands issued in one turn of the event loop go to Redis in one write (ioredis
-         * auto-pipelining): under load, many requests' and runs' commands share a system call.
-         */
-        autoPipelining: z.boolean().default(true),
       })
       .prefault({}),
     postgres: z

@@ -30,11 +30,9 @@ function seedNode(hostPort: string): { host: string; port: number } {
 
 /** Connects to the configured Redis: the cluster when `redis.cluster` names nodes, else the server at `redis.url`. */
 export function createRedisClient(config: SluiceConfig['redis'], opts: RedisClientOptions): RedisClient {
-  const enableAutoPipelining = config.autoPipelining;
-  if (!config.cluster) return new Redis(config.url, { ...opts, enableAutoPipelining });
+  if (!config.cluster) return new Redis(config.url, opts);
   const { lazyConnect, enableOfflineQueue, ...perNode } = opts;
   return new Cluster(config.cluster.map(seedNode), {
-    enableAutoPipelining,
     ...(lazyConnect !== undefined ? { lazyConnect } : {}),
     ...(enableOfflineQueue !== undefined ? { enableOfflineQueue } : {}),
     redisOptions: { ...perNode, ...nodeOptionsFromUrl(config.url) },
@@ -46,8 +44,7 @@ export function createRedisClient(config: SluiceConfig['redis'], opts: RedisClie
  * cluster it keeps one subscriber per master, so each channel is heard on the shard that owns it.
  */
 export function duplicateForSubscribing(client: RedisClient): RedisClient {
-  // Not auto-pipelined: ioredis leaves SUBSCRIBE out of its pipelines, but not SSUBSCRIBE.
-  return client instanceof Cluster ? client.duplicate([], { shardedSubscribers: true, enableAutoPipelining: false }) : client.duplicate({ enableAutoPipelining: false });
+  return client instanceof Cluster ? client.duplicate([], { shardedSubscribers: true }) : client.duplicate();
 }
 
 /** The major version in an INFO server reply, undefined when it names none. */

@@ -10,7 +10,7 @@ export type RedisBackend = (typeof REDIS_BACKENDS)[number];
 
 /** The `redis` config section of a backend: the integration Redis, or the run's throwaway cluster. */
 export function redisConfigOf(backend: RedisBackend): SluiceConfig['redis'] {
-  return backend === 'cluster' ? { url: 'redis://127.0.0.1', cluster: inject('redisCluster'), autoPipelining: true } : { url: inject('infra').redisUrl, autoPipelining: true };
+  return backend === 'cluster' ? { url: 'redis://127.0.0.1', cluster: inject('redisCluster') } : { url: inject('infra').redisUrl };
 }
 
 /** What a spawned `sluice` needs in its environment to use the backend (REDIS_URL is set by startSluice). */

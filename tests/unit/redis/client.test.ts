@@ -6,24 +6,14 @@ const OPTS = { lazyConnect: true, connectTimeout: 2_000, commandTimeout: 2_000, 
 
 describe('createRedisClient', () => {
   it('connects to the one server of redis.url when no cluster is named', () => {
-    const client = createRedisClient({ url: 'redis://127.0.0.1:6390', autoPipelining: true }, OPTS);
+    const client = createRedisClient({ url: 'redis://127.0.0.1:6390' }, OPTS);
     expect(client).toBeInstanceOf(Redis);
-    expect((client as Redis).options).toMatchObject({ host: '127.0.0.1', port: 6390, enableAutoPipelining: true, ...OPTS });
+    expect((client as Redis).options).toMatchObject({ host: '127.0.0.1', port: 6390, ...OPTS });
     client.disconnect();
   });
 
-  it('auto-pipelines commands only when redis.autoPipelining says so, on a server and on a cluster', () => {
-    for (const autoPipelining of [true, false]) {
-      const server = createRedisClient({ url: 'redis://127.0.0.1:6390', autoPipelining }, OPTS) as Redis;
-      const cluster = createRedisClient({ url: 'redis://127.0.0.1', cluster: ['127.0.0.1:7000'], autoPipelining }, OPTS) as Cluster;
-      expect([server.options.enableAutoPipelining, cluster.options.enableAutoPipelining]).toEqual([autoPipelining, autoPipelining]);
-      server.disconnect();
-      cluster.disconnect();
-    }
-  });
-
   it('connects to the cluster of redis.cluster, with the same per-node timeouts and the credentials and TLS of redis.url', () => {
-    const client = createRedisClient({ url: 'rediss://sluice:s%40cret@ignored:1', cluster: ['10.0.0.1:7000', 'node-b:7001'], autoPipelining: true }, OPTS);
+    const client = createRedisClient({ url: 'rediss://sluice:s%40cret@ignored:1', cluster: ['10.0.0.1:7000', 'node-b:7001'] }, OPTS);
     expect(client).toBeInstanceOf(Cluster);
     const cluster = client as Cluster;
     expect(cluster.options.lazyConnect).toBe(true);
@@ -32,17 +22,15 @@ describe('createRedisClient', () => {
     cluster.disconnect();
   });
 
-  it('gives a cluster subscriber one sharded subscriber per master, and a server subscriber a plain duplicate, neither auto-pipelined', () => {
-    const cluster = createRedisClient({ url: 'redis://127.0.0.1', cluster: ['127.0.0.1:7000'], autoPipelining: true }, OPTS) as Cluster;
+  it('gives a cluster subscriber one sharded subscriber per master, and a server subscriber a plain duplicate', () => {
+    const cluster = createRedisClient({ url: 'redis://127.0.0.1', cluster: ['127.0.0.1:7000'] }, OPTS) as Cluster;
     const sub = duplicateForSubscribing(cluster) as Cluster;
     expect(sub).toBeInstanceOf(Cluster);
     expect(sub.options.shardedSubscribers).toBe(true);
-    expect(sub.options.enableAutoPipelining).toBe(false);
     expect(cluster.options.shardedSubscribers).toBeFalsy();
-    const server = createRedisClient({ url: 'redis://127.0.0.1:6390', autoPipelining: true }, OPTS);
+    const server = createRedisClient({ url: 'redis://127.0.0.1:6390' }, OPTS);
     const serverSub = duplicateForSubscribing(server);
     expect(serverSub).toBeInstanceOf(Redis);
-    expect((serverSub as Redis).options.enableAutoPipelining).toBe(false);
     for (const c of [cluster, sub, server, serverSub]) c.disconnect();
   });
 });
