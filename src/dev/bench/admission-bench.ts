@@ -22,7 +22,7 @@ export interface AdmissionBenchOptions {
    * The Sluice API processes measured side by side, each on its own port and namespace:
    * `write-behind` / `no-write-behind` (`api.admissionRows.writeBehind`), or `checkout:<dir>`,
    * another built checkout's `dist/cli/main.js` with the same config minus `api.admissionRows`
-   * (the main branch, say). The reject path is measured on the first; the accept path on each.
+   * (the main branch, say). The reject and accept paths are measured on each.
    */
   variants: readonly string[];
   /** Times every path is measured per rate, the paths taking turns, so a change in machine load hits them alike. */
@@ -145,7 +145,7 @@ export async function benchAdmission(opts: AdmissionBenchOptions): Promise<void>
     const url = (port: number) => `http://127.0.0.1:${port}/v1/runs`;
     const paths: Record<AdmissionTarget, { path: string; url: string; key: string; pid: number }[]> = {
       baseline: [{ path: 'bare fastify (baseline)', url: url(barePort), key: ACCEPT_KEY, pid: bare.pid! }],
-      reject: [{ path: `reject (429) ${apis[0]!.variant.label}`, url: url(apis[0]!.port), key: REJECT_KEY, pid: apis[0]!.child.pid! }],
+      reject: apis.map((api) => ({ path: `reject (429) ${api.variant.label}`, url: url(api.port), key: REJECT_KEY, pid: api.child.pid! })),
       accept: apis.map((api) => ({ path: `accept (202) ${api.variant.label}`, url: url(api.port), key: ACCEPT_KEY, pid: api.child.pid! })),
     };
     const targets = opts.targets.flatMap((t) => paths[t]);
