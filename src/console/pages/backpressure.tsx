@@ -86,7 +86,7 @@ export function BackpressurePage({ onLoggedOut }: { onLoggedOut: () => void }) {
             </thead>
             <tbody>
               {lagRows(bp.lag.report).map((r) => (
-                <tr key={`${r.group}/${r.topic}/${r.partition}`} class={r.tone}>
+                <tr key={`${r.group}/${r.topic}/${r.partition}`} class={r.tone} data-group={r.group} data-topic={r.topic} data-partition={r.partition}>
                   <td>{r.group}</td><td>{r.topic}</td><td class="num">{r.partition}</td><td class="num">{r.lagMessages}</td><td class="num">{r.lagSeconds}</td><td>{r.status}</td>
                 </tr>
               ))}
