@@ -2,7 +2,7 @@
  * What each console page shows, computed from the console API's JSON by plain functions: the
  * components only lay these out, and these are what the unit tests check.
  */
-import type { ActiveAlert } from '../api/console/alerts.js';
+import type { ActiveAlert, PendingAlert } from '../api/console/alerts.js';
 import type { PermitUse } from '../api/console/backpressure.js';
 import type { OverviewPoint } from '../api/console/overview.js';
 import type { LimitView } from '../api/routes/admin-limits.js';
@@ -75,6 +75,11 @@ export function alertBanner(alerts: readonly ActiveAlert[]): AlertBanner | undef
   if (alerts.length === 0) return undefined;
   const level = alerts.some((a) => a.severity === 'critical') ? 'critical' : alerts.some((a) => a.severity === 'warning') ? 'warning' : 'info';
   return { level, lines: alerts.map((a) => `${a.alert}: ${a.summary}`) };
+}
+
+/** Conditions that hold but not yet for their rule's `for:`: the banner shows them once they have. */
+export function pendingLines(pending: readonly PendingAlert[], now: number): string[] {
+  return pending.map((p) => `pending: ${p.alert} (${p.summary}), held ${formatSeconds(Math.max(0, now - p.since) / 1000)} of ${formatSeconds(p.forMs / 1000)}`);
 }
 
 export interface LagRow {

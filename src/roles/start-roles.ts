@@ -58,6 +58,8 @@ import { LagMonitor, readPublishedReport } from '../lag/lag-monitor.js';
 import { ConsoleSessions } from '../api/console/console-session.js';
 import { ConsoleAssets } from '../api/console/console-assets.js';
 import { OverviewSampler } from '../api/console/overview-sampler.js';
+import { AlertWatch, backlogUse } from '../api/console/alerts.js';
+import { readBacklog } from '../admission/backlog-census.js';
 import { packageRoot } from '../util/package-root.js';
 import { createLagMetrics } from '../lag/lag-metrics.js';
 import { WaitingRuns } from '../status/waiting-runs.js';
@@ -316,6 +318,19 @@ async function startApi(ctx: RoleContext): Promise<string> {
     }
   };
   const board = await ctx.breakerBoard();
+  const lagReport = () => readPublishedReport(clients.redis, clients.keys);
+  const breakers = () => [...board.all().values()];
+  const sampler = new OverviewSampler(metrics, config.api.console.sampleMs);
+  const backlogLimits = { tenants: Object.fromEntries(Object.entries(config.tenants).map(([t, c]) => [t, c.admission.maxBacklog])), global: config.admission.maxBacklog };
+  const alerts = new AlertWatch(
+    async () => ({
+      lag: await lagReport().then((r) => (typeof r === 'string' ? undefined : r), () => 'unreadable' as const),
+      backlog: await readBacklog(clients.redis, clients.keys, Object.keys(config.tenants)).then((counts) => backlogUse(counts, backlogLimits), () => 'unreadable' as const),
+      breakers: breakers(),
+      tallies: sampler.history(),
+    }),
+    config.api.console.sampleMs,
+  );
   const api = buildApiServer({
     config,
     logger,
@@ -338,10 +353,11 @@ async function startApi(ctx: RoleContext): Promise<string> {
         sessions: new ConsoleSessions(clients.redis, clients.keys, config.api.console.sessionTtlSec),
         sessionTtlSec: config.api.console.sessionTtlSec,
         assets: new ConsoleAssets(join(packageRoot(), 'dist', 'console')),
-        sampler: new OverviewSampler(metrics, config.api.console.sampleMs),
+        sampler,
+        alerts,
         metrics,
-        lagReport: () => readPublishedReport(clients.redis, clients.keys),
-        breakers: () => [...board.all().values()],
+        lagReport,
+        breakers,
         runs: store,
         cancellations,
         audit: log.child({ component: 'console' }),

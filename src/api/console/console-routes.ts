@@ -15,11 +15,11 @@ import type { KeyDirectory } from '../auth.js';
 import { sendProblem } from '../problem.js';
 import { answerCancel } from '../routes/cancel-run.js';
 import { answerLimitChange, answerLimits, limitChangeSchema, type AdminLimitsRouteDeps, type LimitChange } from '../routes/admin-limits.js';
-import { activeAlerts } from './alerts.js';
+import type { AlertWatch } from './alerts.js';
 import { backpressureGauges } from './backpressure.js';
 import { ASSET_CACHE, CONSOLE_HEADERS, PAGE_CACHE, type ConsoleAssets } from './console-assets.js';
 import { changesState, cookieValue, csrfMatches, CSRF_HEADER, sameOrigin, SESSION_COOKIE, sessionCookie, type ConsoleSession, type ConsoleSessions } from './console-session.js';
-import { pointsOf, tallyAgo } from './overview.js';
+import { pointsOf } from './overview.js';
 import type { OverviewSampler } from './overview-sampler.js';
 
 export interface ConsoleDeps {
@@ -28,6 +28,8 @@ export interface ConsoleDeps {
   sessionTtlSec: number;
   assets: ConsoleAssets;
   sampler: OverviewSampler;
+  /** The alert rules evaluated on their own clock, for the banner. */
+  alerts: Pick<AlertWatch, 'start' | 'stop' | 'current'>;
   metrics: Pick<Metrics, 'registry' | 'scrapeCollectors'>;
   limits: AdminLimitsRouteDeps;
   /** The lag monitor's last report, or why there is none. */
@@ -113,7 +115,8 @@ const DLQ_IDS = { type: 'array', minItems: 1, maxItems: MAX_DLQ_IDS, uniqueItems
 export function registerConsoleRoutes(app: FastifyInstance, deps: ConsoleDeps): void {
   const { sessions, audit } = deps;
   deps.sampler.start();
-  app.addHook('onClose', async () => deps.sampler.stop());
+  deps.alerts.start();
+  app.addHook('onClose', async () => (deps.sampler.stop(), deps.alerts.stop()));
 
   const secure = (req: FastifyRequest) => req.protocol === 'https';
   const record = (req: FastifyRequest, action: string, outcome: 'done' | 'refused' | 'failed', details: Record<string, unknown> = {}) =>
@@ -180,16 +183,8 @@ export function registerConsoleRoutes(app: FastifyInstance, deps: ConsoleDeps): 
   });
 
   app.get('/console/api/overview', { onRequest: requireSession }, async () => {
-    const tallies = deps.sampler.history();
-    const lag = await deps.lagReport().catch(() => 'Redis unreachable');
-    const alerts = activeAlerts({
-      lag: typeof lag === 'string' ? undefined : lag,
-      breakers: deps.breakers(),
-      now: tallies[tallies.length - 1],
-      fiveMinutesAgo: tallyAgo(tallies, 5 * 60_000),
-      fifteenMinutesAgo: tallyAgo(tallies, 15 * 60_000),
-    });
-    return { points: pointsOf(tallies), alerts };
+    const { firing, pending } = deps.alerts.current();
+    return { points: pointsOf(deps.sampler.history()), alerts: firing, pending };
   });
 
   app.get('/console/api/backpressure', { onRequest: requireSession }, async (req) => {

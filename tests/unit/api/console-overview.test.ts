@@ -1,9 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { activeAlerts } from '../../../src/api/console/alerts.js';
 import { backpressureGauges } from '../../../src/api/console/backpressure.js';
 import { pointBetween, pointsOf, quantileBetween, tallyAgo, tallyOf, type Tally } from '../../../src/api/console/overview.js';
 import { createMetrics } from '../../../src/obs/metrics.js';
-import type { LagReport } from '../../../src/lag/lag-report.js';
 
 const empty = (at: number): Tally => ({ at, admission: {}, refusals: {}, finished: {}, endToEnd: {}, deadLetters: {}, leasesLost: 0, retryBudgetExhausted: {} });
 
@@ -50,47 +48,6 @@ describe('pointBetween', () => {
     const ts = [empty(0), empty(60_000), empty(300_000), empty(360_000)];
     expect(tallyAgo(ts, 300_000)!.at).toBe(60_000);
     expect(tallyAgo(ts, 900_000)!.at).toBe(0);
-  });
-});
-
-const lag = (groups: LagReport['groups']): LagReport => ({ at: 0, windowMs: 60_000, samples: 5, groups });
-const partition = (topic: string, lagSeconds: number, lagMessages = '5') => ({ topic, partition: 0, committed: '1', low: '0', high: '6', lagMessages, lagSeconds, timeSource: 'record' as const, status: 'OK' as const });
-
-describe('activeAlerts', () => {
-  it("holds the alert rules' thresholds: interactive lag over 10 s is critical", () => {
-    const report = lag([{ group: 'sluice.processor', members: 1, status: 'OK', lagMessages: '5', maxLagSeconds: 12, partitions: [partition('sluice.runs.interactive', 12)] }]);
-    expect(activeAlerts({ lag: report, breakers: [], now: undefined, fiveMinutesAgo: undefined, fifteenMinutesAgo: undefined })).toEqual([
-      { alert: 'SluiceInteractiveLagHigh', severity: 'critical', summary: 'Interactive runs wait 12 s in Kafka before a processor reads them' },
-    ]);
-    const calm = lag([{ group: 'sluice.processor', members: 1, status: 'OK', lagMessages: '5', maxLagSeconds: 9, partitions: [partition('sluice.runs.interactive', 9)] }]);
-    expect(activeAlerts({ lag: calm, breakers: [], now: undefined, fiveMinutesAgo: undefined, fifteenMinutesAgo: undefined })).toEqual([]);
-  });
-
-  it('flags an empty group with lag, a stalled one, and no lag monitor at all', () => {
-    const report = lag([
-      { group: 'sluice.status-sink', members: 0, status: 'STALL', lagMessages: '7', maxLagSeconds: 1, partitions: [partition('sluice.status', 1, '7')] },
-      { group: 'sluice.retry-forwarder', members: 1, status: 'STALL', lagMessages: '0', maxLagSeconds: 0, partitions: [] },
-    ]);
-    const names = activeAlerts({ lag: report, breakers: [], now: undefined, fiveMinutesAgo: undefined, fifteenMinutesAgo: undefined }).map((a) => a.alert);
-    expect(names).toEqual(['SluiceConsumerGroupStalled', 'SluiceConsumerGroupEmpty']);
-    expect(activeAlerts({ lag: undefined, breakers: [], now: undefined, fiveMinutesAgo: undefined, fifteenMinutesAgo: undefined }).map((a) => a.alert)).toEqual(['SluiceLagMonitorAbsent']);
-  });
-
-  it('computes refusal shares over five minutes, only above 0.2 submissions per second', () => {
-    const before = empty(0);
-    const busy = { ...empty(300_000), admission: { admitted: 80, deferred: 15, rejected: 5 } };
-    expect(activeAlerts({ lag: lag([]), breakers: [], now: busy, fiveMinutesAgo: before, fifteenMinutesAgo: before }).map((a) => a.alert)).toEqual(['SluiceAdmissionRefusing']);
-    const quiet = { ...empty(300_000), admission: { admitted: 10, rejected: 50 } };
-    expect(activeAlerts({ lag: lag([]), breakers: [], now: quiet, fiveMinutesAgo: { ...empty(0), admission: { admitted: 0, rejected: 50 } }, fifteenMinutesAgo: undefined })).toEqual([]);
-  });
-
-  it('puts open breakers and growing dead letters in, worst first', () => {
-    const now = { ...empty(900_000), deadLetters: { poison: 11 } };
-    const alerts = activeAlerts({ lag: lag([]), breakers: [{ name: 'anthropic', state: 'half_open' }, { name: 'search', state: 'closed' }], now, fiveMinutesAgo: now, fifteenMinutesAgo: empty(0) });
-    expect(alerts.map((a) => [a.alert, a.severity])).toEqual([
-      ['SluiceBreakerOpen', 'critical'],
-      ['SluiceDeadLettersGrowing', 'warning'],
-    ]);
   });
 });
 

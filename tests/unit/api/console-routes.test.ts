@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
+import { AlertWatch } from '../../../src/api/console/alerts.js';
 import { ConsoleAssets } from '../../../src/api/console/console-assets.js';
 import { ConsoleSessions } from '../../../src/api/console/console-session.js';
 import { OverviewSampler } from '../../../src/api/console/overview-sampler.js';
@@ -56,6 +57,9 @@ let limitFields: Map<string, number>;
 let cancelled: string[];
 let replays: { ids: readonly string[]; by: string; ratePerSec: number }[];
 let discards: { ids: readonly string[]; who: string; reason: string }[];
+let alertWatch: AlertWatch;
+/** The alert watch's clock. */
+let clock: number;
 
 function server(): FastifyInstance {
   audit = [];
@@ -64,6 +68,9 @@ function server(): FastifyInstance {
   replays = [];
   discards = [];
   const metrics = createMetrics();
+  clock = 0;
+  const sampler = new OverviewSampler(metrics, 60_000);
+  alertWatch = new AlertWatch(async () => ({ lag: undefined, backlog: 'unreadable', breakers: [{ name: 'anthropic', state: 'open', retryAt: 1 }], tallies: sampler.history() }), 60_000, () => clock);
   const auditLog = { info: (fields: { audit: Record<string, unknown> }) => audit.push(fields.audit) } as unknown as Logger;
   app = buildApiServer({
     config,
@@ -82,7 +89,8 @@ function server(): FastifyInstance {
       sessions: new ConsoleSessions(memoryRedis(), redisKeys(''), 3600),
       sessionTtlSec: 3600,
       assets: new ConsoleAssets(builtConsole()),
-      sampler: new OverviewSampler(metrics, 60_000),
+      sampler,
+      alerts: alertWatch,
       metrics,
       lagReport: async () => 'no active lag monitor',
       breakers: () => [{ name: 'anthropic', state: 'open', retryAt: 1 }],
@@ -166,11 +174,17 @@ describe('console data behind the session', () => {
     }
   });
 
-  it('shows the alert conditions that hold (an open breaker, no lag monitor)', async () => {
+  it('shows the alert conditions that hold (an open breaker, no lag monitor) as pending, and in the banner after their for: duration', async () => {
     const a = server();
     const { cookie } = await login(a);
-    const body = (await a.inject({ url: '/console/api/overview', headers: { cookie } })).json() as { alerts: { alert: string }[] };
-    expect(body.alerts.map((x) => x.alert)).toEqual(['SluiceBreakerOpen', 'SluiceLagMonitorAbsent']);
+    const overview = async () => (await a.inject({ url: '/console/api/overview', headers: { cookie } })).json() as { alerts: { alert: string }[]; pending: { alert: string; forMs: number }[] };
+    await alertWatch.check();
+    expect(await overview()).toMatchObject({ alerts: [], pending: [{ alert: 'SluiceBreakerOpen', forMs: 300_000 }, { alert: 'SluiceLagMonitorAbsent', forMs: 300_000 }] });
+    clock = 300_000;
+    await alertWatch.check();
+    const later = await overview();
+    expect(later.alerts.map((x) => x.alert)).toEqual(['SluiceBreakerOpen', 'SluiceLagMonitorAbsent']);
+    expect(later.pending).toEqual([]);
   });
 
   it('finds runs of any tenant and shows one with its events', async () => {

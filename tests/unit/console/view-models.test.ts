@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { OverviewPoint } from '../../../src/api/console/overview.js';
-import { alertBanner, chartData, formatSeconds, lagRows, latencyPick, latestFigures, parseLimit, permitRows, filterQuery, runTimeline } from '../../../src/console/view-models.js';
+import { alertBanner, chartData, formatSeconds, lagRows, latencyPick, latestFigures, parseLimit, pendingLines, permitRows, filterQuery, runTimeline } from '../../../src/console/view-models.js';
 
 const point = (at: number, admission: Record<string, number>, p50: Record<string, number | null> = {}): OverviewPoint => ({ at, admission, refusals: {}, finished: {}, p50, p99: {} });
 
@@ -28,7 +28,13 @@ describe('latestFigures', () => {
 describe('alertBanner', () => {
   it('takes the worst severity and lists every alert', () => {
     expect(alertBanner([])).toBeUndefined();
-    expect(alertBanner([{ alert: 'A', severity: 'warning', summary: 'x' }, { alert: 'B', severity: 'critical', summary: 'y' }])).toEqual({ level: 'critical', lines: ['A: x', 'B: y'] });
+    expect(alertBanner([{ alert: 'SluiceBatchLagHigh', severity: 'warning', summary: 'x' }, { alert: 'SluiceBreakerOpen', severity: 'critical', summary: 'y' }])).toEqual({ level: 'critical', lines: ['SluiceBatchLagHigh: x', 'SluiceBreakerOpen: y'] });
+  });
+});
+
+describe('pendingLines', () => {
+  it('says how long each pending condition has held, of its for: duration', () => {
+    expect(pendingLines([{ alert: 'SluiceBreakerOpen', severity: 'critical', summary: 'Breaker of x is open', since: 10_000, forMs: 300_000 }], 75_000)).toEqual(['pending: SluiceBreakerOpen (Breaker of x is open), held 1 min 5 s of 5 min 0 s']);
   });
 });
 
