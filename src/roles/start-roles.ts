@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
-import type { Role, SluiceConfig } from '../config/schema.js';
+import { RUN_CLASSES, type Role, type SluiceConfig } from '../config/schema.js';
 import type { Logger } from '../obs/logger.js';
 import { createMetrics, type Metrics } from '../obs/metrics.js';
 import { buildApiServer } from '../api/server.js';
@@ -319,6 +319,7 @@ async function startApi(ctx: RoleContext): Promise<string> {
   };
   const board = await ctx.breakerBoard();
   const lagReport = () => readPublishedReport(clients.redis, clients.keys);
+  const waitingRuns = new WaitingRuns(clients.redis, clients.keys, config.admission.leaseGraceMs);
   const breakers = () => [...board.all().values()];
   const sampler = new OverviewSampler(metrics, config.api.console.sampleMs);
   const backlogLimits = { tenants: Object.fromEntries(Object.entries(config.tenants).map(([t, c]) => [t, c.admission.maxBacklog])), global: config.admission.maxBacklog };
@@ -358,6 +359,7 @@ async function startApi(ctx: RoleContext): Promise<string> {
         metrics,
         lagReport,
         breakers,
+        waitingForDependency: () => waitingRuns.counts(Object.keys(config.tenants), RUN_CLASSES),
         runs: store,
         cancellations,
         audit: log.child({ component: 'console' }),

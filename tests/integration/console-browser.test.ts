@@ -119,6 +119,9 @@ describe('the operations console in a browser', () => {
     await page.click('a[href="#/backpressure"]');
     await page.waitForSelector('[data-testid=lag] tbody tr');
     await page.waitForSelector('tr[data-scope="tenant:tenant-b"]');
+    // The processor runs in a process of its own here: the API's process cannot know its waiting runs, and says so.
+    expect(await page.textContent('tr[data-scope="global"] td.oldest')).toBe('no processor in this process');
+    await page.waitForSelector('[data-testid=waiting-dependency] >> text=none');
     // tenant-b to 0 concurrent runs, from the page.
     await page.click('[data-testid="edit-tenant:tenant-b"]');
     await page.fill('[data-testid="limit-tenant:tenant-b"]', '0');

@@ -35,6 +35,8 @@ export interface ConsoleDeps {
   /** The lag monitor's last report, or why there is none. */
   lagReport: () => Promise<PublishedReport | string>;
   breakers: () => readonly BreakerView[];
+  /** Runs waiting for a dependency, cluster-wide, by tenant and class (the status sink's record in Redis). */
+  waitingForDependency: () => Promise<{ tenant: string; runClass: string; runs: number }[]>;
   runs: Pick<RunStore, 'findRuns' | 'listEvents'>;
   cancellations: Pick<RedisCancellations, 'request'>;
   /** Where audit lines go: one per console action, allowed or refused. */
@@ -197,7 +199,11 @@ export function registerConsoleRoutes(app: FastifyInstance, deps: ConsoleDeps): 
     } catch (err) {
       lag = `Redis unreachable (${(err as Error).message})`;
     }
-    return { ...gauges, lag: typeof lag === 'string' ? { report: null, why: lag } : { report: lag, why: null } };
+    const waiting = await deps.waitingForDependency().then(
+      (counts) => ({ counts: counts.filter((c) => c.runs > 0), why: null }),
+      (err: unknown) => ({ counts: null, why: `Redis unreachable (${(err as Error).message})` }),
+    );
+    return { ...gauges, waitingForDependency: waiting, lag: typeof lag === 'string' ? { report: null, why: lag } : { report: lag, why: null } };
   });
 
   app.get('/console/api/limits', { onRequest: requireSession }, (req, reply) => answerLimits(deps.limits, req, reply));

@@ -94,6 +94,7 @@ function server(): FastifyInstance {
       metrics,
       lagReport: async () => 'no active lag monitor',
       breakers: () => [{ name: 'anthropic', state: 'open', retryAt: 1 }],
+      waitingForDependency: async () => [{ tenant: 'tenant-a', runClass: 'batch', runs: 2 }, { tenant: 'tenant-b', runClass: 'batch', runs: 0 }],
       runs: { findRuns: async (f) => (f.runId === undefined || f.runId === RUN.runId ? [RUN] : []), listEvents: async () => [] },
       cancellations: { request: async (runId) => void cancelled.push(runId) },
       audit: auditLog,
@@ -185,6 +186,13 @@ describe('console data behind the session', () => {
     const later = await overview();
     expect(later.alerts.map((x) => x.alert)).toEqual(['SluiceBreakerOpen', 'SluiceLagMonitorAbsent']);
     expect(later.pending).toEqual([]);
+  });
+
+  it('shows the backpressure: runs waiting for a dependency cluster-wide (only those with some), and why the lag is missing', async () => {
+    const a = server();
+    const { cookie } = await login(a);
+    const body = (await a.inject({ url: '/console/api/backpressure', headers: { cookie } })).json();
+    expect(body).toMatchObject({ processorHere: false, waitingForDependency: { counts: [{ tenant: 'tenant-a', runClass: 'batch', runs: 2 }], why: null }, lag: { report: null, why: 'no active lag monitor' } });
   });
 
   it('finds runs of any tenant and shows one with its events', async () => {
