@@ -41,10 +41,9 @@ import { UnlimitedPermits } from '../permits/unlimited-permits.js';
 import { registerPermitGauges } from '../permits/permit-metrics.js';
 import { BreakerBoard } from '../breakers/breaker-board.js';
 import { DeadLetterStore } from '../dlq/dead-letter-store.js';
-import { DeadLetterReplayer, type ReplayKafka } from '../dlq/replay-runner.js';
-import { createIdempotentProducer } from '../kafka/client.js';
+import { DeadLetterReplayer } from '../dlq/replay-runner.js';
+import { ReplayConnection } from '../dlq/replay-connection.js';
 import { topicNames } from '../kafka/topics.js';
-import type { Producer } from 'kafkajs';
 import { DlqSink } from '../dlq/dlq-sink.js';
 import { BreakerStore } from '../breakers/breaker-store.js';
 import { RunBreakerGate } from '../breakers/run-breaker-gate.js';
@@ -59,6 +58,7 @@ import { ConsoleSessions } from '../api/console/console-session.js';
 import { ConsoleAssets } from '../api/console/console-assets.js';
 import { OverviewSampler } from '../api/console/overview-sampler.js';
 import { AlertWatch, backlogUse } from '../api/console/alerts.js';
+import { LoginThrottle } from '../api/console/login-throttle.js';
 import { readBacklog } from '../admission/backlog-census.js';
 import { packageRoot } from '../util/package-root.js';
 import { createLagMetrics } from '../lag/lag-metrics.js';
@@ -292,31 +292,11 @@ async function startApi(ctx: RoleContext): Promise<string> {
   }
   const cancellations = new RedisCancellations(clients.redis, clients.keys);
   const deadLetters = new DeadLetterStore(await clients.pool(), { statementTimeoutMs: config.postgres.statementTimeoutMs, namespace: config.namespace });
-  // The console's DLQ replays produce as `sluice dlq replay` does: an idempotent producer, connected on the first replay.
-  // A producer that failed to connect is dropped, so the next replay tries again; registered before
-  // the server's own stop, so replays still in flight at shutdown keep their producer.
-  let replayProducer: Promise<Producer> | undefined;
-  onStop(async () => void (await replayProducer?.then((p) => p.disconnect(), () => undefined)));
-  const replayKafka = async (): Promise<ReplayKafka> => {
-    replayProducer ??= (async () => {
-      const producer = createIdempotentProducer(clients.kafka);
-      try {
-        await producer.connect();
-        return producer;
-      } catch (err) {
-        replayProducer = undefined;
-        await producer.disconnect().catch(() => undefined);
-        throw err;
-      }
-    })();
-    const admin = clients.kafka.admin();
-    await admin.connect();
-    try {
-      return { producer: await replayProducer, existingTopics: new Set(await admin.listTopics()), produceTimeoutMs: config.kafka.produceTimeoutMs };
-    } finally {
-      await admin.disconnect();
-    }
-  };
+  // The console's DLQ replays send as `sluice dlq replay` does (an idempotent producer, the same
+  // timeouts), over one connection kept between replays; closed after the server's own stop, so
+  // replays still in flight at shutdown keep their producer.
+  const replayConnection = new ReplayConnection(clients.kafka, config.kafka.produceTimeoutMs);
+  onStop(() => replayConnection.close());
   const board = await ctx.breakerBoard();
   const lagReport = () => readPublishedReport(clients.redis, clients.keys);
   const waitingRuns = new WaitingRuns(clients.redis, clients.keys, config.admission.leaseGraceMs);
@@ -353,6 +333,7 @@ async function startApi(ctx: RoleContext): Promise<string> {
       console: {
         sessions: new ConsoleSessions(clients.redis, clients.keys, config.api.console.sessionTtlSec),
         sessionTtlSec: config.api.console.sessionTtlSec,
+        loginThrottle: new LoginThrottle(config.api.console.loginRateLimit),
         assets: new ConsoleAssets(join(packageRoot(), 'dist', 'console')),
         sampler,
         alerts,
@@ -363,7 +344,7 @@ async function startApi(ctx: RoleContext): Promise<string> {
         runs: store,
         cancellations,
         audit: log.child({ component: 'console' }),
-        dlq: { store: deadLetters, replayer: new DeadLetterReplayer(deadLetters, clients.codec, topicNames(config.namespace)), kafka: replayKafka },
+        dlq: { store: deadLetters, replayer: new DeadLetterReplayer(deadLetters, clients.codec, topicNames(config.namespace)), kafka: () => replayConnection.get() },
       },
     }),
   });
