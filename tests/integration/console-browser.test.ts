@@ -1,4 +1,5 @@
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -7,7 +8,11 @@ import { packageRoot } from '../../src/util/package-root.js';
 import { launchChromium } from '../support/chromium.js';
 import { ADMIN_KEY, TENANT_A_KEY, TENANT_B_KEY, TENANT_C_KEY, eventually, freePort, http, startSluice, testNamespace, waitForStatus, writeTestConfig, type SluiceProcess } from './harness.js';
 
-const SCREENSHOTS = join(packageRoot(), 'docs', 'console');
+/**
+ * Where the pages' screenshots go: a fresh temporary directory, unless SLUICE_UPDATE_SCREENSHOTS=1
+ * asks for the README's own in docs/console (so a test run leaves the tracked images alone).
+ */
+const SCREENSHOTS = process.env.SLUICE_UPDATE_SCREENSHOTS === '1' ? join(packageRoot(), 'docs', 'console') : mkdtempSync(join(tmpdir(), 'sluice-console-screenshots-'));
 /** Every browser wait is bounded: a broken page fails the test in seconds, not at the suite's timeout. */
 const UI_TIMEOUT_MS = 20_000;
 
