@@ -310,7 +310,6 @@ async function startApi(ctx: RoleContext): Promise<string> {
       breakers: breakers(),
       tallies: sampler.history(),
     }),
-    config.api.console.sampleMs,
   );
   const api = buildApiServer({
     config,
@@ -337,6 +336,7 @@ async function startApi(ctx: RoleContext): Promise<string> {
         assets: new ConsoleAssets(join(packageRoot(), 'dist', 'console')),
         sampler,
         alerts,
+        alertEveryMs: config.api.console.sampleMs,
         metrics,
         lagReport,
         breakers,

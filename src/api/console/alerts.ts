@@ -236,32 +236,18 @@ export function lagSnapshot(report: LagReport): LagSnapshot {
 }
 
 /**
- * Evaluates the alert rules every `everyMs` (the Overview's sample interval, so a `for:` is
- * honoured to within one interval), keeping each condition's start and the group lags of the last
+ * Evaluates the alert rules at each check (the console checks every Overview sample interval, so
+ * a `for:` is honoured to within one interval), keeping each condition's start and the group lags of the last
  * stalled-rule window. In memory: a restarted API starts every `for:` again.
  */
 export class AlertWatch {
   private state: AlertState = { clock: new Map(), firing: [], pending: [] };
   private history: LagSnapshot[] = [];
-  private timer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly read: () => Promise<Omit<AlertInputs, 'lagHistory'>>,
-    private readonly everyMs: number,
     private readonly now: () => number = Date.now,
   ) {}
-
-  start(): void {
-    // A failed evaluation leaves the state as it was; left unhandled, its rejection would end the process.
-    const tick = () => void this.check().catch(() => undefined);
-    tick();
-    this.timer = setInterval(tick, this.everyMs);
-    this.timer.unref();
-  }
-
-  stop(): void {
-    clearInterval(this.timer);
-  }
 
   current(): Pick<AlertState, 'firing' | 'pending'> {
     return { firing: this.state.firing, pending: this.state.pending };

@@ -15,6 +15,7 @@ import type { KeyDirectory } from '../auth.js';
 import { sendProblem } from '../problem.js';
 import { answerCancel } from '../routes/cancel-run.js';
 import { answerLimitChange, answerLimits, limitChangeSchema, type AdminLimitsRouteDeps, type LimitChange } from '../routes/admin-limits.js';
+import { repeatEvery } from '../../util/repeat-every.js';
 import type { AlertWatch } from './alerts.js';
 import { backpressureGauges } from './backpressure.js';
 import { ASSET_CACHE, CONSOLE_HEADERS, PAGE_CACHE, type ConsoleAssets } from './console-assets.js';
@@ -31,8 +32,9 @@ export interface ConsoleDeps {
   loginThrottle: Pick<LoginThrottle, 'take'>;
   assets: ConsoleAssets;
   sampler: OverviewSampler;
-  /** The alert rules evaluated on their own clock, for the banner. */
-  alerts: Pick<AlertWatch, 'start' | 'stop' | 'current'>;
+  /** The alert rules, for the banner, checked every `alertEveryMs`. */
+  alerts: Pick<AlertWatch, 'check' | 'current'>;
+  alertEveryMs: number;
   metrics: Pick<Metrics, 'registry' | 'scrapeCollectors'>;
   limits: AdminLimitsRouteDeps;
   /** The lag monitor's last report, or why there is none. */
@@ -120,8 +122,9 @@ const DLQ_IDS = { type: 'array', minItems: 1, maxItems: MAX_DLQ_IDS, uniqueItems
 export function registerConsoleRoutes(app: FastifyInstance, deps: ConsoleDeps): void {
   const { sessions, audit } = deps;
   deps.sampler.start();
-  deps.alerts.start();
-  app.addHook('onClose', async () => (deps.sampler.stop(), deps.alerts.stop()));
+  // A failed check leaves the alerts as they were.
+  const stopAlerts = repeatEvery(deps.alertEveryMs, () => deps.alerts.check());
+  app.addHook('onClose', async () => (deps.sampler.stop(), stopAlerts()));
 
   // Every answer under /console carries the console's headers: pages, JSON, and paths no route
   // answers (a 404 or a framework refusal there is a console page all the same).

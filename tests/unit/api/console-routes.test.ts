@@ -72,7 +72,7 @@ function server(o: { trustProxy?: boolean; failing?: boolean } = {}): FastifyIns
   const metrics = createMetrics();
   clock = 0;
   const sampler = new OverviewSampler(metrics, 60_000);
-  alertWatch = new AlertWatch(async () => ({ lag: undefined, backlog: 'unreadable', breakers: [{ name: 'anthropic', state: 'open', retryAt: 1 }], tallies: sampler.history() }), 60_000, () => clock);
+  alertWatch = new AlertWatch(async () => ({ lag: undefined, backlog: 'unreadable', breakers: [{ name: 'anthropic', state: 'open', retryAt: 1 }], tallies: sampler.history() }), () => clock);
   const auditLog = { info: (fields: { audit: Record<string, unknown> }) => audit.push(fields.audit) } as unknown as Logger;
   app = buildApiServer({
     config: { ...config, api: { ...config.api, trustProxy: o.trustProxy ?? false } },
@@ -94,6 +94,7 @@ function server(o: { trustProxy?: boolean; failing?: boolean } = {}): FastifyIns
       assets: new ConsoleAssets(builtConsole()),
       sampler,
       alerts: alertWatch,
+      alertEveryMs: 60_000,
       metrics,
       lagReport: async () => 'no active lag monitor',
       breakers: () => [{ name: 'anthropic', state: 'open', retryAt: 1 }],
