@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
-import type { Role, SluiceConfig } from '../config/schema.js';
+import { RUN_CLASSES, type Role, type SluiceConfig } from '../config/schema.js';
 import type { Logger } from '../obs/logger.js';
 import { createMetrics, type Metrics } from '../obs/metrics.js';
 import { buildApiServer } from '../api/server.js';
@@ -42,10 +42,9 @@ import { UnlimitedPermits } from '../permits/unlimited-permits.js';
 import { registerPermitGauges } from '../permits/permit-metrics.js';
 import { BreakerBoard } from '../breakers/breaker-board.js';
 import { DeadLetterStore } from '../dlq/dead-letter-store.js';
-import { DeadLetterReplayer, type ReplayKafka } from '../dlq/replay-runner.js';
-import { createIdempotentProducer } from '../kafka/client.js';
+import { DeadLetterReplayer } from '../dlq/replay-runner.js';
+import { ReplayConnection } from '../dlq/replay-connection.js';
 import { topicNames } from '../kafka/topics.js';
-import type { Producer } from 'kafkajs';
 import { DlqSink } from '../dlq/dlq-sink.js';
 import { BreakerStore } from '../breakers/breaker-store.js';
 import { RunBreakerGate } from '../breakers/run-breaker-gate.js';
@@ -59,6 +58,9 @@ import { LagMonitor, readPublishedReport } from '../lag/lag-monitor.js';
 import { ConsoleSessions } from '../api/console/console-session.js';
 import { ConsoleAssets } from '../api/console/console-assets.js';
 import { OverviewSampler } from '../api/console/overview-sampler.js';
+import { AlertWatch, backlogUse } from '../api/console/alerts.js';
+import { LoginThrottle } from '../api/console/login-throttle.js';
+import { readBacklog } from '../admission/backlog-census.js';
 import { packageRoot } from '../util/package-root.js';
 import { createLagMetrics } from '../lag/lag-metrics.js';
 import { WaitingRuns } from '../status/waiting-runs.js';
@@ -294,32 +296,25 @@ async function startApi(ctx: RoleContext): Promise<string> {
   }
   const cancellations = new RedisCancellations(clients.redis, clients.keys);
   const deadLetters = new DeadLetterStore(await clients.pool(), { statementTimeoutMs: config.postgres.statementTimeoutMs, namespace: config.namespace });
-  // The console's DLQ replays produce as `sluice dlq replay` does: an idempotent producer, connected on the first replay.
-  // A producer that failed to connect is dropped, so the next replay tries again; registered before
-  // the server's own stop, so replays still in flight at shutdown keep their producer.
-  let replayProducer: Promise<Producer> | undefined;
-  onStop(async () => void (await replayProducer?.then((p) => p.disconnect(), () => undefined)));
-  const replayKafka = async (): Promise<ReplayKafka> => {
-    replayProducer ??= (async () => {
-      const producer = createIdempotentProducer(clients.kafka);
-      try {
-        await producer.connect();
-        return producer;
-      } catch (err) {
-        replayProducer = undefined;
-        await producer.disconnect().catch(() => undefined);
-        throw err;
-      }
-    })();
-    const admin = clients.kafka.admin();
-    await admin.connect();
-    try {
-      return { producer: await replayProducer, existingTopics: new Set(await admin.listTopics()), produceTimeoutMs: config.kafka.produceTimeoutMs };
-    } finally {
-      await admin.disconnect();
-    }
-  };
+  // The console's DLQ replays send as `sluice dlq replay` does (an idempotent producer, the same
+  // timeouts), over one connection kept between replays; closed after the server's own stop, so
+  // replays still in flight at shutdown keep their producer.
+  const replayConnection = new ReplayConnection(clients.kafka, config.kafka.produceTimeoutMs);
+  onStop(() => replayConnection.close());
   const board = await ctx.breakerBoard();
+  const lagReport = () => readPublishedReport(clients.redis, clients.keys);
+  const waitingRuns = new WaitingRuns(clients.redis, clients.keys, config.admission.leaseGraceMs);
+  const breakers = () => [...board.all().values()];
+  const sampler = new OverviewSampler(metrics, config.api.console.sampleMs);
+  const backlogLimits = { tenants: Object.fromEntries(Object.entries(config.tenants).map(([t, c]) => [t, c.admission.maxBacklog])), global: config.admission.maxBacklog };
+  const alerts = new AlertWatch(
+    async () => ({
+      lag: await lagReport().then((r) => (typeof r === 'string' ? undefined : r), () => 'unreadable' as const),
+      backlog: await readBacklog(clients.redis, clients.keys, Object.keys(config.tenants)).then((counts) => backlogUse(counts, backlogLimits), () => 'unreadable' as const),
+      breakers: breakers(),
+      tallies: sampler.history(),
+    }),
+  );
   const api = buildApiServer({
     config,
     logger,
@@ -341,15 +336,19 @@ async function startApi(ctx: RoleContext): Promise<string> {
       console: {
         sessions: new ConsoleSessions(clients.redis, clients.keys, config.api.console.sessionTtlSec),
         sessionTtlSec: config.api.console.sessionTtlSec,
+        loginThrottle: new LoginThrottle(config.api.console.loginRateLimit),
         assets: new ConsoleAssets(join(packageRoot(), 'dist', 'console')),
-        sampler: new OverviewSampler(metrics, config.api.console.sampleMs),
+        sampler,
+        alerts,
+        alertEveryMs: config.api.console.sampleMs,
         metrics,
-        lagReport: () => readPublishedReport(clients.redis, clients.keys),
-        breakers: () => [...board.all().values()],
+        lagReport,
+        breakers,
+        waitingForDependency: () => waitingRuns.counts(Object.keys(config.tenants), RUN_CLASSES),
         runs: store,
         cancellations,
         audit: log.child({ component: 'console' }),
-        dlq: { store: deadLetters, replayer: new DeadLetterReplayer(deadLetters, clients.codec, topicNames(config.namespace)), kafka: replayKafka },
+        dlq: { store: deadLetters, replayer: new DeadLetterReplayer(deadLetters, clients.codec, topicNames(config.namespace)), kafka: () => replayConnection.get() },
       },
     }),
   });
