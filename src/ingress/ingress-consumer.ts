@@ -8,12 +8,14 @@ import { buildDeadLetter, type DeadLetterReason } from '../dlq/dead-letter.js';
 import { createBatchConsumer, type BatchConsumer } from '../kafka/batch-consumer.js';
 import { headerRecord, headerText } from '../kafka/headers.js';
 import { PartitionHolds } from '../kafka/partition-holds.js';
+import { PartitionProgress } from '../processors/partition-progress.js';
 import { groupId, topicNames } from '../kafka/topics.js';
 import type { Logger } from '../obs/logger.js';
 import type { EventProducer } from '../producers/event-producer.js';
 import { INGRESS_DESTINATION, RETRY_HEADER } from '../retries/retry-headers.js';
 import { newRunId } from '../runs/run-id.js';
 import { childTraceparent } from '../runs/traceparent.js';
+import { KeyTurns } from '../util/key-turns.js';
 import { withTimeout } from '../util/with-timeout.js';
 import { answerStatus, answerStatusEvent, checkSubmission, reofferAt, type IngressAnswer, type IngressRequest } from './ingress-policy.js';
 import { SIGNATURE_HEADER, signatureMatches } from './ingress-signature.js';
@@ -26,6 +28,9 @@ const INTERNAL_HEADERS = new Set<string>([...Object.values(RETRY_HEADER), REOFFE
 
 /** Bounds how long a resumed partition waits for the fetch loop to pick it up again. */
 const MAX_WAIT_MS = 250;
+
+/** How long a finished record waits for others to finish before its partition's position is committed, while a batch is in hand. */
+const COMMIT_INTERVAL_MS = 100;
 
 export interface IngressDeps extends AdmitRunDeps {
   kafka: Kafka;
@@ -71,9 +76,11 @@ interface Decision {
  * the retry topic until the answer could change, then back here (`reofferAt`), and `deferred`;
  * rejected → `rejected`. What fails authentication or checks is dead-lettered and never runs.
  *
- * Each partition's records are taken one at a time, in order, each bounded by
- * `ingress.recordTimeoutMs`. A record that Redis or Kafka fails is not committed: its partition is
- * parked at it and it is read again after a backoff, until it goes through.
+ * Each partition's records are started in order, up to `ingress.maxInFlight` at once, each bounded
+ * by `ingress.recordTimeoutMs`, and finish in any order; records of one idempotency key take turns.
+ * Offsets are committed only up to the lowest unfinished record. A record that Redis or Kafka fails
+ * is not committed: its partition is parked at it and it is read again after a backoff, until it
+ * goes through.
  */
 export class IngressConsumer {
   private readonly consumer: BatchConsumer;
@@ -81,6 +88,7 @@ export class IngressConsumer {
   private readonly group: string;
   private readonly log: Logger;
   private readonly now: () => number;
+  private readonly keyTurns = new KeyTurns();
   private stopping = false;
 
   constructor(private readonly deps: IngressDeps) {
@@ -115,43 +123,94 @@ export class IngressConsumer {
     await this.consumer.stop();
   }
 
+  /**
+   * Up to `ingress.maxInFlight` records of the batch in hand at once, started in offset order.
+   * Each record's outcome is produced before it counts as finished, and the partition's position
+   * (where kafkajs fetches next, and the committed offset) moves only up to its lowest unfinished
+   * record. A record that must be read again stops the batch: what is in flight finishes, the
+   * position is committed, and the partition is parked at the lowest such record; records after
+   * it that finished meanwhile are read again too, and answered from their idempotency keys.
+   */
   private async onBatch({ batch, resolveOffset, heartbeat, isRunning, isStale }: EachBatchPayload): Promise<void> {
     const { topic, partition } = batch;
-    let handled: string | undefined;
+    const { maxInFlight, recordTimeoutMs } = this.deps.config.ingress;
+    const progress = new PartitionProgress();
+    const first = Number(batch.messages[0]?.offset ?? 0);
+    const inFlight = new Set<Promise<void>>();
+    let failure: { offset: string; err: unknown } | undefined;
+    let commitTimer: NodeJS.Timeout | undefined;
+    /** Commits one after another, so a later position is never overwritten by an earlier one. */
+    let commits = Promise.resolve();
+
     const commit = async () => {
-      if (handled === undefined) return;
+      const position = progress.committable();
+      if (position === undefined) return;
       try {
-        await this.consumer.commitPast(topic, partition, handled);
+        await this.consumer.commit([{ topic, partition, offset: String(position) }]);
+        progress.markCommitted(position);
       } catch (err) {
-        this.log.warn({ err, topic, partition, offset: handled }, 'offset commit failed; the next commit covers it');
+        this.log.warn({ err, topic, partition, offset: position }, 'offset commit failed; the next commit covers it');
       }
     };
-    for (const message of batch.messages) {
-      // Records not resolved here are fetched again: nothing is skipped by stopping early.
-      if (!isRunning() || isStale() || this.stopping) break;
+    /** The position as it stands COMMIT_INTERVAL_MS after a record finished: one commit for the records finished meanwhile. */
+    const commitSoon = () => {
+      commitTimer ??= setTimeout(() => {
+        commitTimer = undefined;
+        commits = commits.then(commit);
+      }, COMMIT_INTERVAL_MS);
+    };
+
+    const settle = async (message: KafkaMessage): Promise<void> => {
       const readAt = this.now();
-      let outcome: IngressOutcome;
       const handling = this.handle(topic, partition, message);
+      let outcome: IngressOutcome;
       try {
-        outcome = await withTimeout(handling, this.deps.config.ingress.recordTimeoutMs, 'handling an ingress record');
+        outcome = await withTimeout(handling, recordTimeoutMs, 'handling an ingress record');
       } catch (err) {
         // Past its bound the record is still being handled (every step inside is bounded too): let
         // it finish before the record is read again, so no record ever has two handlers, which
         // could both claim its key with the record's token and admit two runs.
         await handling.catch(() => undefined);
-        await commit();
-        const { failures, waitMs } = this.holds.backOff(topic, partition, message.offset);
-        this.log.warn({ err, topic, partition, offset: message.offset, failures, waitMs }, 'could not handle an ingress record now; reading it again after a backoff');
+        if (failure === undefined || BigInt(message.offset) < BigInt(failure.offset)) failure = { offset: message.offset, err };
         return;
       }
       this.deps.metrics.ingressEvents.inc({ outcome });
       this.deps.metrics.ingressSeconds.observe({ outcome }, (this.now() - readAt) / 1000);
-      resolveOffset(message.offset);
-      this.holds.succeeded(topic, partition);
-      handled = message.offset;
-      await heartbeat();
+      progress.finish(Number(message.offset));
+      const next = progress.position();
+      if (next !== undefined && next > first) resolveOffset(String(next - 1));
+      commitSoon();
+    };
+
+    try {
+      for (const message of batch.messages) {
+        while (inFlight.size >= maxInFlight) {
+          await Promise.race(inFlight);
+          await heartbeat();
+        }
+        // Records not started here are fetched again: nothing is skipped by stopping early.
+        if (failure !== undefined || !isRunning() || isStale() || this.stopping) break;
+        progress.track(Number(message.offset));
+        const task: Promise<void> = settle(message).finally(() => inFlight.delete(task));
+        inFlight.add(task);
+      }
+      while (inFlight.size > 0) {
+        await Promise.race(inFlight);
+        await heartbeat();
+      }
+    } finally {
+      // Even when a heartbeat failed (a rebalance): no record is left without its handler's end.
+      await Promise.all(inFlight);
+      clearTimeout(commitTimer);
+      commits = commits.then(commit);
+      await commits;
     }
-    await commit();
+    if (failure === undefined) {
+      this.holds.succeeded(topic, partition);
+      return;
+    }
+    const { failures, waitMs } = this.holds.backOff(topic, partition, failure.offset);
+    this.log.warn({ err: failure.err, topic, partition, offset: failure.offset, failures, waitMs }, 'could not handle an ingress record now; reading it again after a backoff');
   }
 
   /** One record to its outcome; throws when it must be read again later. */
@@ -175,7 +234,12 @@ export class IngressConsumer {
     const check = checkSubmission(submission, tenantId, this.deps.config);
     if (!check.ok) return dead(check.reason, new Error(check.message));
     const req = check.request;
+    // A resend read beside its original waits for it, and gets its answer, instead of finding the key in progress.
+    return this.keyTurns.run(`${req.tenantId}\u0000${req.idempotencyKey}`, () => this.claimAndDecide(topic, partition, message, req));
+  }
 
+  /** A checked request to its outcome: its key claimed, then decided, or answered as a duplicate. */
+  private async claimAndDecide(topic: string, partition: number, message: KafkaMessage, req: IngressRequest): Promise<IngressOutcome> {
     // A first decision's claim is the record's: read again after a failure (even one whose reply
     // was lost, the claim made), the record claims its key again instead of waiting out the lease.
     const token = `${topic}/${partition}/${message.offset}`;
@@ -190,7 +254,7 @@ export class IngressConsumer {
         return this.decide(req, { topic, partition, message }, { runId: prev.runId, token: prev.token, admittedAt: prev.admittedAt, deadline: prev.deadline, decision: prev.decision + 1, traceparent: prev.traceparent, reoffer: true });
       }
       case 'conflict':
-        return dead('idempotency_key_reused', new Error('the idempotency key was first used for another request (workflow, input, class or deadlineMs)'));
+        return this.deadLetter(topic, partition, message, 'idempotency_key_reused', new Error('the idempotency key was first used for another request (workflow, input, class or deadlineMs)'));
       case 'in_progress':
         throw new IngressRetryLater('another claimant holds the idempotency key');
       case 'claimed':
