@@ -99,6 +99,12 @@ export class IdempotencyStore {
     return (await this.scripts.run('idempotencySettle', [this.redisKey(tenant, key)], [token, 'store', answer.status, JSON.stringify(answer), Math.max(keepMs, this.opts.ttlSec * 1000)])) === 1;
   }
 
+  /** The answer stored under the key, read without claiming it; undefined while none is stored. */
+  async answer(tenant: string, key: string): Promise<StoredAnswer | undefined> {
+    const res = (await this.scripts.run('idempotencyAnswer', [this.redisKey(tenant, key)], [])) as [string, string] | null;
+    return res ? (JSON.parse(res[1]) as StoredAnswer) : undefined;
+  }
+
   async forget(tenant: string, key: string, token: string): Promise<boolean> {
     return (await this.scripts.run('idempotencySettle', [this.redisKey(tenant, key)], [token, 'forget', 0, '', 0])) === 1;
   }

@@ -4,7 +4,7 @@ import { EventDecodeError, type EventCodec } from '../events/codec.js';
 import { SUBJECTS, type RunSubmission } from '../events/schemas.js';
 import { admitRun, type AdmitRunDeps } from '../admission/admit-run.js';
 import type { IdempotencyStore } from '../admission/idempotency.js';
-import { buildDeadLetter, type DeadLetterReason } from '../dlq/dead-letter.js';
+import { buildDeadLetter, type DeadLetterInput, type DeadLetterReason } from '../dlq/dead-letter.js';
 import { createBatchConsumer, type BatchConsumer } from '../kafka/batch-consumer.js';
 import { headerRecord, headerText } from '../kafka/headers.js';
 import { PartitionHolds } from '../kafka/partition-holds.js';
@@ -17,7 +17,7 @@ import { newRunId } from '../runs/run-id.js';
 import { childTraceparent } from '../runs/traceparent.js';
 import { KeyTurns } from '../util/key-turns.js';
 import { withTimeout } from '../util/with-timeout.js';
-import { answerStatus, answerStatusEvent, checkSubmission, reofferAt, type IngressAnswer, type IngressRequest } from './ingress-policy.js';
+import { answerStatus, answerStatusEvent, checkSubmission, endedDeferral, reofferAt, type IngressAnswer, type IngressRequest } from './ingress-policy.js';
 import { SIGNATURE_HEADER, signatureMatches } from './ingress-signature.js';
 
 /** On a re-offered request (from the retry topic): the run id its deferral gave it. */
@@ -38,7 +38,7 @@ export interface IngressDeps extends AdmitRunDeps {
   codec: EventCodec;
   producer: Pick<EventProducer, 'publishRunRequested' | 'publishStatus' | 'publishIngressRetry' | 'publishDeadLetter'>;
   /** Keys scoped to the ingress, apart from HTTP's Idempotency-Keys. */
-  idempotency: Pick<IdempotencyStore, 'claim' | 'store' | 'forget'>;
+  idempotency: Pick<IdempotencyStore, 'claim' | 'store' | 'forget' | 'answer'>;
   /** Each tenant's ingress secret (`readIngressSecrets`); a tenant without one cannot submit here. */
   secrets: ReadonlyMap<string, Buffer>;
   logger: Logger;
@@ -51,6 +51,9 @@ export type IngressOutcome = 'admitted' | 'queued' | 'deferred' | 'rejected' | '
 export class IngressRetryLater extends Error {
   override readonly name = 'IngressRetryLater';
 }
+
+/** Who asked: where an answer is published (the request id) and kept (the tenant's key). */
+type RequestOf = Pick<IngressRequest, 'tenantId' | 'idempotencyKey' | 'requestId'>;
 
 /** Which decision of a request this is, under which run id and claim. */
 interface Decision {
@@ -232,7 +235,7 @@ export class IngressConsumer {
       throw err;
     }
     const check = checkSubmission(submission, tenantId, this.deps.config);
-    if (!check.ok) return dead(check.reason, new Error(check.message));
+    if (!check.ok) return this.deadRequest(topic, partition, message, { tenantId, idempotencyKey: submission.idempotencyKey, requestId: submission.requestId }, check.reason, new Error(check.message));
     const req = check.request;
     // A resend read beside its original waits for it, and gets its answer, instead of finding the key in progress.
     return this.keyTurns.run(`${req.tenantId}\u0000${req.idempotencyKey}`, () => this.claimAndDecide(topic, partition, message, req));
@@ -254,7 +257,7 @@ export class IngressConsumer {
         return this.decide(req, { topic, partition, message }, { runId: prev.runId, token: prev.token, admittedAt: prev.admittedAt, deadline: prev.deadline, decision: prev.decision + 1, traceparent: prev.traceparent, reoffer: true });
       }
       case 'conflict':
-        return this.deadLetter(topic, partition, message, 'idempotency_key_reused', new Error('the idempotency key was first used for another request (workflow, input, class or deadlineMs)'));
+        return this.deadRequest(topic, partition, message, req, 'idempotency_key_reused', new Error('the idempotency key was first used for another request (workflow, input, class or deadlineMs)'));
       case 'in_progress':
         throw new IngressRetryLater('another claimant holds the idempotency key');
       case 'claimed':
@@ -269,7 +272,7 @@ export class IngressConsumer {
     const { message } = record;
     const now = this.now();
     const answer = (a: Pick<IngressAnswer, 'outcome' | 'reason' | 'retryAfterSec' | 'queuePosition' | 'reofferAt'>) =>
-      this.answer(req, d, { ...a, runId: d.runId, token: d.token, decision: d.decision, admittedAt: d.admittedAt, deadline: d.deadline, runClass: req.runClass, workflow: req.workflowName, traceparent: d.traceparent, decidedAt: now });
+      this.answer(req, { ...a, runId: d.runId, token: d.token, decision: d.decision, admittedAt: d.admittedAt, deadline: d.deadline, runClass: req.runClass, workflow: req.workflowName, traceparent: d.traceparent, decidedAt: now });
     if (now >= d.deadline) return answer({ outcome: 'rejected', reason: 'deadline_unreachable', retryAfterSec: 1 });
 
     const admitted = await admitRun(
@@ -297,7 +300,7 @@ export class IngressConsumer {
       }
       case 'too_large':
         await this.release(req, d);
-        return this.deadLetter(record.topic, record.partition, message, 'invalid_request', admitted.error);
+        return this.deadRequest(record.topic, record.partition, message, req, 'invalid_request', admitted.error);
       case 'not_acknowledged':
         // Marked so it never runs, should it land: this run id is spent, and a deferral's cannot change.
         if (d.reoffer && admitted.mayHaveLanded) return answer({ outcome: 'rejected', reason: 'overloaded', retryAfterSec: 1 });
@@ -330,18 +333,18 @@ export class IngressConsumer {
    * status must reach Kafka (else the record is read again, and the kept answer is published as a
    * duplicate's); a failed store is logged, as on the HTTP path: the key's claim then lapses.
    */
-  private async answer(req: IngressRequest, d: Decision, a: IngressAnswer): Promise<IngressOutcome> {
+  private async answer(req: RequestOf, a: IngressAnswer): Promise<IngressOutcome> {
     const { config, metrics } = this.deps;
     const keepMs = a.deadline - a.decidedAt + config.admission.leaseGraceMs;
     const [published, stored] = await Promise.allSettled([
       this.deps.producer.publishStatus(answerStatusEvent(a, req.tenantId, req.requestId), config.kafka.produceTimeoutMs),
-      this.deps.idempotency.store(req.tenantId, req.idempotencyKey, d.token, { status: answerStatus(a.outcome), body: a, headers: {} }, keepMs),
+      this.deps.idempotency.store(req.tenantId, req.idempotencyKey, a.token, { status: answerStatus(a.outcome), body: a, headers: {} }, keepMs),
     ]);
     if (stored.status === 'rejected') {
       metrics.submitCleanupFailures.inc({ step: 'store' });
-      this.log.error({ err: stored.reason, runId: d.runId, tenantId: req.tenantId }, 'could not keep an ingress answer under its idempotency key; its claim will lapse');
+      this.log.error({ err: stored.reason, runId: a.runId, tenantId: req.tenantId }, 'could not keep an ingress answer under its idempotency key; its claim will lapse');
     } else if (!stored.value) {
-      this.log.warn({ runId: d.runId, tenantId: req.tenantId, idempotencyKey: req.idempotencyKey }, 'ingress idempotency claim expired before it was settled');
+      this.log.warn({ runId: a.runId, tenantId: req.tenantId, idempotencyKey: req.idempotencyKey }, 'ingress idempotency claim expired before it was settled');
     }
     if (published.status === 'rejected') throw published.reason;
     return a.outcome;
@@ -365,9 +368,23 @@ export class IngressConsumer {
     }
   }
 
-  private async deadLetter(topic: string, partition: number, message: KafkaMessage, reason: DeadLetterReason, error: Error): Promise<IngressOutcome> {
+  /**
+   * Dead-letters an authenticated request. A re-offer of the deferral kept under its key also ends
+   * that deferral (`endedDeferral`): its run's `dead_lettered` status is published and kept under
+   * the key before the dead letter, which then names the run.
+   */
+  private async deadRequest(topic: string, partition: number, message: KafkaMessage, req: RequestOf, reason: DeadLetterReason, error: Error): Promise<IngressOutcome> {
+    const reofferRunId = headerText(message.headers, REOFFER_HEADER);
+    const kept = reofferRunId === undefined ? undefined : await this.deps.idempotency.answer(req.tenantId, req.idempotencyKey);
+    const ended = endedDeferral(kept?.body as IngressAnswer | undefined, reofferRunId, { reason, detail: error.message, at: this.now() });
+    if (ended === undefined) return this.deadLetter(topic, partition, message, reason, error);
+    await this.answer(req, ended);
+    return this.deadLetter(topic, partition, message, reason, error, { runId: ended.runId, tenantId: req.tenantId, workflow: ended.workflow });
+  }
+
+  private async deadLetter(topic: string, partition: number, message: KafkaMessage, reason: DeadLetterReason, error: Error, run?: DeadLetterInput['run']): Promise<IngressOutcome> {
     const now = this.now();
-    const { envelope, headers } = buildDeadLetter({ topic, partition, message, consumerGroup: this.group, reason, error, attempts: 1, firstFailureAt: now, lastFailureAt: now });
+    const { envelope, headers } = buildDeadLetter({ topic, partition, message, consumerGroup: this.group, reason, error, attempts: 1, firstFailureAt: now, lastFailureAt: now, ...(run ? { run } : {}) });
     await this.deps.producer.publishDeadLetter(envelope, headers, this.deps.config.kafka.produceTimeoutMs);
     this.deps.metrics.deadLettered.inc({ topic, reason });
     this.log.warn({ topic, partition, offset: message.offset, reason, error: error.message }, 'ingress record dead-lettered');
