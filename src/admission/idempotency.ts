@@ -3,7 +3,7 @@ import type { RedisKeys } from '../redis/keys.js';
 import type { LuaScripts } from '../redis/scripts.js';
 import { canonicalJson } from '../util/canonical-json.js';
 
-export { IDEMPOTENCY_KEY } from '../client/types.js';
+export { IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_RULE } from '../client/types.js';
 
 /** A stored answer: what the first request with this key got. */
 export interface StoredAnswer {

@@ -2,6 +2,7 @@ import type { SluiceConfig, TenantConfig, WorkflowConfig } from '../config/schem
 import { ownEntry } from '../config/lookup.js';
 import type { RunClass, RunStatusChanged, RunSubmission } from '../events/schemas.js';
 import { IDEMPOTENCY_KEY, requestFingerprint } from '../admission/idempotency.js';
+import { IDEMPOTENCY_KEY_RULE, REQUEST_ID_RULE, isRequestId } from '../client/types.js';
 import { admissionMessage, refusalDetail } from '../admission/admit-run.js';
 import type { AdmissionDecision, AdmissionReason } from '../admission/admission-policy.js';
 import type { DeadLetterReason } from '../dlq/dead-letter.js';
@@ -36,9 +37,6 @@ export interface IngressRequest {
 
 export type IngressCheck = { ok: true; request: IngressRequest } | { ok: false; reason: IngressRejection; message: string };
 
-/** Request ids are the producer's correlation handle, echoed on status events: bounded like a key. */
-const MAX_REQUEST_ID = 255;
-
 /**
  * The same checks as `POST /v1/runs` (workflow, class, deadline bounds, input depth and size) and
  * the record's own: its tenant must be the record key's, which the signature authenticated.
@@ -48,8 +46,8 @@ export function checkSubmission(sub: RunSubmission, keyTenant: string, config: P
   if (sub.tenantId !== keyTenant) return invalid(`tenantId ${JSON.stringify(sub.tenantId)} is not the record key's tenant ${JSON.stringify(keyTenant)}`);
   const tenant = ownEntry(config.tenants, sub.tenantId);
   if (!tenant) return invalid(`unknown tenant ${JSON.stringify(sub.tenantId)}`);
-  if (sub.requestId.length === 0 || sub.requestId.length > MAX_REQUEST_ID) return invalid(`requestId must be 1 to ${MAX_REQUEST_ID} characters`);
-  if (!IDEMPOTENCY_KEY.test(sub.idempotencyKey)) return invalid('idempotencyKey must be 1 to 255 printable ASCII characters without spaces');
+  if (!isRequestId(sub.requestId)) return invalid(`requestId must be ${REQUEST_ID_RULE}`);
+  if (!IDEMPOTENCY_KEY.test(sub.idempotencyKey)) return invalid(`idempotencyKey must be ${IDEMPOTENCY_KEY_RULE}`);
   const workflow = ownEntry(config.workflows, sub.workflow);
   if (!workflow) return { ok: false, reason: 'unknown_workflow', message: `unknown workflow ${JSON.stringify(sub.workflow)}` };
   const runClass = sub.class ?? workflow.defaultClass;

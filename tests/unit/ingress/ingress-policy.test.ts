@@ -4,6 +4,8 @@ import type { RunSubmission } from '../../../src/events/schemas.js';
 import { requestFingerprint } from '../../../src/admission/idempotency.js';
 import { MAX_DECISIONS, answerStatus, answerStatusEvent, checkSubmission, endedDeferral, reofferAt, type IngressAnswer } from '../../../src/ingress/ingress-policy.js';
 import { heldSequence } from '../../../src/runs/status-sequence.js';
+import { MAX_REQUEST_ID } from '../../../src/client/types.js';
+import { toRunSubmission, type SubmitRequest } from '../../../src/producers/submission.js';
 
 const config = loadConfig({ env: {} });
 
@@ -58,6 +60,22 @@ describe('checkSubmission: a RunSubmission as an admission request', () => {
     if (check.ok) return;
     expect(check.reason).toBe(reason);
     expect(check.message).toMatch(message);
+  });
+
+  it('bounds request ids and keys by the rule SluiceProducer checks before sending, in the same words', () => {
+    for (const [field, over] of [
+      ['requestId', { requestId: 'r'.repeat(MAX_REQUEST_ID + 1) }],
+      ['idempotencyKey', { idempotencyKey: 'k'.repeat(256) }],
+    ] as const) {
+      const ingress = checkSubmission(submission(over), 'tenant-a', config);
+      const request: SubmitRequest = { workflow: 'support-reply', input: {}, idempotencyKey: 'order-42', requestId: 'req-1' };
+      const producer = toRunSubmission('tenant-a', { ...request, ...over }, () => 'unused');
+      expect(producer.ok || ingress.ok).toBe(false);
+      if (producer.ok || ingress.ok) continue;
+      expect(producer.field).toBe(field);
+      expect(ingress.message).toBe(`${field} ${producer.message}`);
+    }
+    expect(checkSubmission(submission({ requestId: 'r'.repeat(MAX_REQUEST_ID) }), 'tenant-a', config).ok).toBe(true);
   });
 
   it('refuses a record key naming no configured tenant', () => {
