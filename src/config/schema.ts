@@ -631,8 +631,14 @@ export const configSchema = z
     /** The ingress role: run requests from producers on the ingress topic, admitted like POST /v1/runs. */
     ingress: z
       .object({
-        /** Partitions of the ingress topic one process works on at once; each takes its records one at a time, in order. */
+        /** Partitions of the ingress topic one process works on at once. */
         partitionsConcurrently: z.number().int().min(1).max(1_000).default(6),
+        /**
+         * Records of one partition handled at once (read in order, finished in any order; offsets
+         * committed up to the lowest unfinished one). Records in flight per process: at most
+         * partitionsConcurrently × maxInFlight.
+         */
+        maxInFlight: z.number().int().min(1).max(1_000).default(32),
         /** Bound on handling one record (signature, idempotency, admission, produces); past it the record is tried again. */
         recordTimeoutMs: ms(1_000, 120_000).default(15_000),
         /** Backoff before a record is tried again after Redis or Kafka failed it: doubling from baseMs to capMs. */

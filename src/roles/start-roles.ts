@@ -269,7 +269,7 @@ async function startIngress(ctx: RoleContext): Promise<void> {
     producer: await clients.producer(),
     admission: await ctx.admission(),
     withdrawals: new RedisCancellations(clients.redis, clients.keys),
-    // A duplicate waits briefly for a claim in flight: each partition's records are taken one at a time.
+    // A duplicate waits briefly for a claim in flight elsewhere: within a process, records of one key take turns.
     idempotency: new IdempotencyStore(clients.scripts, clients.keys, { ttlSec: config.admission.idempotencyTtlSec, pendingMs: config.admission.idempotencyPendingMs, waitMs: 1_000, scope: 'ingress' }),
     secrets,
     logger: log,

@@ -2,10 +2,11 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
-import { parse, stringify } from 'yaml';
+import { stringify } from 'yaml';
 import { infraUp } from '../infra/local-infra.js';
 import { createLogger } from '../../obs/logger.js';
 import { packageRoot } from '../../util/package-root.js';
+import { localConfig } from './bench-harness.js';
 import { runOpenLoop, type OpenLoopResult } from './open-loop.js';
 import { freePort } from '../../util/free-port.js';
 
@@ -53,7 +54,7 @@ const BODY = JSON.stringify({ workflow: 'support-reply', input: { message: 'Wher
 
 /** tenant-a may always enter (the accept path); tenant-c never (after its one token: the reject path). */
 function benchConfig(apiPort: number, writeBehind: boolean | undefined): string {
-  const base = parse(readFileSync(join(packageRoot(), 'config', 'local.yaml'), 'utf8')) as Record<string, any>;
+  const base = localConfig();
   base.localInfra = false;
   base.logLevel = 'warn';
   base.api.port = apiPort;

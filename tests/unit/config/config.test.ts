@@ -307,6 +307,14 @@ describe('dependencies.<name>.adaptiveConcurrency', () => {
     expect(configError(() => parseConfig(doc)).fields).toEqual(['api.console.loginRateLimit.attempts']);
   });
 
+  it('takes ingress.maxInFlight records of a partition at once, 32 by default, and names the field of a bad one', () => {
+    expect(parseConfig(baseDoc()).ingress.maxInFlight).toBe(32);
+    expect(parseConfig({ ...baseDoc(), ingress: { maxInFlight: 1 } }).ingress.maxInFlight).toBe(1);
+    for (const maxInFlight of [0, 1.5, 1_001, '8']) {
+      expect(configError(() => parseConfig({ ...baseDoc(), ingress: { maxInFlight } })).fields, JSON.stringify(maxInFlight)).toEqual(['ingress.maxInFlight']);
+    }
+  });
+
   it('names the field of a bad admission-row batch', () => {
     for (const [rows, field] of [
       [{ batchSize: 0 }, 'api.admissionRows.batchSize'],
