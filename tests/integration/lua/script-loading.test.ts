@@ -54,9 +54,10 @@ async function runEveryScript(scripts: LuaScripts): Promise<void> {
   await scripts.run('permitsRenew', permitKeys, ['tok', 10_000]);
   await scripts.run('adaptiveLimitUpdate', [keys.adaptiveLimit('d')], ['success', 1, 10, 0.7, 1_000, 60_000]);
   await scripts.run('permitsRelease', permitKeys, ['tok', keys.permitReleased(), 'global', 'tenant:t']);
-  await scripts.run('breakerAdmit', [keys.breaker('d'), keys.breakerProbes('d')], ['tok', 1, 1_000, 2_000, keys.breakerChanged('d'), 'd']);
-  await scripts.run('breakerRecord', [keys.breaker('d'), keys.breakerWindow('d'), keys.breakerProbes('d')], ['', 'success', 1, 1_000, 5, 5, 0.5, 1_000, 1, 1_000, 1, 2_000, keys.breakerChanged('d'), 'd']);
-  await scripts.run('breakerTally', [keys.breaker('d'), keys.breakerWindow('d')], [1, 1_000]);
+  await scripts.run('breakerAdmit', [keys.breaker('d'), keys.breakerProbes('d'), keys.breakerForced('d')], ['tok', 1, 1_000, 2_000, keys.breakerChanged('d'), 'd']);
+  await scripts.run('breakerRecord', [keys.breaker('d'), keys.breakerWindow('d'), keys.breakerProbes('d'), keys.breakerForced('d')], ['', 'success', 1, 1_000, 5, 5, 0.5, 1_000, 1, 1_000, 1, 2_000, keys.breakerChanged('d'), 'd']);
+  await scripts.run('breakerTally', [keys.breaker('d'), keys.breakerWindow('d'), keys.breakerForced('d')], [1, 1_000]);
+  await scripts.run('breakerForce', [keys.breakerForced('d')], ['none', 0, keys.breakerChanged('d'), 'd']);
   await scripts.run('retryBudgetTake', [keys.retryBudget('d')], [1, 1, 0.1, 10_000, 10, 1]);
   await scripts.run('pacingReserve', [keys.paceState('d'), keys.paceObserved('d'), keys.paceNotBefore('d')], [1_000, 0, 1_000, 1, 0, 'requests', 60, 1]);
   await scripts.run('pacingSettle', [keys.paceState('d')], [1_000, 'requests', 0]);
