@@ -58,6 +58,7 @@ import { LagMonitor, readPublishedReport } from '../lag/lag-monitor.js';
 import { ConsoleSessions } from '../api/console/console-session.js';
 import { ConsoleAssets } from '../api/console/console-assets.js';
 import { OverviewSampler } from '../api/console/overview-sampler.js';
+import { DependencyReports } from '../api/console/dependencies.js';
 import { packageRoot } from '../util/package-root.js';
 import { createLagMetrics } from '../lag/lag-metrics.js';
 import { WaitingRuns } from '../status/waiting-runs.js';
@@ -333,6 +334,11 @@ async function startApi(ctx: RoleContext): Promise<string> {
     runStatus: { runs, feed, cancellations },
     withdrawals: cancellations,
     limits: new LimitsStore(clients.redis, clients.keys),
+    breakers: {
+      store: new BreakerStore(clients.scripts, clients.keys, (d) => ownEntry(config.dependencies, d)?.breaker),
+      reports: new DependencyReports(clients.redis, clients.keys, config),
+      audit: log.child({ component: 'admin' }),
+    },
     ...(config.api.console.enable && {
       console: {
         sessions: new ConsoleSessions(clients.redis, clients.keys, config.api.console.sessionTtlSec),

@@ -15,6 +15,7 @@ import type { KeyDirectory } from '../auth.js';
 import { sendProblem } from '../problem.js';
 import { answerCancel } from '../routes/cancel-run.js';
 import { answerLimitChange, answerLimits, limitChangeSchema, type AdminLimitsRouteDeps, type LimitChange } from '../routes/admin-limits.js';
+import { answerForce, forceRequestSchema, type AdminBreakersRouteDeps, type ForceRequest } from '../routes/admin-breakers.js';
 import { activeAlerts } from './alerts.js';
 import { backpressureGauges } from './backpressure.js';
 import { ASSET_CACHE, CONSOLE_HEADERS, PAGE_CACHE, type ConsoleAssets } from './console-assets.js';
@@ -30,6 +31,8 @@ export interface ConsoleDeps {
   sampler: OverviewSampler;
   metrics: Pick<Metrics, 'registry' | 'scrapeCollectors'>;
   limits: AdminLimitsRouteDeps;
+  /** The breakers' reports and forces, as the admin breakers API has them (its audit lines are the admin API's; the console writes its own). */
+  breakerAdmin: AdminBreakersRouteDeps;
   /** The lag monitor's last report, or why there is none. */
   lagReport: () => Promise<PublishedReport | string>;
   breakers: () => readonly BreakerView[];
@@ -212,7 +215,26 @@ export function registerConsoleRoutes(app: FastifyInstance, deps: ConsoleDeps): 
     return reply;
   });
 
-  app.get('/console/api/dependencies', { onRequest: requireSession }, async () => ({ breakers: deps.breakers() }));
+  app.get('/console/api/dependencies', { onRequest: requireSession }, async (req, reply) => {
+    try {
+      return { dependencies: await deps.breakerAdmin.breakers.reports.all() };
+    } catch (err) {
+      req.log.error({ err }, 'could not read the dependencies');
+      return sendProblem(reply, 'dependency_unavailable', { detail: 'the dependencies could not be read from Redis; try again', retryAfterSec: 1 });
+    }
+  });
+
+  app.put<{ Params: { dependency: string }; Body: ForceRequest }>('/console/api/breakers/:dependency/force', { onRequest: requireSession, schema: { body: forceRequestSchema } }, async (req, reply) => {
+    await answerForce(deps.breakerAdmin, req.params.dependency, req.body, req, reply);
+    record(req, 'breaker.force', reply.statusCode < 400 ? 'done' : 'failed', { dependency: req.params.dependency, mode: req.body.mode, durationSec: req.body.durationSec, status: reply.statusCode });
+    return reply;
+  });
+
+  app.delete<{ Params: { dependency: string } }>('/console/api/breakers/:dependency/force', { onRequest: requireSession }, async (req, reply) => {
+    await answerForce(deps.breakerAdmin, req.params.dependency, undefined, req, reply);
+    record(req, 'breaker.clear', reply.statusCode < 400 ? 'done' : 'failed', { dependency: req.params.dependency, status: reply.statusCode });
+    return reply;
+  });
 
   app.get<{ Querystring: RunQuery }>('/console/api/runs', { onRequest: requireSession, schema: { querystring: runQuerySchema } }, async (req) => {
     const q = req.query;

@@ -6,6 +6,7 @@ import { createLogger } from '../../../src/obs/logger.js';
 import { createMetrics } from '../../../src/obs/metrics.js';
 import { fakeRunStatus } from '../../support/run-status-fakes.js';
 import { ADMIN, expectProblem, KEY_A } from './run-status-app.js';
+import { fakeBreakerAdmin } from '../../support/breaker-admin-fakes.js';
 
 const config = loadConfig({ env: {} });
 const unused = async () => {
@@ -52,6 +53,7 @@ function server(): FastifyInstance {
     idempotency: { claim: unused, store: unused, forget: unused },
     withdrawals: { markAnswerPending: unused, markAnswered: unused, withdraw: unused },
     limits,
+    breakers: fakeBreakerAdmin().deps,
   } satisfies ApiDeps);
   return app;
 }

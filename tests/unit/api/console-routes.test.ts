@@ -13,6 +13,7 @@ import { createMetrics } from '../../../src/obs/metrics.js';
 import { redisKeys } from '../../../src/redis/keys.js';
 import type { OperatorRunView } from '../../../src/status/run-store.js';
 import { fakeRunStatus } from '../../support/run-status-fakes.js';
+import { fakeBreakerAdmin } from '../../support/breaker-admin-fakes.js';
 
 const config = loadConfig({ env: {} });
 const unused = async () => {
@@ -56,6 +57,7 @@ let limitFields: Map<string, number>;
 let cancelled: string[];
 let replays: { ids: readonly string[]; by: string; ratePerSec: number }[];
 let discards: { ids: readonly string[]; who: string; reason: string }[];
+let breakerAdmin: ReturnType<typeof fakeBreakerAdmin>;
 
 function server(): FastifyInstance {
   audit = [];
@@ -63,6 +65,7 @@ function server(): FastifyInstance {
   cancelled = [];
   replays = [];
   discards = [];
+  breakerAdmin = fakeBreakerAdmin();
   const metrics = createMetrics();
   const auditLog = { info: (fields: { audit: Record<string, unknown> }) => audit.push(fields.audit) } as unknown as Logger;
   app = buildApiServer({
@@ -78,6 +81,7 @@ function server(): FastifyInstance {
     idempotency: { claim: unused, store: unused, forget: unused },
     withdrawals: { markAnswerPending: unused, markAnswered: unused, withdraw: unused },
     limits: { overrides: async () => new Map(limitFields), set: async (f, l) => void limitFields.set(f, l) },
+    breakers: breakerAdmin.deps,
     console: {
       sessions: new ConsoleSessions(memoryRedis(), redisKeys(''), 3600),
       sessionTtlSec: 3600,
@@ -214,6 +218,27 @@ describe('changes from the console', () => {
     // The same validation as the admin API: an unknown tenant is refused.
     const bad = await a.inject({ method: 'PUT', url: '/console/api/limits', headers: { cookie, 'x-csrf-token': csrf }, payload: { scope: 'tenant', name: 'nobody', limit: 3 } });
     expect(bad.statusCode).toBe(400);
+  });
+
+  it('force a breaker and clear it through the admin breakers logic, with the token, each audited', async () => {
+    const a = server();
+    const { cookie, csrf } = await login(a);
+    const headers = { cookie, 'x-csrf-token': csrf, host: HOST, origin: `http://${HOST}` };
+    const refused = await a.inject({ method: 'PUT', url: '/console/api/breakers/anthropic/force', headers: { cookie }, payload: { mode: 'open', durationSec: 60 } });
+    expect(refused.statusCode).toBe(403);
+    expect(breakerAdmin.forces.size).toBe(0);
+    const res = await a.inject({ method: 'PUT', url: '/console/api/breakers/anthropic/force', headers, payload: { mode: 'open', durationSec: 60 } });
+    expect(res.json()).toEqual({ dependency: 'anthropic', forced: { mode: 'open', until: breakerAdmin.state.now + 60_000 } });
+    const page = await a.inject({ url: '/console/api/dependencies', headers: { cookie } });
+    expect(page.json()).toMatchObject({ dependencies: [{ dependency: 'anthropic', breaker: { forced: { mode: 'open' } } }] });
+    expect((await a.inject({ method: 'DELETE', url: '/console/api/breakers/anthropic/force', headers })).json()).toEqual({ dependency: 'anthropic', forced: null });
+    // The same validation as the admin API: no duration, no force.
+    expect((await a.inject({ method: 'PUT', url: '/console/api/breakers/anthropic/force', headers, payload: { mode: 'closed' } })).statusCode).toBe(400);
+    expect(audit.slice(-3)).toEqual([
+      expect.objectContaining({ action: 'PUT /console/api/breakers/:dependency/force', outcome: 'refused' }),
+      expect.objectContaining({ action: 'breaker.force', outcome: 'done', dependency: 'anthropic', mode: 'open', durationSec: 60, session: expect.stringMatching(/^[0-9a-f]{12}$/) }),
+      expect.objectContaining({ action: 'breaker.clear', outcome: 'done', dependency: 'anthropic' }),
+    ]);
   });
 
   it('cancel a run, audited with its tenant', async () => {
