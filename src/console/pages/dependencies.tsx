@@ -76,7 +76,7 @@ export function DependenciesPage({ onLoggedOut }: { onLoggedOut: () => void }) {
           {rows.map((r) => (
             <tr key={r.dependency} class={r.tone} data-dependency={r.dependency}>
               <td>{r.dependency} <span class="muted">({r.kind})</span></td>
-              <td>
+              <td class="breaker">
                 <strong data-testid={`breaker-state-${r.dependency}`}>{r.state}</strong>
                 <div class="muted">{r.note}</div>
               </td>
@@ -87,7 +87,7 @@ export function DependenciesPage({ onLoggedOut }: { onLoggedOut: () => void }) {
               </td>
               <td>{r.pacing.length === 0 ? <span class="muted">not paced</span> : r.pacing.map((g) => <GaugeLine key={g.label} g={g} />)}</td>
               <td><GaugeLine g={r.retryBudget} /></td>
-              <td>
+              <td class="actions">
                 {confirming?.dependency === r.dependency ? (
                   <Confirm row={r} action={confirming.action} onDone={done} />
                 ) : (
