@@ -121,12 +121,16 @@ describe('the operations console in a browser', () => {
     expect(failing.map((r) => r.status)).toEqual(Array(6).fill(202));
     await expect.poll(() => state.textContent(), { timeout: 30_000 }).toBe('open');
     expect((await breakerOfAdminApi()).state).toBe('open');
-    await http(`${sim}/admin/faults`, { method: 'DELETE', key: ADMIN_KEY });
 
-    // Forced closed from the page, after its confirmation: calls go through although the breaker itself is open.
+    // Forced closed from the page, after its confirmation: calls go through although the breaker itself is
+    // open, and their failures fill the window the page shows without tripping anything.
     await confirm('force-closed');
     await expect.poll(() => state.textContent(), { timeout: UI_TIMEOUT_MS }).toBe('forced closed');
     expect(await breakerOfAdminApi()).toMatchObject({ state: 'open', forced: { mode: 'closed' } });
+    const drilled = await Promise.all(Array.from({ length: 2 }, (_, i) => submit(TENANT_A_KEY, { message: `drill ${i}` })));
+    await expect.poll(() => page.locator('tr[data-dependency=anthropic] .gauge').first().textContent(), { timeout: UI_TIMEOUT_MS }).toMatch(/\([1-9]\d* of [1-9]\d*\)/);
+    await shot('dependencies');
+    await http(`${sim}/admin/faults`, { method: 'DELETE', key: ADMIN_KEY });
     const through = await submit(TENANT_A_KEY, { message: 'through a forced-closed breaker' });
     const done = await waitForStatus(api, through.body.runId, TENANT_A_KEY, ['completed'], 30_000);
     expect(done.result).toMatchObject({ degraded: false });
@@ -138,7 +142,6 @@ describe('the operations console in a browser', () => {
     const refused = await submit(TENANT_A_KEY, { message: 'into a forced-open breaker' });
     expect(refused.status).toBe(503);
     expect(refused.body).toMatchObject({ code: 'dependency_unavailable' });
-    await shot('dependencies');
     const audited = await eventually(
       async () => {
         const lines = sluice.logs.filter((l) => (l.audit as { action?: string } | undefined)?.action === 'breaker.force').map((l) => l.audit);
@@ -163,7 +166,7 @@ describe('the operations console in a browser', () => {
     );
     await expect.poll(() => state.textContent(), { timeout: UI_TIMEOUT_MS }).toBe('closed');
     // The runs of the fault are over too (retried, or answered by the fallback) before the next test.
-    for (const r of failing) await waitForStatus(api, r.body.runId, TENANT_A_KEY, ['completed', 'failed', 'dead_lettered'], 60_000);
+    for (const r of [...failing, ...drilled]) await waitForStatus(api, r.body.runId, TENANT_A_KEY, ['completed', 'failed', 'dead_lettered'], 60_000);
   });
 
   it('finds a run, shows its timeline, and cancels a running one after a confirmation', async () => {
