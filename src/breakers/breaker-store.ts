@@ -26,16 +26,22 @@ const STATES: readonly string[] = ['closed', 'open', 'half_open'] satisfies Brea
 const isState = (v: unknown): v is BreakerStateName => typeof v === 'string' && STATES.includes(v);
 const isMs = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v) && v >= 0;
 
-/** A transition payload, or undefined when it is not one (another writer, a newer format, garbage). */
-export function parseBreakerTransition(text: string): BreakerTransition | undefined {
+/** The fields of an announcement on a breaker's channel, or undefined when it is no JSON object. */
+function announcedFields(text: string): Record<string, unknown> | undefined {
   let value: unknown;
   try {
     value = JSON.parse(text);
   } catch {
     return undefined;
   }
-  if (typeof value !== 'object' || value === null) return undefined;
-  const { dependency, from, to, at, retryAt } = value as Record<string, unknown>;
+  return typeof value === 'object' && value !== null ? (value as Record<string, unknown>) : undefined;
+}
+
+/** A transition payload, or undefined when it is not one (another writer, a newer format, garbage). */
+export function parseBreakerTransition(text: string): BreakerTransition | undefined {
+  const fields = announcedFields(text);
+  if (!fields) return undefined;
+  const { dependency, from, to, at, retryAt } = fields;
   if (typeof dependency !== 'string' || dependency === '' || !isState(from) || !isState(to) || from === to || !isMs(at)) return undefined;
   if (to === 'open' && isMs(retryAt)) return { dependency, from, to, at, retryAt };
   if (to !== 'open' && retryAt === null) return { dependency, from, to, at, retryAt };
@@ -52,14 +58,9 @@ export interface BreakerForceChange {
 
 /** A force payload, or undefined when it is not one (a transition, a newer format, garbage). */
 export function parseBreakerForceChange(text: string): BreakerForceChange | undefined {
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch {
-    return undefined;
-  }
-  if (typeof value !== 'object' || value === null) return undefined;
-  const { dependency, forced, until, at } = value as Record<string, unknown>;
+  const fields = announcedFields(text);
+  if (!fields) return undefined;
+  const { dependency, forced, until, at } = fields;
   if (typeof dependency !== 'string' || dependency === '' || !isMs(at)) return undefined;
   if ((forced === 'open' || forced === 'closed') && isMs(until)) return { dependency, forced, until, at };
   if (forced === null && until === null) return { dependency, forced, until, at };

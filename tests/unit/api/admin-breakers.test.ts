@@ -1,41 +1,19 @@
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
-import { buildApiServer, type ApiDeps } from '../../../src/api/server.js';
-import { loadConfig } from '../../../src/config/load.js';
-import { createLogger, type Logger } from '../../../src/obs/logger.js';
-import { createMetrics } from '../../../src/obs/metrics.js';
-import { fakeRunStatus } from '../../support/run-status-fakes.js';
+import type { Logger } from '../../../src/obs/logger.js';
 import { fakeBreakerAdmin } from '../../support/breaker-admin-fakes.js';
+import { adminApp } from './admin-app.js';
 import { ADMIN, expectProblem, KEY_A } from './run-status-app.js';
-
-const config = loadConfig({ env: {} });
-const unused = async () => {
-  throw new Error('not used by the breaker routes');
-};
 
 let app: FastifyInstance | undefined;
 let breakers: ReturnType<typeof fakeBreakerAdmin>;
 let audit: Record<string, unknown>[];
 
-/** The whole API server (its authentication, errors and validation), with the breakers in memory. */
+/** The whole API server with the breakers in memory. */
 function server(): FastifyInstance {
   audit = [];
   breakers = fakeBreakerAdmin(undefined, { info: (fields: { audit: Record<string, unknown> }) => audit.push(fields.audit) } as unknown as Logger);
-  app = buildApiServer({
-    config,
-    logger: createLogger('silent'),
-    metrics: createMetrics(),
-    readiness: [],
-    runStatus: fakeRunStatus().deps,
-    reads: fakeRunStatus().reads,
-    producer: { publishRunRequested: unused },
-    runs: { recordAdmission: unused, getRun: unused },
-    admission: { decide: unused, withdraw: unused, redisUnreachable: () => { throw new Error('not used by the breaker routes'); } },
-    idempotency: { claim: unused, store: unused, forget: unused },
-    withdrawals: { markAnswerPending: unused, markAnswered: unused, withdraw: unused },
-    limits: { overrides: async () => new Map(), set: async () => undefined },
-    breakers: breakers.deps,
-  } satisfies ApiDeps);
+  app = adminApp({ limits: { overrides: async () => new Map(), set: async () => undefined }, breakers: breakers.deps });
   return app;
 }
 
