@@ -110,12 +110,8 @@ export class DependencyReports {
     private readonly config: Pick<SluiceConfig, 'dependencies'>,
   ) {}
 
-  names(): string[] {
-    return Object.keys(this.config.dependencies);
-  }
-
   all(): Promise<DependencyReport[]> {
-    return Promise.all(this.names().map((d) => this.one(d)));
+    return Promise.all(Object.keys(this.config.dependencies).map((d) => this.one(d)));
   }
 
   /** Throws RangeError for a dependency not configured. */

@@ -54,9 +54,15 @@ function unknownDependency(config: SluiceConfig, dependency: string, reply: Fast
 export async function answerForce(deps: AdminBreakersRouteDeps, dependency: string, change: ForceRequest | undefined, req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
   const unknown = unknownDependency(deps.config, dependency, reply);
   if (unknown) return unknown;
+  const { store } = deps.breakers;
   let answer: ForceAnswer;
   try {
-    answer = { dependency, forced: change ? await deps.breakers.store.force(dependency, change.mode, change.durationSec * 1000) : (await deps.breakers.store.clearForce(dependency), null) };
+    if (change) answer = { dependency, forced: await store.force(dependency, change.mode, change.durationSec * 1000) };
+    else {
+      // Clearing nothing is no error: the drill is over either way.
+      await store.clearForce(dependency);
+      answer = { dependency, forced: null };
+    }
   } catch (err) {
     req.log.error({ err, dependency }, 'could not force or clear a breaker');
     return unavailable(reply);
