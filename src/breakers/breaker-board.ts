@@ -44,8 +44,9 @@ const sameView = (a: BreakerView, b: BreakerView) =>
  * Every instance's view of the shared breakers. Transitions and operators' forces arrive by Redis
  * pub/sub within milliseconds; the state hashes are also read every `pollMs`, so an instance that
  * missed a message (it was reconnecting, or a force expired, which sends none) converges anyway.
- * `view` and `all` answer the breakers as calls meet them, a force in place deciding (`effectiveView`). A read that started before the last announcement
- * of a dependency is older than what it would overwrite, so it is dropped for that dependency.
+ * A read that started before the last announcement of a dependency is older than what it would
+ * overwrite, so it is dropped for that dependency. `view` and `all` answer the breakers as calls
+ * meet them: a force in place decides (`effectiveView`), and one past its end is dropped at once.
  */
 export class BreakerBoard {
   private readonly views = new Map<string, BreakerView>();
