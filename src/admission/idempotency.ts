@@ -3,7 +3,7 @@ import type { RedisKeys } from '../redis/keys.js';
 import type { LuaScripts } from '../redis/scripts.js';
 import { canonicalJson } from '../util/canonical-json.js';
 
-export { IDEMPOTENCY_KEY } from '../client/types.js';
+export { IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_RULE } from '../client/types.js';
 
 /** A stored answer: what the first request with this key got. */
 export interface StoredAnswer {
@@ -97,6 +97,12 @@ export class IdempotencyStore {
    */
   async store(tenant: string, key: string, token: string, answer: StoredAnswer, keepMs: number = this.opts.ttlSec * 1000): Promise<boolean> {
     return (await this.scripts.run('idempotencySettle', [this.redisKey(tenant, key)], [token, 'store', answer.status, JSON.stringify(answer), Math.max(keepMs, this.opts.ttlSec * 1000)])) === 1;
+  }
+
+  /** The answer stored under the key, read without claiming it; undefined while none is stored. */
+  async answer(tenant: string, key: string): Promise<StoredAnswer | undefined> {
+    const res = (await this.scripts.run('idempotencyAnswer', [this.redisKey(tenant, key)], [])) as [string, string] | null;
+    return res ? (JSON.parse(res[1]) as StoredAnswer) : undefined;
   }
 
   async forget(tenant: string, key: string, token: string): Promise<boolean> {

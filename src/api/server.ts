@@ -121,6 +121,7 @@ export function buildApiServer(deps: ApiDeps): FastifyInstance {
     loggerInstance: logger.child({ role: 'api' }) as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: config.api.bodyLimitBytes,
+    trustProxy: config.api.trustProxy,
     requestTimeout: 30_000,
     connectionTimeout: 60_000,
     keepAliveTimeout: 65_000,

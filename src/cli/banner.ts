@@ -18,6 +18,10 @@ export function startBanner(config: SluiceConfig, running: RunningRoles): string
         `  an agent choosing its tools: "workflow":"support-agent"; watch its turns with`,
         `    curl -sN ${running.apiUrl}/v1/runs/<runId>/events -H 'Authorization: Bearer local-key-a'`,
       );
+      // The demo tenant's published ingress secret, where the demo config gives it one.
+      if (running.roles.includes('ingress') && config.tenants['tenant-a']?.ingress) {
+        lines.push(`  through Kafka: SluiceProducer ('sluice/producer') as tenant-a, secret 'local-ingress-secret-a', brokers ${config.kafka.brokers.join(',')} (README, Client library)`);
+      }
     }
   }
   if (running.opsUrl) lines.push(`  metrics      ${running.opsUrl}/metrics`);

@@ -1,13 +1,12 @@
 import cliProgress from 'cli-progress';
 import { Command, Option } from 'commander';
-import type { Producer } from 'kafkajs';
 import { pino } from 'pino';
 import type { SluiceConfig } from '../config/schema.js';
 import { DEFAULT_LIST_LIMIT, DeadLetterStore, type StatsBucket } from '../dlq/dead-letter-store.js';
 import { emptyTally, type ReplayResult, type ReplayTally } from '../dlq/replay-outcome.js';
+import { ReplayConnection } from '../dlq/replay-connection.js';
 import { DeadLetterReplayer, type ReplayKafka } from '../dlq/replay-runner.js';
 import { DEFAULT_REPLAY_RATE } from '../dlq/replay-pacer.js';
-import { createIdempotentProducer } from '../kafka/client.js';
 import { topicNames } from '../kafka/topics.js';
 import { createLogger } from '../obs/logger.js';
 import { SharedClients } from '../roles/shared-clients.js';
@@ -34,7 +33,6 @@ export interface DlqCommandDeps {
   exit: DlqExitCodes;
 }
 
-const KAFKA_CONNECT_TIMEOUT_MS = 15_000;
 const CLOSE_TIMEOUT_MS = 5_000;
 
 /** A failure may go away when run again (1); a skip or a refusal will not (3). */
@@ -66,7 +64,7 @@ function replayProgress(total: number): { report: (o: ReplayResult) => void; sto
 /** What one invocation connects to, each on first use, and closes once. */
 class Session {
   private readonly clients: SharedClients;
-  private producer?: Producer;
+  private replayConnection?: ReplayConnection;
 
   constructor(
     readonly config: SluiceConfig,
@@ -91,23 +89,12 @@ class Session {
 
   /** A producer and the topics that exist: a replay never creates topics, a wrong namespace must not go unnoticed. */
   async connectKafka(): Promise<ReplayKafka> {
-    const { kafka } = this.clients;
-    const admin = kafka.admin();
-    let topics: Set<string>;
-    try {
-      await withTimeout(admin.connect(), KAFKA_CONNECT_TIMEOUT_MS, 'Kafka: connecting');
-      topics = new Set(await withTimeout(admin.listTopics(), KAFKA_CONNECT_TIMEOUT_MS, 'Kafka: listing topics'));
-    } finally {
-      await withTimeout(admin.disconnect(), CLOSE_TIMEOUT_MS, 'Kafka: disconnecting').catch(() => undefined);
-    }
-    const producer = createIdempotentProducer(kafka);
-    this.producer = producer;
-    await withTimeout(producer.connect(), KAFKA_CONNECT_TIMEOUT_MS, 'Kafka: connecting the producer');
-    return { producer, existingTopics: topics, produceTimeoutMs: this.config.kafka.produceTimeoutMs };
+    this.replayConnection ??= new ReplayConnection(this.clients.kafka, this.config.kafka.produceTimeoutMs);
+    return this.replayConnection.get();
   }
 
   async close(): Promise<void> {
-    await Promise.allSettled([this.producer?.disconnect(), this.clients.close()]);
+    await Promise.allSettled([this.replayConnection?.close(), this.clients.close()]);
   }
 }
 

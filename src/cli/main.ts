@@ -6,7 +6,7 @@ import type { SluiceConfig } from '../config/schema.js';
 import { createLogger } from '../obs/logger.js';
 import { infraCommand, withLocalInfra } from '../dev/index.js';
 import { redactConfig } from '../config/redact.js';
-import { productionProblems, profileError } from '../config/profile.js';
+import { demoSecretProblems, productionProblems, profileError } from '../config/profile.js';
 import { readIngressSecrets } from '../ingress/ingress-secrets.js';
 import { startRoles } from '../roles/start-roles.js';
 import { startBanner } from './banner.js';
@@ -26,10 +26,11 @@ export const EXIT = { ok: 0, failure: 1, badConfig: 2, usage: 2, partial: 3 } as
 function configOrExit(path: string | undefined, opts: { toStart?: boolean } = {}): SluiceConfig {
   try {
     const config = loadConfig({ path });
-    const problems = opts.toStart ? productionProblems(config) : [];
-    if (problems.length > 0) throw profileError(problems);
+    if (!opts.toStart) return config;
     // Secrets that cannot be read stop the start here, before anything runs (the role reads them again).
-    if (opts.toStart && config.roles.includes('ingress')) readIngressSecrets(config, { env: process.env, readFile: (file) => readFileSync(file) });
+    const secrets = config.roles.includes('ingress') ? readIngressSecrets(config, { env: process.env, readFile: (file) => readFileSync(file) }) : new Map<string, Buffer>();
+    const problems = [...productionProblems(config), ...demoSecretProblems(config, secrets)];
+    if (problems.length > 0) throw profileError(problems);
     return config;
   } catch (err) {
     if (err instanceof ConfigError) {

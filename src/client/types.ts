@@ -19,6 +19,19 @@ export const TERMINAL_RUN_STATUSES: ReadonlySet<RunStatus> = new Set(['completed
  */
 export const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
 
+/** IDEMPOTENCY_KEY in words, for the messages that refuse a key. */
+export const IDEMPOTENCY_KEY_RULE = '1 to 255 printable ASCII characters without spaces';
+
+/** A producer's request id, its correlation handle echoed on the ingress's statuses: bounded like a key. */
+export const MAX_REQUEST_ID = 255;
+
+/** The request id rule in words, for the messages that refuse one. */
+export const REQUEST_ID_RULE = `1 to ${MAX_REQUEST_ID} characters`;
+
+export function isRequestId(id: unknown): id is string {
+  return typeof id === 'string' && id.length > 0 && id.length <= MAX_REQUEST_ID;
+}
+
 export interface RunError {
   code: string;
   message: string;

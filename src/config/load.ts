@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
-import { isAbsolute, join, resolve } from 'node:path';
+import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { configSchema, type SluiceConfig } from './schema.js';
+import { isRecord } from '../util/is-record.js';
 import { packageRoot } from '../util/package-root.js';
 
 /** A configuration that cannot be used; the message names every offending field. */
@@ -100,5 +101,28 @@ export function loadConfig(opts: { path?: string; env?: NodeJS.ProcessEnv } = {}
   } catch (err) {
     throw new ConfigError(`config file ${path} is not valid YAML: ${(err as Error).message}`, ['(file)']);
   }
-  return parseConfig(raw, env, path);
+  return parseConfig(withSecretFilesFrom(dirname(path), raw), env, path);
+}
+
+/** The built-in config/local.yaml as a document, for tools that write configs of their own from it. */
+export function builtInConfigDocument(): Record<string, any> {
+  const path = defaultConfigPath();
+  return withSecretFilesFrom(dirname(path), parseYaml(readFileSync(path, 'utf8'))) as Record<string, any>;
+}
+
+/**
+ * A relative `tenants.<id>.ingress.secretFile` is read from the config file's folder, wherever
+ * Sluice starts (the built-in config's demo secret lies beside it); the document is not changed.
+ */
+function withSecretFilesFrom(dir: string, raw: unknown): unknown {
+  if (!isRecord(raw) || !isRecord(raw.tenants)) return raw;
+  const tenants = Object.fromEntries(
+    Object.entries(raw.tenants).map(([id, tenant]) => {
+      const file = isRecord(tenant) && isRecord(tenant.ingress) ? tenant.ingress.secretFile : undefined;
+      if (typeof file !== 'string' || file === '' || isAbsolute(file)) return [id, tenant];
+      const t = tenant as Record<string, Record<string, unknown>>;
+      return [id, { ...t, ingress: { ...t.ingress, secretFile: resolve(dir, file) } }];
+    }),
+  );
+  return { ...raw, tenants };
 }

@@ -12,6 +12,9 @@ import { stepDependencies } from './workflows.js';
 export const DEMO_KEYS = ['local-key-a', 'local-key-b', 'local-key-c', 'local-admin-key'] as const;
 const DEMO_KEY_BY_DIGEST = new Map<string, string>(DEMO_KEYS.map((k) => [sha256Hex(k), k]));
 
+/** The ingress secrets config/local.yaml and the README publish: anyone can sign with them. */
+export const DEMO_INGRESS_SECRETS = ['local-ingress-secret-a'] as const;
+
 /** A reason the production profile refuses the config, named by its field like a config error. */
 export interface ProfileProblem {
   field: string;
@@ -58,6 +61,17 @@ export function productionProblems(config: SluiceConfig): ProfileProblem[] {
     problems.push({ field: 'localInfra', message: 'starts single-node Kafka, Redis and Postgres on this machine for development; set it to false and point KAFKA_BROKERS, REDIS_URL and DATABASE_URL at your own' });
   }
   return problems;
+}
+
+/**
+ * Tenants whose ingress secret, as read (`readIngressSecrets`), is a published demo secret: the
+ * production profile refuses them as it refuses the demo API keys. None under dev.
+ */
+export function demoSecretProblems(config: Pick<SluiceConfig, 'profile'>, secrets: ReadonlyMap<string, Buffer>): ProfileProblem[] {
+  if (config.profile !== 'production') return [];
+  return [...secrets]
+    .filter(([, secret]) => DEMO_INGRESS_SECRETS.some((demo) => secret.equals(Buffer.from(demo, 'utf8'))))
+    .map(([tenantId, secret]) => ({ field: `tenants.${tenantId}.ingress`, message: `holds the published demo ingress secret "${secret.toString('utf8')}": anyone can sign for this tenant; give it a secret of its own` }));
 }
 
 /** The production profile's refusal as a config error (exit 2), one line per field. */

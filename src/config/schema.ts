@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { z } from 'zod';
 import { MAX_RAMP_UP_MS, rampUpMs } from './ramp-up.js';
 import { toolSchemaProblem } from './tool-input-schema.js';
@@ -411,6 +412,18 @@ export const configSchema = z
         host: z.string().default('127.0.0.1'),
         port: z.number().int().min(0).max(65_535).default(8080),
         publicUrl: z.url().optional(),
+        /**
+         * Which proxies in front of the API to believe: their X-Forwarded-For gives the client's
+         * address (the console's login rate limit, logs) and X-Forwarded-Proto whether it came over
+         * https (the console cookie's `Secure`). false (default): none, the headers are ignored;
+         * true: any; a list: those addresses or CIDR ranges.
+         */
+        trustProxy: z
+          .union([
+            z.boolean(),
+            z.array(z.string().refine(isAddressOrRange, 'must be an IP address or a CIDR range (10.0.0.0/8)')).min(1, 'name at least one proxy, or use false'),
+          ])
+          .default(false),
         bodyLimitBytes: z.number().int().min(1_024).max(64 * 1024 * 1024).default(256 * 1024),
         deadlineMs: z
           .object({
@@ -431,6 +444,14 @@ export const configSchema = z
             enable: z.boolean().default(true),
             sessionTtlSec: z.number().int().min(60).max(7 * 86_400).default(8 * 3_600),
             sampleMs: ms(1_000, 60_000).default(5_000),
+            /** Logins one client address may try: `attempts` at once, refilled over `perSec`; more get 429. */
+            loginRateLimit: z
+              .object({
+                attempts: z.number().int().min(1).max(1_000).default(10),
+                perSec: z.number().int().min(1).max(86_400).default(60),
+                maxAddresses: z.number().int().min(100).max(1_000_000).default(10_000),
+              })
+              .prefault({}),
           })
           .prefault({}),
         /**
@@ -610,8 +631,14 @@ export const configSchema = z
     /** The ingress role: run requests from producers on the ingress topic, admitted like POST /v1/runs. */
     ingress: z
       .object({
-        /** Partitions of the ingress topic one process works on at once; each takes its records one at a time, in order. */
+        /** Partitions of the ingress topic one process works on at once. */
         partitionsConcurrently: z.number().int().min(1).max(1_000).default(6),
+        /**
+         * Records of one partition handled at once (read in order, finished in any order; offsets
+         * committed up to the lowest unfinished one). Records in flight per process: at most
+         * partitionsConcurrently × maxInFlight.
+         */
+        maxInFlight: z.number().int().min(1).max(1_000).default(32),
         /** Bound on handling one record (signature, idempotency, admission, produces); past it the record is tried again. */
         recordTimeoutMs: ms(1_000, 120_000).default(15_000),
         /** Backoff before a record is tried again after Redis or Kafka failed it: doubling from baseMs to capMs. */
@@ -744,3 +771,12 @@ export type AdaptiveConcurrencyConfig = z.infer<typeof adaptiveConcurrency>;
 export type PacingConfig = SluiceConfig['processor']['pacing'];
 export type CallTimeouts = z.infer<typeof callTimeouts>;
 export type RedisOutageConfig = SluiceConfig['admission']['redisOutage'];
+
+/** An IPv4 or IPv6 address, or one with a prefix length in its range (`10.0.0.0/8`, `fd00::/8`). */
+function isAddressOrRange(s: string): boolean {
+  const [address, prefix, ...rest] = s.split('/');
+  const family = isIP(address ?? '');
+  if (family === 0 || rest.length > 0) return false;
+  if (prefix === undefined) return true;
+  return /^\d{1,3}$/.test(prefix) && Number(prefix) <= (family === 4 ? 32 : 128);
+}

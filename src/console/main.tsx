@@ -1,6 +1,6 @@
 import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import type { ActiveAlert } from '../api/console/alerts.js';
+import type { ActiveAlert, PendingAlert } from '../api/console/alerts.js';
 import type { OverviewPoint } from '../api/console/overview.js';
 import { get, login, logout, resume } from './api.js';
 import { usePolled } from './hooks.js';
@@ -54,7 +54,7 @@ function Console({ onOut }: { onOut: () => void }) {
     addEventListener('hashchange', onHash);
     return () => removeEventListener('hashchange', onHash);
   }, []);
-  const overview = usePolled(() => get<{ points: OverviewPoint[]; alerts: ActiveAlert[] }>('overview'), OVERVIEW_REFRESH_MS, onOut);
+  const overview = usePolled(() => get<{ points: OverviewPoint[]; alerts: ActiveAlert[]; pending: PendingAlert[] }>('overview'), OVERVIEW_REFRESH_MS, onOut);
   const banner = alertBanner(overview.data?.alerts ?? []);
   return (
     <>
@@ -75,7 +75,7 @@ function Console({ onOut }: { onOut: () => void }) {
         </div>
       )}
       <main>
-        {where.page === 'overview' && <Overview points={overview.data?.points ?? []} />}
+        {where.page === 'overview' && <Overview points={overview.data?.points ?? []} pending={overview.data?.pending ?? []} />}
         {where.page === 'backpressure' && <BackpressurePage onLoggedOut={onOut} />}
         {where.page === 'dependencies' && <DependenciesPage onLoggedOut={onOut} />}
         {where.page === 'runs' && <RunsPage onLoggedOut={onOut} selected={where.runId} onSelect={(runId) => setWhere({ page: 'runs', ...(runId ? { runId } : {}) })} />}

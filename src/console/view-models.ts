@@ -2,7 +2,7 @@
  * What each console page shows, computed from the console API's JSON by plain functions: the
  * components only lay these out, and these are what the unit tests check.
  */
-import type { ActiveAlert } from '../api/console/alerts.js';
+import type { ActiveAlert, PendingAlert } from '../api/console/alerts.js';
 import type { PermitUse } from '../api/console/backpressure.js';
 import type { OverviewPoint } from '../api/console/overview.js';
 import type { LimitView } from '../api/routes/admin-limits.js';
@@ -82,6 +82,11 @@ export function alertBanner(alerts: readonly ActiveAlert[]): AlertBanner | undef
   return { level, lines: alerts.map((a) => `${a.alert}: ${a.summary}`) };
 }
 
+/** Conditions that hold but not yet for their rule's `for:`: the banner shows them once they have. */
+export function pendingLines(pending: readonly PendingAlert[], now: number): string[] {
+  return pending.map((p) => `pending: ${p.alert} (${p.summary}), held ${formatSeconds(Math.max(0, now - p.since) / 1000)} of ${formatSeconds(p.forMs / 1000)}`);
+}
+
 export interface LagRow {
   group: string;
   topic: string;
@@ -123,10 +128,36 @@ export interface PermitRow {
   edit?: { scope: LimitView['scope']; name?: string };
   /** The configured limit when a run-time override replaces it. */
   configured?: number;
+  /** The oldest waiter column: how long the longest-waiting run has waited, or why it is not known. */
+  oldestWaiter: string;
+}
+
+/** A scope's oldest waiter as the page says it: only the global and class scopes have one, and only where a processor runs. */
+export function oldestWaiterText(seconds: number | undefined, processorHere: boolean): string {
+  if (seconds === undefined) return processorHere ? 'not tracked per scope' : 'no processor in this process';
+  return seconds === 0 ? 'none waiting' : formatSeconds(seconds);
+}
+
+const PAUSE_REASONS: Record<string, string> = {
+  buffer_full: 'the read-ahead buffer is full: the processor has more of these partitions\' runs than it can start',
+  breaker_open: 'every run buffered from these partitions waits for an open dependency',
+};
+
+/** Why partitions are paused, in words (an unknown reason as it is). */
+export function pausedWhy(reason: string): string {
+  return PAUSE_REASONS[reason] ?? reason;
+}
+
+/** Held runs of one dependency by tenant, largest first: `tenant-a 3, tenant-b 1`. */
+export function heldTenants(tenants: Readonly<Record<string, number>>): string {
+  return Object.entries(tenants)
+    .sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]))
+    .map(([t, n]) => `${t} ${n}`)
+    .join(', ');
 }
 
 /** Permits in use against their limits, joined with the limits API's view to know which can be edited. */
-export function permitRows(permits: readonly PermitUse[], limits: readonly LimitView[]): PermitRow[] {
+export function permitRows(permits: readonly PermitUse[], limits: readonly LimitView[], processorHere = false): PermitRow[] {
   const byField = new Map(limits.map((l) => [l.name === undefined ? l.scope : `${l.scope}:${l.name}`, l]));
   return permits.map((p) => {
     const l = byField.get(p.scope);
@@ -135,6 +166,7 @@ export function permitRows(permits: readonly PermitUse[], limits: readonly Limit
       inUse: p.inUse,
       limit: p.limit,
       usage: p.limit > 0 ? Math.min(1, p.inUse / p.limit) : 1,
+      oldestWaiter: oldestWaiterText(p.oldestWaitingSec, processorHere),
       ...(l ? { edit: { scope: l.scope, ...(l.name !== undefined ? { name: l.name } : {}) } } : {}),
       ...(l && l.override !== null ? { configured: l.default } : {}),
     };

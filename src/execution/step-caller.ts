@@ -11,7 +11,7 @@ import { MIN_USEFUL_CALL_MS, clampTimeout } from '../runs/deadline.js';
 import type { LlmContentBlock, LlmMessage, LlmRequest, LlmResult, LlmTool } from '../steps/llm-call.js';
 import { composeUserTurn } from '../steps/prompt.js';
 import { StepError, timedOutOnDeadline } from '../steps/step-error.js';
-import { callTool } from '../steps/tool-call.js';
+import type { ToolRequest } from '../steps/tool-call.js';
 import type { CallGuard } from './call-guard.js';
 import { countLlmResponse, stepUsage } from './llm-usage.js';
 import type { TokenUsage } from '../status/run-usage.js';
@@ -59,6 +59,8 @@ export interface StepCallerDeps {
   config: Pick<SluiceConfig, 'dependencies' | 'processor' | 'pricing'>;
   /** One LLM call (`callLlm` with the SDK client in production); it never retries by itself. */
   llm: (req: LlmRequest) => Promise<LlmResult>;
+  /** One tool call (`ToolConnections.call` in production, over kept-alive connections); it never retries by itself. */
+  tool: (req: ToolRequest) => Promise<unknown>;
   /** Base URL that tool paths starting with "/" are resolved against (the provider simulator). */
   simulatorUrl: string;
   guard: CallGuard;
@@ -162,7 +164,7 @@ export class StepCaller {
       if (call.kind === 'tool' && dep.kind === 'tool') {
         const url = new URL(dep.url.startsWith('/') ? `${this.deps.simulatorUrl}${dep.url}` : dep.url);
         const timeouts = { connectMs: Math.min(dep.timeouts.connectMs, timeoutMs), readMs: Math.min(dep.timeouts.readMs, timeoutMs), totalMs: timeoutMs };
-        return await callTool({ dependency: depName, url, body: call.body, headers, timeouts });
+        return await this.deps.tool({ dependency: depName, url, body: call.body, headers, timeouts });
       }
       throw new StepError('bad_response', depName, `a ${call.kind} call cannot go to "${depName}", a ${dep.kind} dependency`, false);
     } catch (caught) {

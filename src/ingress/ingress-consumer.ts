@@ -4,18 +4,20 @@ import { EventDecodeError, type EventCodec } from '../events/codec.js';
 import { SUBJECTS, type RunSubmission } from '../events/schemas.js';
 import { admitRun, type AdmitRunDeps } from '../admission/admit-run.js';
 import type { IdempotencyStore } from '../admission/idempotency.js';
-import { buildDeadLetter, type DeadLetterReason } from '../dlq/dead-letter.js';
+import { buildDeadLetter, type DeadLetterInput, type DeadLetterReason } from '../dlq/dead-letter.js';
 import { createBatchConsumer, type BatchConsumer } from '../kafka/batch-consumer.js';
 import { headerRecord, headerText } from '../kafka/headers.js';
 import { PartitionHolds } from '../kafka/partition-holds.js';
+import { PartitionProgress } from '../processors/partition-progress.js';
 import { groupId, topicNames } from '../kafka/topics.js';
 import type { Logger } from '../obs/logger.js';
 import type { EventProducer } from '../producers/event-producer.js';
 import { INGRESS_DESTINATION, RETRY_HEADER } from '../retries/retry-headers.js';
 import { newRunId } from '../runs/run-id.js';
 import { childTraceparent } from '../runs/traceparent.js';
+import { KeyTurns } from '../util/key-turns.js';
 import { withTimeout } from '../util/with-timeout.js';
-import { answerStatus, answerStatusEvent, checkSubmission, reofferAt, type IngressAnswer, type IngressRequest } from './ingress-policy.js';
+import { answerStatus, answerStatusEvent, checkSubmission, endedDeferral, reofferAt, type IngressAnswer, type IngressRequest } from './ingress-policy.js';
 import { SIGNATURE_HEADER, signatureMatches } from './ingress-signature.js';
 
 /** On a re-offered request (from the retry topic): the run id its deferral gave it. */
@@ -27,13 +29,16 @@ const INTERNAL_HEADERS = new Set<string>([...Object.values(RETRY_HEADER), REOFFE
 /** Bounds how long a resumed partition waits for the fetch loop to pick it up again. */
 const MAX_WAIT_MS = 250;
 
+/** How long a finished record waits for others to finish before its partition's position is committed, while a batch is in hand. */
+const COMMIT_INTERVAL_MS = 100;
+
 export interface IngressDeps extends AdmitRunDeps {
   kafka: Kafka;
   config: SluiceConfig;
   codec: EventCodec;
   producer: Pick<EventProducer, 'publishRunRequested' | 'publishStatus' | 'publishIngressRetry' | 'publishDeadLetter'>;
   /** Keys scoped to the ingress, apart from HTTP's Idempotency-Keys. */
-  idempotency: Pick<IdempotencyStore, 'claim' | 'store' | 'forget'>;
+  idempotency: Pick<IdempotencyStore, 'claim' | 'store' | 'forget' | 'answer'>;
   /** Each tenant's ingress secret (`readIngressSecrets`); a tenant without one cannot submit here. */
   secrets: ReadonlyMap<string, Buffer>;
   logger: Logger;
@@ -46,6 +51,9 @@ export type IngressOutcome = 'admitted' | 'queued' | 'deferred' | 'rejected' | '
 export class IngressRetryLater extends Error {
   override readonly name = 'IngressRetryLater';
 }
+
+/** Who asked: where an answer is published (the request id) and kept (the tenant's key). */
+type RequestOf = Pick<IngressRequest, 'tenantId' | 'idempotencyKey' | 'requestId'>;
 
 /** Which decision of a request this is, under which run id and claim. */
 interface Decision {
@@ -71,9 +79,11 @@ interface Decision {
  * the retry topic until the answer could change, then back here (`reofferAt`), and `deferred`;
  * rejected → `rejected`. What fails authentication or checks is dead-lettered and never runs.
  *
- * Each partition's records are taken one at a time, in order, each bounded by
- * `ingress.recordTimeoutMs`. A record that Redis or Kafka fails is not committed: its partition is
- * parked at it and it is read again after a backoff, until it goes through.
+ * Each partition's records are started in order, up to `ingress.maxInFlight` at once, each bounded
+ * by `ingress.recordTimeoutMs`, and finish in any order; records of one idempotency key take turns.
+ * Offsets are committed only up to the lowest unfinished record. A record that Redis or Kafka fails
+ * is not committed: its partition is parked at it and it is read again after a backoff, until it
+ * goes through.
  */
 export class IngressConsumer {
   private readonly consumer: BatchConsumer;
@@ -81,6 +91,7 @@ export class IngressConsumer {
   private readonly group: string;
   private readonly log: Logger;
   private readonly now: () => number;
+  private readonly keyTurns = new KeyTurns();
   private stopping = false;
 
   constructor(private readonly deps: IngressDeps) {
@@ -115,43 +126,94 @@ export class IngressConsumer {
     await this.consumer.stop();
   }
 
+  /**
+   * Up to `ingress.maxInFlight` records of the batch in hand at once, started in offset order.
+   * Each record's outcome is produced before it counts as finished, and the partition's position
+   * (where kafkajs fetches next, and the committed offset) moves only up to its lowest unfinished
+   * record. A record that must be read again stops the batch: what is in flight finishes, the
+   * position is committed, and the partition is parked at the lowest such record; records after
+   * it that finished meanwhile are read again too, and answered from their idempotency keys.
+   */
   private async onBatch({ batch, resolveOffset, heartbeat, isRunning, isStale }: EachBatchPayload): Promise<void> {
     const { topic, partition } = batch;
-    let handled: string | undefined;
+    const { maxInFlight, recordTimeoutMs } = this.deps.config.ingress;
+    const progress = new PartitionProgress();
+    const first = Number(batch.messages[0]?.offset ?? 0);
+    const inFlight = new Set<Promise<void>>();
+    let failure: { offset: string; err: unknown } | undefined;
+    let commitTimer: NodeJS.Timeout | undefined;
+    /** Commits one after another, so a later position is never overwritten by an earlier one. */
+    let commits = Promise.resolve();
+
     const commit = async () => {
-      if (handled === undefined) return;
+      const position = progress.committable();
+      if (position === undefined) return;
       try {
-        await this.consumer.commitPast(topic, partition, handled);
+        await this.consumer.commit([{ topic, partition, offset: String(position) }]);
+        progress.markCommitted(position);
       } catch (err) {
-        this.log.warn({ err, topic, partition, offset: handled }, 'offset commit failed; the next commit covers it');
+        this.log.warn({ err, topic, partition, offset: position }, 'offset commit failed; the next commit covers it');
       }
     };
-    for (const message of batch.messages) {
-      // Records not resolved here are fetched again: nothing is skipped by stopping early.
-      if (!isRunning() || isStale() || this.stopping) break;
+    /** The position as it stands COMMIT_INTERVAL_MS after a record finished: one commit for the records finished meanwhile. */
+    const commitSoon = () => {
+      commitTimer ??= setTimeout(() => {
+        commitTimer = undefined;
+        commits = commits.then(commit);
+      }, COMMIT_INTERVAL_MS);
+    };
+
+    const settle = async (message: KafkaMessage): Promise<void> => {
       const readAt = this.now();
-      let outcome: IngressOutcome;
       const handling = this.handle(topic, partition, message);
+      let outcome: IngressOutcome;
       try {
-        outcome = await withTimeout(handling, this.deps.config.ingress.recordTimeoutMs, 'handling an ingress record');
+        outcome = await withTimeout(handling, recordTimeoutMs, 'handling an ingress record');
       } catch (err) {
         // Past its bound the record is still being handled (every step inside is bounded too): let
         // it finish before the record is read again, so no record ever has two handlers, which
         // could both claim its key with the record's token and admit two runs.
         await handling.catch(() => undefined);
-        await commit();
-        const { failures, waitMs } = this.holds.backOff(topic, partition, message.offset);
-        this.log.warn({ err, topic, partition, offset: message.offset, failures, waitMs }, 'could not handle an ingress record now; reading it again after a backoff');
+        if (failure === undefined || BigInt(message.offset) < BigInt(failure.offset)) failure = { offset: message.offset, err };
         return;
       }
       this.deps.metrics.ingressEvents.inc({ outcome });
       this.deps.metrics.ingressSeconds.observe({ outcome }, (this.now() - readAt) / 1000);
-      resolveOffset(message.offset);
-      this.holds.succeeded(topic, partition);
-      handled = message.offset;
-      await heartbeat();
+      progress.finish(Number(message.offset));
+      const next = progress.position();
+      if (next !== undefined && next > first) resolveOffset(String(next - 1));
+      commitSoon();
+    };
+
+    try {
+      for (const message of batch.messages) {
+        while (inFlight.size >= maxInFlight) {
+          await Promise.race(inFlight);
+          await heartbeat();
+        }
+        // Records not started here are fetched again: nothing is skipped by stopping early.
+        if (failure !== undefined || !isRunning() || isStale() || this.stopping) break;
+        progress.track(Number(message.offset));
+        const task: Promise<void> = settle(message).finally(() => inFlight.delete(task));
+        inFlight.add(task);
+      }
+      while (inFlight.size > 0) {
+        await Promise.race(inFlight);
+        await heartbeat();
+      }
+    } finally {
+      // Even when a heartbeat failed (a rebalance): no record is left without its handler's end.
+      await Promise.all(inFlight);
+      clearTimeout(commitTimer);
+      commits = commits.then(commit);
+      await commits;
     }
-    await commit();
+    if (failure === undefined) {
+      this.holds.succeeded(topic, partition);
+      return;
+    }
+    const { failures, waitMs } = this.holds.backOff(topic, partition, failure.offset);
+    this.log.warn({ err: failure.err, topic, partition, offset: failure.offset, failures, waitMs }, 'could not handle an ingress record now; reading it again after a backoff');
   }
 
   /** One record to its outcome; throws when it must be read again later. */
@@ -173,9 +235,14 @@ export class IngressConsumer {
       throw err;
     }
     const check = checkSubmission(submission, tenantId, this.deps.config);
-    if (!check.ok) return dead(check.reason, new Error(check.message));
+    if (!check.ok) return this.deadRequest(topic, partition, message, { tenantId, idempotencyKey: submission.idempotencyKey, requestId: submission.requestId }, check.reason, new Error(check.message));
     const req = check.request;
+    // A resend read beside its original waits for it, and gets its answer, instead of finding the key in progress.
+    return this.keyTurns.run(`${req.tenantId}\u0000${req.idempotencyKey}`, () => this.claimAndDecide(topic, partition, message, req));
+  }
 
+  /** A checked request to its outcome: its key claimed, then decided, or answered as a duplicate. */
+  private async claimAndDecide(topic: string, partition: number, message: KafkaMessage, req: IngressRequest): Promise<IngressOutcome> {
     // A first decision's claim is the record's: read again after a failure (even one whose reply
     // was lost, the claim made), the record claims its key again instead of waiting out the lease.
     const token = `${topic}/${partition}/${message.offset}`;
@@ -190,7 +257,7 @@ export class IngressConsumer {
         return this.decide(req, { topic, partition, message }, { runId: prev.runId, token: prev.token, admittedAt: prev.admittedAt, deadline: prev.deadline, decision: prev.decision + 1, traceparent: prev.traceparent, reoffer: true });
       }
       case 'conflict':
-        return dead('idempotency_key_reused', new Error('the idempotency key was first used for another request (workflow, input, class or deadlineMs)'));
+        return this.deadRequest(topic, partition, message, req, 'idempotency_key_reused', new Error('the idempotency key was first used for another request (workflow, input, class or deadlineMs)'));
       case 'in_progress':
         throw new IngressRetryLater('another claimant holds the idempotency key');
       case 'claimed':
@@ -205,7 +272,7 @@ export class IngressConsumer {
     const { message } = record;
     const now = this.now();
     const answer = (a: Pick<IngressAnswer, 'outcome' | 'reason' | 'retryAfterSec' | 'queuePosition' | 'reofferAt'>) =>
-      this.answer(req, d, { ...a, runId: d.runId, token: d.token, decision: d.decision, admittedAt: d.admittedAt, deadline: d.deadline, runClass: req.runClass, workflow: req.workflowName, traceparent: d.traceparent, decidedAt: now });
+      this.answer(req, { ...a, runId: d.runId, token: d.token, decision: d.decision, admittedAt: d.admittedAt, deadline: d.deadline, runClass: req.runClass, workflow: req.workflowName, traceparent: d.traceparent, decidedAt: now });
     if (now >= d.deadline) return answer({ outcome: 'rejected', reason: 'deadline_unreachable', retryAfterSec: 1 });
 
     const admitted = await admitRun(
@@ -233,7 +300,7 @@ export class IngressConsumer {
       }
       case 'too_large':
         await this.release(req, d);
-        return this.deadLetter(record.topic, record.partition, message, 'invalid_request', admitted.error);
+        return this.deadRequest(record.topic, record.partition, message, req, 'invalid_request', admitted.error);
       case 'not_acknowledged':
         // Marked so it never runs, should it land: this run id is spent, and a deferral's cannot change.
         if (d.reoffer && admitted.mayHaveLanded) return answer({ outcome: 'rejected', reason: 'overloaded', retryAfterSec: 1 });
@@ -266,18 +333,18 @@ export class IngressConsumer {
    * status must reach Kafka (else the record is read again, and the kept answer is published as a
    * duplicate's); a failed store is logged, as on the HTTP path: the key's claim then lapses.
    */
-  private async answer(req: IngressRequest, d: Decision, a: IngressAnswer): Promise<IngressOutcome> {
+  private async answer(req: RequestOf, a: IngressAnswer): Promise<IngressOutcome> {
     const { config, metrics } = this.deps;
     const keepMs = a.deadline - a.decidedAt + config.admission.leaseGraceMs;
     const [published, stored] = await Promise.allSettled([
       this.deps.producer.publishStatus(answerStatusEvent(a, req.tenantId, req.requestId), config.kafka.produceTimeoutMs),
-      this.deps.idempotency.store(req.tenantId, req.idempotencyKey, d.token, { status: answerStatus(a.outcome), body: a, headers: {} }, keepMs),
+      this.deps.idempotency.store(req.tenantId, req.idempotencyKey, a.token, { status: answerStatus(a.outcome), body: a, headers: {} }, keepMs),
     ]);
     if (stored.status === 'rejected') {
       metrics.submitCleanupFailures.inc({ step: 'store' });
-      this.log.error({ err: stored.reason, runId: d.runId, tenantId: req.tenantId }, 'could not keep an ingress answer under its idempotency key; its claim will lapse');
+      this.log.error({ err: stored.reason, runId: a.runId, tenantId: req.tenantId }, 'could not keep an ingress answer under its idempotency key; its claim will lapse');
     } else if (!stored.value) {
-      this.log.warn({ runId: d.runId, tenantId: req.tenantId, idempotencyKey: req.idempotencyKey }, 'ingress idempotency claim expired before it was settled');
+      this.log.warn({ runId: a.runId, tenantId: req.tenantId, idempotencyKey: req.idempotencyKey }, 'ingress idempotency claim expired before it was settled');
     }
     if (published.status === 'rejected') throw published.reason;
     return a.outcome;
@@ -301,9 +368,23 @@ export class IngressConsumer {
     }
   }
 
-  private async deadLetter(topic: string, partition: number, message: KafkaMessage, reason: DeadLetterReason, error: Error): Promise<IngressOutcome> {
+  /**
+   * Dead-letters an authenticated request. A re-offer of the deferral kept under its key also ends
+   * that deferral (`endedDeferral`): its run's `dead_lettered` status is published and kept under
+   * the key before the dead letter, which then names the run.
+   */
+  private async deadRequest(topic: string, partition: number, message: KafkaMessage, req: RequestOf, reason: DeadLetterReason, error: Error): Promise<IngressOutcome> {
+    const reofferRunId = headerText(message.headers, REOFFER_HEADER);
+    const kept = reofferRunId === undefined ? undefined : await this.deps.idempotency.answer(req.tenantId, req.idempotencyKey);
+    const ended = endedDeferral(kept?.body as IngressAnswer | undefined, reofferRunId, { reason, detail: error.message, at: this.now() });
+    if (ended === undefined) return this.deadLetter(topic, partition, message, reason, error);
+    await this.answer(req, ended);
+    return this.deadLetter(topic, partition, message, reason, error, { runId: ended.runId, tenantId: req.tenantId, workflow: ended.workflow });
+  }
+
+  private async deadLetter(topic: string, partition: number, message: KafkaMessage, reason: DeadLetterReason, error: Error, run?: DeadLetterInput['run']): Promise<IngressOutcome> {
     const now = this.now();
-    const { envelope, headers } = buildDeadLetter({ topic, partition, message, consumerGroup: this.group, reason, error, attempts: 1, firstFailureAt: now, lastFailureAt: now });
+    const { envelope, headers } = buildDeadLetter({ topic, partition, message, consumerGroup: this.group, reason, error, attempts: 1, firstFailureAt: now, lastFailureAt: now, ...(run ? { run } : {}) });
     await this.deps.producer.publishDeadLetter(envelope, headers, this.deps.config.kafka.produceTimeoutMs);
     this.deps.metrics.deadLettered.inc({ topic, reason });
     this.log.warn({ topic, partition, offset: message.offset, reason, error: error.message }, 'ingress record dead-lettered');

@@ -2,8 +2,10 @@ import type { SluiceConfig, TenantConfig, WorkflowConfig } from '../config/schem
 import { ownEntry } from '../config/lookup.js';
 import type { RunClass, RunStatusChanged, RunSubmission } from '../events/schemas.js';
 import { IDEMPOTENCY_KEY, requestFingerprint } from '../admission/idempotency.js';
+import { IDEMPOTENCY_KEY_RULE, REQUEST_ID_RULE, isRequestId } from '../client/types.js';
 import { admissionMessage, refusalDetail } from '../admission/admit-run.js';
 import type { AdmissionDecision, AdmissionReason } from '../admission/admission-policy.js';
+import type { DeadLetterReason } from '../dlq/dead-letter.js';
 import { resolveDeadline } from '../runs/deadline.js';
 import { serializeRunInput } from '../runs/run-input.js';
 import { heldSequence } from '../runs/status-sequence.js';
@@ -35,9 +37,6 @@ export interface IngressRequest {
 
 export type IngressCheck = { ok: true; request: IngressRequest } | { ok: false; reason: IngressRejection; message: string };
 
-/** Request ids are the producer's correlation handle, echoed on status events: bounded like a key. */
-const MAX_REQUEST_ID = 255;
-
 /**
  * The same checks as `POST /v1/runs` (workflow, class, deadline bounds, input depth and size) and
  * the record's own: its tenant must be the record key's, which the signature authenticated.
@@ -47,8 +46,8 @@ export function checkSubmission(sub: RunSubmission, keyTenant: string, config: P
   if (sub.tenantId !== keyTenant) return invalid(`tenantId ${JSON.stringify(sub.tenantId)} is not the record key's tenant ${JSON.stringify(keyTenant)}`);
   const tenant = ownEntry(config.tenants, sub.tenantId);
   if (!tenant) return invalid(`unknown tenant ${JSON.stringify(sub.tenantId)}`);
-  if (sub.requestId.length === 0 || sub.requestId.length > MAX_REQUEST_ID) return invalid(`requestId must be 1 to ${MAX_REQUEST_ID} characters`);
-  if (!IDEMPOTENCY_KEY.test(sub.idempotencyKey)) return invalid('idempotencyKey must be 1 to 255 printable ASCII characters without spaces');
+  if (!isRequestId(sub.requestId)) return invalid(`requestId must be ${REQUEST_ID_RULE}`);
+  if (!IDEMPOTENCY_KEY.test(sub.idempotencyKey)) return invalid(`idempotencyKey must be ${IDEMPOTENCY_KEY_RULE}`);
   const workflow = ownEntry(config.workflows, sub.workflow);
   if (!workflow) return { ok: false, reason: 'unknown_workflow', message: `unknown workflow ${JSON.stringify(sub.workflow)}` };
   const runClass = sub.class ?? workflow.defaultClass;
@@ -108,8 +107,11 @@ export interface IngressAnswer {
   runId: string;
   /** The token of the key's claim, which every later decision of the request stores under. */
   token: string;
-  outcome: AdmissionDecision['outcome'];
-  reason: AdmissionReason;
+  /** Admission's answer; or `dead_lettered`: a deferral whose re-offer was dead-lettered (`endedDeferral`). */
+  outcome: AdmissionDecision['outcome'] | 'dead_lettered';
+  reason: AdmissionReason | DeadLetterReason;
+  /** Dead-lettered: why, as the dead letter says it. */
+  detail?: string;
   /** Which decision this is, from 0: the status event's sequence. */
   decision: number;
   admittedAt: number;
@@ -126,24 +128,63 @@ export interface IngressAnswer {
 
 /** The HTTP status the same answer would have had, for the stored record. */
 export function answerStatus(outcome: IngressAnswer['outcome']): number {
-  return outcome === 'deferred' ? 429 : outcome === 'rejected' ? 503 : 202;
+  switch (outcome) {
+    case 'admitted':
+    case 'queued':
+      return 202;
+    case 'deferred':
+      return 429;
+    case 'rejected':
+      return 503;
+    case 'dead_lettered':
+      return 400;
+  }
+}
+
+/**
+ * The answer that ends a deferred request whose re-offer was dead-lettered (its checks failed
+ * once config changed, its run too large for Kafka, …), so that whoever follows the run sees it
+ * end instead of `deferred` for good. Only for a re-offer of the very deferral kept under its
+ * key: the re-offer header is the producer's to write too. Undefined when there is none to end.
+ */
+export function endedDeferral(kept: IngressAnswer | undefined, reofferRunId: string | undefined, dead: { reason: DeadLetterReason; detail: string; at: number }): IngressAnswer | undefined {
+  if (kept?.outcome !== 'deferred' || reofferRunId === undefined || kept.runId !== reofferRunId) return undefined;
+  const { retryAfterSec: _retryAfter, reofferAt: _reoffer, queuePosition: _position, ...run } = kept;
+  return { ...run, outcome: 'dead_lettered', reason: dead.reason, detail: dead.detail, decision: kept.decision + 1, decidedAt: dead.at };
 }
 
 function answerMessage(a: IngressAnswer): string {
   switch (a.outcome) {
     case 'admitted':
     case 'queued':
-      return admissionMessage(a);
+      return admissionMessage({ ...a, outcome: a.outcome });
     case 'deferred':
       return `deferred: ${a.reason}; offered to admission again at ${new Date(a.reofferAt ?? a.decidedAt).toISOString()}`;
     case 'rejected':
       return `rejected: ${a.reason}`;
+    case 'dead_lettered':
+      return `dead_lettered: its re-offer was archived in the DLQ (reason ${a.reason}); it never runs`;
+  }
+}
+
+/** The status and error of an answer: refusals may be retried, a dead-lettered request as it was may not. */
+function answerOutcome(a: IngressAnswer): Pick<RunStatusChanged, 'status' | 'error'> {
+  switch (a.outcome) {
+    case 'admitted':
+    case 'queued':
+      return { status: 'queued', error: null };
+    case 'deferred':
+    case 'rejected':
+      return { status: a.outcome, error: { code: a.reason, message: refusalDetail({ reason: a.reason as AdmissionReason }), retryable: true } };
+    case 'dead_lettered':
+      return { status: 'dead_lettered', error: { code: a.reason, message: a.detail ?? a.reason, retryable: false } };
   }
 }
 
 /** The status event of an answer, for the producer's request: re-published as it was for a duplicate. */
 export function answerStatusEvent(a: IngressAnswer, tenantId: string, requestId: string): RunStatusChanged {
-  const refused = a.outcome === 'deferred' || a.outcome === 'rejected' ? a.outcome : undefined;
+  const { status, error } = answerOutcome(a);
+  const refused = a.outcome === 'deferred' || a.outcome === 'rejected';
   return {
     runId: a.runId,
     tenantId,
@@ -154,12 +195,12 @@ export function answerStatusEvent(a: IngressAnswer, tenantId: string, requestId:
     attempt: 0,
     traceparent: a.traceparent,
     sequence: a.decision,
-    status: refused ?? 'queued',
+    status,
     occurredAt: a.decidedAt,
     message: answerMessage(a),
     step: null,
     result: null,
-    error: refused ? { code: a.reason, message: refusalDetail(a), retryable: true } : null,
+    error,
     attemptStartedAt: null,
     requestId,
     retryAfterSec: refused ? (a.retryAfterSec ?? null) : null,

@@ -1,4 +1,4 @@
-import { IDEMPOTENCY_KEY, TERMINAL_RUN_STATUSES, type RunError, type RunStatus } from '../client/types.js';
+import { IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_RULE, REQUEST_ID_RULE, TERMINAL_RUN_STATUSES, isRequestId, type RunError, type RunStatus } from '../client/types.js';
 import { RUN_CLASSES, type RunClass, type RunStatusChanged, type RunSubmission } from '../events/schemas.js';
 
 /**
@@ -22,9 +22,6 @@ export interface SubmitRequest {
 
 export type SubmissionCheck = { ok: true; submission: RunSubmission } | { ok: false; field: string; message: string };
 
-/** The ingress's bound on a request id (ingress-policy). */
-const MAX_REQUEST_ID = 255;
-
 /**
  * The request as a RunSubmission, or the first field the ingress would refuse it for: refused here,
  * the producer learns at once, where the ingress could only dead-letter the record. Bounds that
@@ -33,9 +30,9 @@ const MAX_REQUEST_ID = 255;
 export function toRunSubmission(tenantId: string, req: SubmitRequest, newRequestId: () => string): SubmissionCheck {
   const invalid = (field: string, message: string): SubmissionCheck => ({ ok: false, field, message });
   if (typeof req.workflow !== 'string' || req.workflow.length === 0) return invalid('workflow', 'must be a non-empty string');
-  if (typeof req.idempotencyKey !== 'string' || !IDEMPOTENCY_KEY.test(req.idempotencyKey)) return invalid('idempotencyKey', 'must be 1 to 255 printable ASCII characters without spaces');
+  if (typeof req.idempotencyKey !== 'string' || !IDEMPOTENCY_KEY.test(req.idempotencyKey)) return invalid('idempotencyKey', `must be ${IDEMPOTENCY_KEY_RULE}`);
   const requestId = req.requestId ?? newRequestId();
-  if (typeof requestId !== 'string' || requestId.length === 0 || requestId.length > MAX_REQUEST_ID) return invalid('requestId', `must be 1 to ${MAX_REQUEST_ID} characters`);
+  if (!isRequestId(requestId)) return invalid('requestId', `must be ${REQUEST_ID_RULE}`);
   if (req.class !== undefined && !(RUN_CLASSES as readonly string[]).includes(req.class)) return invalid('class', `must be one of ${RUN_CLASSES.join(', ')}`);
   if (req.deadlineMs !== undefined && !(Number.isSafeInteger(req.deadlineMs) && req.deadlineMs > 0)) return invalid('deadlineMs', 'must be a positive integer of milliseconds');
   let input: string | undefined;

@@ -16,6 +16,7 @@ export const SCRIPTS = {
   backlogRelease: { file: 'backlog-release.lua', keys: 4 },
   idempotencyClaim: { file: 'idempotency-claim.lua', keys: 1 },
   idempotencySettle: { file: 'idempotency-settle.lua', keys: 1 },
+  idempotencyAnswer: { file: 'idempotency-answer.lua', keys: 1 },
   permitsAcquire: { file: 'permits-acquire.lua', keys: 'any' },
   permitsRenew: { file: 'permits-renew.lua', keys: 'any' },
   permitsRelease: { file: 'permits-release.lua', keys: 'any' },

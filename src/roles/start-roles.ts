@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
-import type { Role, SluiceConfig } from '../config/schema.js';
+import { RUN_CLASSES, type Role, type SluiceConfig } from '../config/schema.js';
 import type { Logger } from '../obs/logger.js';
 import { createMetrics, type Metrics } from '../obs/metrics.js';
 import { buildApiServer } from '../api/server.js';
@@ -20,6 +20,7 @@ import { TokenSettlement } from '../execution/token-settlement.js';
 import { RunEventFeed } from '../status/run-event-feed.js';
 import { createListenClient } from '../db/pool.js';
 import { callLlm, createAnthropicClient } from '../steps/llm-call.js';
+import { ToolConnections } from '../steps/tool-connections.js';
 import { SharedClients } from './shared-clients.js';
 import { AdmissionController } from '../admission/admission-controller.js';
 import { AdmissionStore } from '../admission/admission-store.js';
@@ -41,10 +42,9 @@ import { UnlimitedPermits } from '../permits/unlimited-permits.js';
 import { registerPermitGauges } from '../permits/permit-metrics.js';
 import { BreakerBoard } from '../breakers/breaker-board.js';
 import { DeadLetterStore } from '../dlq/dead-letter-store.js';
-import { DeadLetterReplayer, type ReplayKafka } from '../dlq/replay-runner.js';
-import { createIdempotentProducer } from '../kafka/client.js';
+import { DeadLetterReplayer } from '../dlq/replay-runner.js';
+import { ReplayConnection } from '../dlq/replay-connection.js';
 import { topicNames } from '../kafka/topics.js';
-import type { Producer } from 'kafkajs';
 import { DlqSink } from '../dlq/dlq-sink.js';
 import { BreakerStore } from '../breakers/breaker-store.js';
 import { RunBreakerGate } from '../breakers/run-breaker-gate.js';
@@ -59,6 +59,9 @@ import { ConsoleSessions } from '../api/console/console-session.js';
 import { ConsoleAssets } from '../api/console/console-assets.js';
 import { OverviewSampler } from '../api/console/overview-sampler.js';
 import { DependencyReports } from '../api/console/dependencies.js';
+import { AlertWatch, backlogUse } from '../api/console/alerts.js';
+import { LoginThrottle } from '../api/console/login-throttle.js';
+import { readBacklog } from '../admission/backlog-census.js';
 import { packageRoot } from '../util/package-root.js';
 import { createLagMetrics } from '../lag/lag-metrics.js';
 import { WaitingRuns } from '../status/waiting-runs.js';
@@ -192,9 +195,12 @@ async function startProcessor(ctx: RoleContext, simulatorUrl: string): Promise<v
   const retryBudgets = new SharedRetryBudgets({ scripts: clients.scripts, keys: clients.keys, reportEveryMs: RETRY_BUDGET_REPORT_MS, metrics, logger: log });
   retryBudgets.start();
   onStop(() => retryBudgets.stop());
+  const tools = new ToolConnections();
+  onStop(async () => tools.close());
   const executor = new RunExecutor({
     config,
     llm: (req) => callLlm(anthropic, req),
+    tool: (req) => tools.call(req),
     retryBudgets,
     simulatorUrl,
     publishStatus: (e) => producer.publishStatus(e, config.processor.produceTimeoutMs),
@@ -264,7 +270,7 @@ async function startIngress(ctx: RoleContext): Promise<void> {
     producer: await clients.producer(),
     admission: await ctx.admission(),
     withdrawals: new RedisCancellations(clients.redis, clients.keys),
-    // A duplicate waits briefly for a claim in flight: each partition's records are taken one at a time.
+    // A duplicate waits briefly for a claim in flight elsewhere: within a process, records of one key take turns.
     idempotency: new IdempotencyStore(clients.scripts, clients.keys, { ttlSec: config.admission.idempotencyTtlSec, pendingMs: config.admission.idempotencyPendingMs, waitMs: 1_000, scope: 'ingress' }),
     secrets,
     logger: log,
@@ -291,32 +297,24 @@ async function startApi(ctx: RoleContext): Promise<string> {
   }
   const cancellations = new RedisCancellations(clients.redis, clients.keys);
   const deadLetters = new DeadLetterStore(await clients.pool(), { statementTimeoutMs: config.postgres.statementTimeoutMs, namespace: config.namespace });
-  // The console's DLQ replays produce as `sluice dlq replay` does: an idempotent producer, connected on the first replay.
-  // A producer that failed to connect is dropped, so the next replay tries again; registered before
-  // the server's own stop, so replays still in flight at shutdown keep their producer.
-  let replayProducer: Promise<Producer> | undefined;
-  onStop(async () => void (await replayProducer?.then((p) => p.disconnect(), () => undefined)));
-  const replayKafka = async (): Promise<ReplayKafka> => {
-    replayProducer ??= (async () => {
-      const producer = createIdempotentProducer(clients.kafka);
-      try {
-        await producer.connect();
-        return producer;
-      } catch (err) {
-        replayProducer = undefined;
-        await producer.disconnect().catch(() => undefined);
-        throw err;
-      }
-    })();
-    const admin = clients.kafka.admin();
-    await admin.connect();
-    try {
-      return { producer: await replayProducer, existingTopics: new Set(await admin.listTopics()), produceTimeoutMs: config.kafka.produceTimeoutMs };
-    } finally {
-      await admin.disconnect();
-    }
-  };
+  // The console's DLQ replays send as `sluice dlq replay` does (an idempotent producer, the same
+  // timeouts), over one connection kept between replays; closed after the server's own stop, so
+  // replays still in flight at shutdown keep their producer.
+  const replayConnection = new ReplayConnection(clients.kafka, config.kafka.produceTimeoutMs);
+  onStop(() => replayConnection.close());
   const board = await ctx.breakerBoard();
+  const lagReport = () => readPublishedReport(clients.redis, clients.keys);
+  const waitingRuns = new WaitingRuns(clients.redis, clients.keys, config.admission.leaseGraceMs);
+  const sampler = new OverviewSampler(metrics, config.api.console.sampleMs);
+  const backlogLimits = { tenants: Object.fromEntries(Object.entries(config.tenants).map(([t, c]) => [t, c.admission.maxBacklog])), global: config.admission.maxBacklog };
+  const alerts = new AlertWatch(
+    async () => ({
+      lag: await lagReport().then((r) => (typeof r === 'string' ? undefined : r), () => 'unreadable' as const),
+      backlog: await readBacklog(clients.redis, clients.keys, Object.keys(config.tenants)).then((counts) => backlogUse(counts, backlogLimits), () => 'unreadable' as const),
+      breakers: [...board.all().values()],
+      tallies: sampler.history(),
+    }),
+  );
   const api = buildApiServer({
     config,
     logger,
@@ -343,15 +341,18 @@ async function startApi(ctx: RoleContext): Promise<string> {
       console: {
         sessions: new ConsoleSessions(clients.redis, clients.keys, config.api.console.sessionTtlSec),
         sessionTtlSec: config.api.console.sessionTtlSec,
+        loginThrottle: new LoginThrottle(config.api.console.loginRateLimit),
         assets: new ConsoleAssets(join(packageRoot(), 'dist', 'console')),
-        sampler: new OverviewSampler(metrics, config.api.console.sampleMs),
+        sampler,
+        alerts,
+        alertEveryMs: config.api.console.sampleMs,
         metrics,
-        lagReport: () => readPublishedReport(clients.redis, clients.keys),
-        breakers: () => [...board.all().values()],
+        lagReport,
+        waitingForDependency: () => waitingRuns.counts(Object.keys(config.tenants), RUN_CLASSES),
         runs: store,
         cancellations,
         audit: log.child({ component: 'console' }),
-        dlq: { store: deadLetters, replayer: new DeadLetterReplayer(deadLetters, clients.codec, topicNames(config.namespace)), kafka: replayKafka },
+        dlq: { store: deadLetters, replayer: new DeadLetterReplayer(deadLetters, clients.codec, topicNames(config.namespace)), kafka: () => replayConnection.get() },
       },
     }),
   });

@@ -27,8 +27,10 @@ function retryAfterSecOf(value: string | null | undefined): number | undefined {
  * One HTTP tool call under three budgets: connect (socket established), read (idle
  * gap between bytes) and total (whole exchange). Node's fetch cannot separate these, so this uses
  * node:http directly. No retries here: retries live in exactly one layer (src/execution/step-caller.ts).
+ * The call goes over `agent`'s kept-alive connections (`ToolConnections`): a connection taken from
+ * its pool is already established, so only a new one is held to the connect budget.
  */
-export function callTool(req: ToolRequest): Promise<unknown> {
+export function callTool(req: ToolRequest, agent: http.Agent): Promise<unknown> {
   const { dependency, url, timeouts } = req;
   const payload = Buffer.from(JSON.stringify(req.body));
   const maxBytes = req.maxResponseBytes ?? 1024 * 1024;
@@ -48,18 +50,19 @@ export function callTool(req: ToolRequest): Promise<unknown> {
     };
     const request = lib.request(url, {
       method: 'POST',
-      agent: false,
+      agent,
       headers: { 'content-type': 'application/json', 'content-length': String(payload.length), accept: 'application/json', ...req.headers },
     });
     timers.push(setTimeout(() => finish(new StepError('total_timeout', dependency, `${dependency}: no complete answer within ${timeouts.totalMs} ms`, true)), timeouts.totalMs));
     request.on('socket', (socket) => {
+      if (!socket.connecting) return;
       const connectTimer = setTimeout(() => finish(new StepError('connect_timeout', dependency, `${dependency}: not connected within ${timeouts.connectMs} ms`, true)), timeouts.connectMs);
       timers.push(connectTimer);
-      socket.once('connect', () => {
-        clearTimeout(connectTimer);
-        socket.setTimeout(timeouts.readMs, () => finish(new StepError('read_timeout', dependency, `${dependency}: idle for ${timeouts.readMs} ms`, true)));
-      });
+      socket.once('connect', () => clearTimeout(connectTimer));
     });
+    // The request's own timeout, not the socket's: it starts once connected, and it is taken off
+    // the connection when the exchange ends, so a pooled connection carries no stale timer.
+    request.setTimeout(timeouts.readMs, () => finish(new StepError('read_timeout', dependency, `${dependency}: idle for ${timeouts.readMs} ms`, true)));
     request.on('error', (err) => finish(new StepError('connection', dependency, `${dependency}: ${err.message}`, true)));
     request.on('response', (res) => {
       const chunks: Buffer[] = [];

@@ -5,6 +5,7 @@ import type { LlmDependencyConfig, StepConfig } from '../../src/config/schema.js
 import { createProviderSim, type ProviderSimStats } from '../../src/dev/sim/provider-sim.js';
 import { CallGuard } from '../../src/execution/call-guard.js';
 import { StepCaller } from '../../src/execution/step-caller.js';
+import { ToolConnections } from '../../src/steps/tool-connections.js';
 import { createLogger } from '../../src/obs/logger.js';
 import { createMetrics } from '../../src/obs/metrics.js';
 import { AdaptiveLimitStore } from '../../src/permits/adaptive-limit-store.js';
@@ -71,10 +72,12 @@ async function processor(simUrl: string): Promise<Processor> {
     now: Date.now,
   });
   const client = createAnthropicClient({ apiKey: undefined, baseUrl: simUrl });
-  const caller = new StepCaller({ config, llm: (req) => callLlm(client, req), simulatorUrl: simUrl, guard, retryBudgets: new RetryBudgets(), metrics, logger, now: Date.now, random: Math.random });
+  const tools = new ToolConnections();
+  const caller = new StepCaller({ config, llm: (req) => callLlm(client, req), tool: (req) => tools.call(req), simulatorUrl: simUrl, guard, retryBudgets: new RetryBudgets(), metrics, logger, now: Date.now, random: Math.random });
   return {
     caller,
     close: async () => {
+      tools.close();
       keeper.stop();
       await wakeups.close();
       await redis.quit();

@@ -78,6 +78,8 @@ describe('the production profile, run as a user would', () => {
     expect(r.stderr).toContain('sluice: the production profile refuses this configuration:');
     for (const field of demoFields) expect(r.stderr).toContain(`\n  ${field}: `);
     expect(r.stderr).toContain('"local-key-a"');
+    // The demo tenant's ingress secret, read from beside the built-in config, is published too.
+    expect(r.stderr).toContain('\n  tenants.tenant-a.ingress: holds the published demo ingress secret "local-ingress-secret-a"');
     expect(r.stderr).toContain('SLUICE_PROFILE=dev');
     expect(r.stdout).toBe('');
   });

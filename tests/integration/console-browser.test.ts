@@ -1,29 +1,40 @@
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { groupId, topicNames } from '../../src/kafka/topics.js';
 import { packageRoot } from '../../src/util/package-root.js';
 import { launchChromium } from '../support/chromium.js';
 import { ADMIN_KEY, TENANT_A_KEY, TENANT_B_KEY, TENANT_C_KEY, eventually, freePort, http, startSluice, testNamespace, waitForStatus, writeTestConfig, type SluiceProcess } from './harness.js';
 
-const SCREENSHOTS = join(packageRoot(), 'docs', 'console');
+/**
+ * Where the pages' screenshots go: a fresh temporary directory, unless SLUICE_UPDATE_SCREENSHOTS=1
+ * asks for the README's own in docs/console (so a test run leaves the tracked images alone).
+ */
+const SCREENSHOTS = process.env.SLUICE_UPDATE_SCREENSHOTS === '1' ? join(packageRoot(), 'docs', 'console') : mkdtempSync(join(tmpdir(), 'sluice-console-screenshots-'));
 /** Every browser wait is bounded: a broken page fails the test in seconds, not at the suite's timeout. */
 const UI_TIMEOUT_MS = 20_000;
 
 /**
- * The console in a real headless chromium against a whole Sluice (simulator, processor, status
- * sink, lag monitor, API in one process): logging in, being refused, live data on the pages, a
- * limit changed from the page holding for the next run, and a run cancelled from the page.
+ * The console in a real headless chromium against a whole Sluice (simulator, status sink, lag
+ * monitor and API in one process, the processor in its own, so it can be stopped and started):
+ * logging in, being refused, live data on the pages, lag appearing while the processors are
+ * stopped and clearing when they start, a limit changed from the page holding for the next run,
+ * and a run cancelled from the page.
  */
 describe('the operations console in a browser', () => {
   const namespace = testNamespace('console');
   let sluice: SluiceProcess;
+  let processor: SluiceProcess;
+  let configPath: string;
   let browser: BrowserContext;
   let page: Page;
   let api: string;
   let sim: string;
 
   const submit = (key: string, input: unknown, deadlineMs = 60_000) => http(`${api}/v1/runs`, { method: 'POST', key, json: { workflow: 'support-reply', input, deadlineMs } });
+  const startProcessor = async () => startSluice({ configPath, roles: 'processor', namespace, env: { SLUICE_OPS_PORT: String(await freePort()) } });
   const shot = (name: string) => page.screenshot({ path: join(SCREENSHOTS, `${name}.png`), fullPage: true });
   const logIn = async (key: string) => {
     await page.fill('input[name=key]', key);
@@ -32,14 +43,15 @@ describe('the operations console in a browser', () => {
 
   beforeAll(async () => {
     const [apiPort, simPort] = [await freePort(), await freePort()];
-    const configPath = writeTestConfig({
+    configPath = writeTestConfig({
       api: { port: apiPort, console: { sampleMs: 1_000 } },
       simulator: { port: simPort, anthropicLatencyMs: 100, anthropicJitterMs: 20 },
       lagMonitor: { intervalMs: 1_000, windowMs: 10_000 },
       kafka: { sessionTimeoutMs: 6_000, heartbeatIntervalMs: 1_000 },
       processor: { shutdownGraceMs: 1_000 },
     });
-    sluice = await startSluice({ configPath, roles: 'provider-sim,status-sink,dlq-sink,processor,lag-monitor,api', namespace });
+    sluice = await startSluice({ configPath, roles: 'provider-sim,status-sink,dlq-sink,lag-monitor,api', namespace });
+    processor = await startProcessor();
     api = `http://127.0.0.1:${apiPort}`;
     sim = `http://127.0.0.1:${simPort}`;
     mkdirSync(SCREENSHOTS, { recursive: true });
@@ -50,6 +62,7 @@ describe('the operations console in a browser', () => {
 
   afterAll(async () => {
     await browser?.close();
+    await processor?.stop();
     await sluice?.stop();
   });
 
@@ -80,10 +93,40 @@ describe('the operations console in a browser', () => {
     await shot('overview');
   });
 
-  it('shows lag and permits on Backpressure, and a limit changed there holds for the next run', async () => {
+  it('shows lag on Backpressure appear while the processors are stopped, and clear when they start, without a reload', async () => {
+    await page.click('a[href="#/backpressure"]');
+    await page.waitForSelector('[data-testid=lag] tbody tr');
+    // A mark in the page's own memory: a reload would lose it.
+    await page.evaluate(() => ((globalThis as unknown as { consoleMark: number }).consoleMark = 1));
+    const rows = page.locator(`[data-testid=lag] tr[data-group="${groupId(namespace, 'processor')}"][data-topic="${topicNames(namespace).interactive}"]`);
+    const worst = async () => {
+      const cells = await rows.evaluateAll((trs) => trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent ?? '')));
+      // Columns: group, topic, partition, lag (messages), lag (time), status.
+      const lagging = cells.filter((c) => Number(c[3]) > 0);
+      return { messages: lagging.reduce((sum, c) => sum + Number(c[3]), 0), time: lagging.map((c) => c[4]), statuses: [...new Set(cells.map((c) => c[5]))].sort() };
+    };
+    expect(await processor.stop()).toBe(0);
+    const stranded = await Promise.all(Array.from({ length: 5 }, (_, i) => submit(TENANT_A_KEY, { message: `stranded ${i}` }, 120_000)));
+    expect(stranded.map((r) => r.status)).toEqual(Array(5).fill(202));
+    // The lag monitor polls every second: the page's next refreshes show the runs waiting, in messages and time, and the partition's status leaves OK.
+    await expect.poll(async () => (await worst()).messages, { timeout: 30_000 }).toBe(5);
+    await expect.poll(async () => (await worst()).statuses.some((s) => ['WARN', 'STALL', 'STOP'].includes(s)), { timeout: 30_000 }).toBe(true);
+    expect((await worst()).time.every((t) => /^\d/.test(t) && t !== '0 ms')).toBe(true);
+    await page.waitForSelector(`text=${groupId(namespace, 'processor')} (0 members`);
+    await shot('backpressure-lag');
+    processor = await startProcessor();
+    for (const r of stranded) await waitForStatus(api, r.body.runId, TENANT_A_KEY, ['completed'], 60_000);
+    await expect.poll(async () => worst(), { timeout: 30_000 }).toEqual({ messages: 0, time: [], statuses: ['OK'] });
+    expect(await page.evaluate(() => (globalThis as unknown as { consoleMark?: number }).consoleMark)).toBe(1);
+  });
+
+  it('shows permits on Backpressure, and a limit changed there holds for the next run', async () => {
     await page.click('a[href="#/backpressure"]');
     await page.waitForSelector('[data-testid=lag] tbody tr');
     await page.waitForSelector('tr[data-scope="tenant:tenant-b"]');
+    // The processor runs in a process of its own here: the API's process cannot know its waiting runs, and says so.
+    expect(await page.textContent('tr[data-scope="global"] td.oldest')).toBe('no processor in this process');
+    await page.waitForSelector('[data-testid=waiting-dependency] >> text=none');
     // tenant-b to 0 concurrent runs, from the page.
     await page.click('[data-testid="edit-tenant:tenant-b"]');
     await page.fill('[data-testid="limit-tenant:tenant-b"]', '0');

@@ -1,10 +1,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { inject } from 'vitest';
-import { parse, stringify } from 'yaml';
+import { stringify } from 'yaml';
+import { builtInConfigDocument } from '../../src/config/load.js';
 import type { RunRequested } from '../../src/events/schemas.js';
 import { newRunId } from '../../src/runs/run-id.js';
 import { packageRoot } from '../../src/util/package-root.js';
@@ -40,9 +41,14 @@ export function deepMerge(base: Json, patch: Json): Json {
   return out;
 }
 
-/** The built-in local config with test overrides, written to a temp file. */
+/**
+ * The built-in local config with test overrides, written to a temp file. Without the demo tenant's
+ * ingress secret: a test gives the tenants it submits for through Kafka secrets of its own (a
+ * secretEnv merged over the demo's secretFile would name both).
+ */
 export function writeTestConfig(overrides: Json = {}): string {
-  const base = parse(readFileSync(join(packageRoot(), 'config', 'local.yaml'), 'utf8')) as Json;
+  const base = builtInConfigDocument();
+  for (const tenant of Object.values(base.tenants as Record<string, Json>)) delete tenant.ingress;
   const dir = mkdtempSync(join(tmpdir(), 'sluice-test-'));
   const path = join(dir, 'config.yaml');
   writeFileSync(path, stringify(deepMerge(deepMerge(base, { localInfra: false }), overrides)));

@@ -1,5 +1,4 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { BreakerView } from '../../breakers/breaker-gate.js';
 import { RUN_STATUSES, type RunStatus } from '../../events/schemas.js';
 import { DEAD_LETTER_STATUSES, type DeadLetterStatus, type DeadLetterStore } from '../../dlq/dead-letter-store.js';
 import { emptyTally, type ReplayResult } from '../../dlq/replay-outcome.js';
@@ -16,26 +15,34 @@ import { sendProblem } from '../problem.js';
 import { answerCancel } from '../routes/cancel-run.js';
 import { answerLimitChange, answerLimits, limitChangeSchema, type AdminLimitsRouteDeps, type LimitChange } from '../routes/admin-limits.js';
 import { answerForce, forceRequestSchema, type AdminBreakersRouteDeps, type ForceRequest } from '../routes/admin-breakers.js';
-import { activeAlerts } from './alerts.js';
+import { repeatEvery } from '../../util/repeat-every.js';
+import type { AlertWatch } from './alerts.js';
 import { backpressureGauges } from './backpressure.js';
 import { ASSET_CACHE, CONSOLE_HEADERS, PAGE_CACHE, type ConsoleAssets } from './console-assets.js';
 import { changesState, cookieValue, csrfMatches, CSRF_HEADER, sameOrigin, SESSION_COOKIE, sessionCookie, type ConsoleSession, type ConsoleSessions } from './console-session.js';
-import { pointsOf, tallyAgo } from './overview.js';
+import type { LoginThrottle } from './login-throttle.js';
+import { pointsOf } from './overview.js';
 import type { OverviewSampler } from './overview-sampler.js';
 
 export interface ConsoleDeps {
   keys: KeyDirectory;
   sessions: ConsoleSessions;
   sessionTtlSec: number;
+  /** Logins per client address (its bucket), before the key is even looked at. */
+  loginThrottle: Pick<LoginThrottle, 'take'>;
   assets: ConsoleAssets;
   sampler: OverviewSampler;
+  /** The alert rules, for the banner, checked every `alertEveryMs`. */
+  alerts: Pick<AlertWatch, 'check' | 'current'>;
+  alertEveryMs: number;
   metrics: Pick<Metrics, 'registry' | 'scrapeCollectors'>;
   limits: AdminLimitsRouteDeps;
   /** The breakers' reports and forces, as the admin breakers API has them (its audit lines are the admin API's; the console writes its own). */
   breakerAdmin: AdminBreakersRouteDeps;
   /** The lag monitor's last report, or why there is none. */
   lagReport: () => Promise<PublishedReport | string>;
-  breakers: () => readonly BreakerView[];
+  /** Runs waiting for a dependency, cluster-wide, by tenant and class (the status sink's record in Redis). */
+  waitingForDependency: () => Promise<{ tenant: string; runClass: string; runs: number }[]>;
   runs: Pick<RunStore, 'findRuns' | 'listEvents'>;
   cancellations: Pick<RedisCancellations, 'request'>;
   /** Where audit lines go: one per console action, allowed or refused. */
@@ -116,15 +123,23 @@ const DLQ_IDS = { type: 'array', minItems: 1, maxItems: MAX_DLQ_IDS, uniqueItems
 export function registerConsoleRoutes(app: FastifyInstance, deps: ConsoleDeps): void {
   const { sessions, audit } = deps;
   deps.sampler.start();
-  app.addHook('onClose', async () => deps.sampler.stop());
+  // A failed check leaves the alerts as they were.
+  const stopAlerts = repeatEvery(deps.alertEveryMs, () => deps.alerts.check());
+  app.addHook('onClose', async () => (deps.sampler.stop(), stopAlerts()));
 
+  // Every answer under /console carries the console's headers: pages, JSON, and paths no route
+  // answers (a 404 or a framework refusal there is a console page all the same).
+  app.addHook('onRequest', async (req, reply) => {
+    if (isConsolePath(req.url.split('?')[0]!)) void reply.headers(CONSOLE_HEADERS).header('Cache-Control', PAGE_CACHE);
+  });
+
+  /** Whether the browser reached the console over https: directly, or (`api.trustProxy`) as a trusted proxy's X-Forwarded-Proto says. */
   const secure = (req: FastifyRequest) => req.protocol === 'https';
   const record = (req: FastifyRequest, action: string, outcome: 'done' | 'refused' | 'failed', details: Record<string, unknown> = {}) =>
     audit.info({ audit: { action, outcome, session: req.consoleSession?.id ?? null, ip: req.ip, userAgent: req.headers['user-agent'] ?? null, requestId: req.id, ...details } }, `console ${action} ${outcome}`);
 
   /** The session a request's cookie opens; refuses the request without one, and a change without its CSRF token. */
   async function requireSession(req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> {
-    void reply.headers(CONSOLE_HEADERS).header('Cache-Control', PAGE_CACHE);
     const session = await sessions.find(cookieValue(req.headers.cookie, SESSION_COOKIE));
     if (!session) {
       if (changesState(req.method)) record(req, `${req.method} ${req.routeOptions.url}`, 'refused', { why: 'no session' });
@@ -139,7 +154,6 @@ export function registerConsoleRoutes(app: FastifyInstance, deps: ConsoleDeps): 
   }
 
   const page = (_req: FastifyRequest, reply: FastifyReply) => {
-    void reply.headers(CONSOLE_HEADERS).header('Cache-Control', PAGE_CACHE);
     if (!deps.assets.page) return reply.code(503).type('text/plain; charset=utf-8').send('the console is not built: run npm run build');
     return reply.type(deps.assets.page.type).send(deps.assets.page.body);
   };
@@ -147,7 +161,6 @@ export function registerConsoleRoutes(app: FastifyInstance, deps: ConsoleDeps): 
   app.get('/console/', page);
   app.get<{ Params: { name: string } }>('/console/assets/:name', (req, reply) => {
     const asset = deps.assets.asset(req.params.name);
-    void reply.headers(CONSOLE_HEADERS);
     if (!asset) return sendProblem(reply, 'not_found', { detail: 'no such console asset' });
     return reply.header('Cache-Control', ASSET_CACHE).type(asset.type).send(asset.body);
   });
@@ -156,10 +169,14 @@ export function registerConsoleRoutes(app: FastifyInstance, deps: ConsoleDeps): 
     '/console/session',
     { schema: { body: { type: 'object', required: ['key'], additionalProperties: false, properties: { key: { type: 'string', minLength: 1, maxLength: 512 } } } } },
     async (req, reply) => {
-      void reply.headers(CONSOLE_HEADERS).header('Cache-Control', PAGE_CACHE);
       if (!sameOrigin(req.headers.origin, req.headers.host)) {
         record(req, 'login', 'refused', { why: 'cross-origin' });
         return sendProblem(reply, 'forbidden', { detail: 'log in from the console page' });
+      }
+      const allowed = deps.loginThrottle.take(req.ip);
+      if (!allowed.allowed) {
+        record(req, 'login', 'refused', { why: 'too many login attempts from this address', retryAfterSec: allowed.retryAfterSec });
+        return sendProblem(reply, 'rate_limited', { detail: 'too many login attempts from this address; try again later', retryAfterSec: allowed.retryAfterSec });
       }
       const principal = deps.keys.principalOf(req.body.key);
       if (principal?.kind !== 'admin') {
@@ -167,9 +184,14 @@ export function registerConsoleRoutes(app: FastifyInstance, deps: ConsoleDeps): 
         record(req, 'login', 'refused', { why: principal ? 'tenant key' : 'unknown key' });
         return principal ? sendProblem(reply, 'forbidden', { detail: 'the console needs the admin key; tenant keys do not open it' }) : sendProblem(reply, 'unauthorized', { detail: 'unknown key' });
       }
+      // A browser that logs in again gets a new session id, and its old session ends: a token
+      // planted in the browser before the login (session fixation) opens nothing after it.
+      const previous = cookieValue(req.headers.cookie, SESSION_COOKIE);
+      const ended = previous ? await sessions.find(previous) : undefined;
+      if (previous) await sessions.close(previous);
       const { token, session } = await sessions.open();
       req.consoleSession = session;
-      record(req, 'login', 'done');
+      record(req, 'login', 'done', ended ? { ended: ended.id } : {});
       return reply.header('Set-Cookie', sessionCookie(token, { maxAgeSec: deps.sessionTtlSec, secure: secure(req) })).send({ csrfToken: session.csrfToken, expiresAt: new Date(session.expiresAt).toISOString() });
     },
   );
@@ -183,16 +205,8 @@ export function registerConsoleRoutes(app: FastifyInstance, deps: ConsoleDeps): 
   });
 
   app.get('/console/api/overview', { onRequest: requireSession }, async () => {
-    const tallies = deps.sampler.history();
-    const lag = await deps.lagReport().catch(() => 'Redis unreachable');
-    const alerts = activeAlerts({
-      lag: typeof lag === 'string' ? undefined : lag,
-      breakers: deps.breakers(),
-      now: tallies[tallies.length - 1],
-      fiveMinutesAgo: tallyAgo(tallies, 5 * 60_000),
-      fifteenMinutesAgo: tallyAgo(tallies, 15 * 60_000),
-    });
-    return { points: pointsOf(tallies), alerts };
+    const { firing, pending } = deps.alerts.current();
+    return { points: pointsOf(deps.sampler.history()), alerts: firing, pending };
   });
 
   app.get('/console/api/backpressure', { onRequest: requireSession }, async (req) => {
@@ -205,7 +219,11 @@ export function registerConsoleRoutes(app: FastifyInstance, deps: ConsoleDeps): 
     } catch (err) {
       lag = `Redis unreachable (${(err as Error).message})`;
     }
-    return { ...gauges, lag: typeof lag === 'string' ? { report: null, why: lag } : { report: lag, why: null } };
+    const waiting = await deps.waitingForDependency().then(
+      (counts) => ({ counts: counts.filter((c) => c.runs > 0), why: null }),
+      (err: unknown) => ({ counts: null, why: `Redis unreachable (${(err as Error).message})` }),
+    );
+    return { ...gauges, waitingForDependency: waiting, lag: typeof lag === 'string' ? { report: null, why: lag } : { report: lag, why: null } };
   });
 
   app.get('/console/api/limits', { onRequest: requireSession }, (req, reply) => answerLimits(deps.limits, req, reply));
@@ -290,7 +308,14 @@ export function registerConsoleRoutes(app: FastifyInstance, deps: ConsoleDeps): 
       let tally = emptyTally();
       let untried = 0;
       if (dryRun) tally = await deps.dlq.replayer.preview(ids, (o) => outcomes.push(o));
-      else ({ tally, untried } = await deps.dlq.replayer.replay(ids, await deps.dlq.kafka(), { by: who(req), ratePerSec: DEFAULT_REPLAY_RATE, onOutcome: (o) => outcomes.push(o) }));
+      else {
+        try {
+          ({ tally, untried } = await deps.dlq.replayer.replay(ids, await deps.dlq.kafka(), { by: who(req), ratePerSec: DEFAULT_REPLAY_RATE, onOutcome: (o) => outcomes.push(o) }));
+        } catch (err) {
+          record(req, 'dlq.replay', 'failed', { ids, by: who(req), error: (err as Error).message, done: outcomes.map((o) => `${o.id} ${o.result}`) });
+          throw err;
+        }
+      }
       if (!dryRun) record(req, 'dlq.replay', tally.failed > 0 ? 'failed' : 'done', { ids, by: who(req), replayed: tally.replayed, refused: tally.refused, failed: tally.failed, untried });
       return { lines: outcomes.map((o) => outcomeLine(o, dryRun)), summary: summaryLine(tally, dryRun), untried };
     },
@@ -301,7 +326,13 @@ export function registerConsoleRoutes(app: FastifyInstance, deps: ConsoleDeps): 
     { onRequest: requireSession, schema: { body: { type: 'object', required: ['ids', 'reason'], additionalProperties: false, properties: { ids: DLQ_IDS, reason: { type: 'string', minLength: 1, maxLength: 500 } } } } },
     async (req) => {
       const { ids, reason } = req.body;
-      const result = await deps.dlq.store.discard(ids, who(req), reason);
+      let result: Awaited<ReturnType<typeof deps.dlq.store.discard>>;
+      try {
+        result = await deps.dlq.store.discard(ids, who(req), reason);
+      } catch (err) {
+        record(req, 'dlq.discard', 'failed', { ids, by: who(req), reason, error: (err as Error).message });
+        throw err;
+      }
       record(req, 'dlq.discard', 'done', { ids, by: who(req), reason, discarded: result.discarded, notFound: result.notFound, notPending: result.notPending.map((n) => n.id) });
       return result;
     },

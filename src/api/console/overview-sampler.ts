@@ -1,4 +1,5 @@
 import type { Metrics } from '../../obs/metrics.js';
+import { repeatEvery } from '../../util/repeat-every.js';
 import { tallyOf, type Tally } from './overview.js';
 
 /** How far back the Overview's charts reach. */
@@ -11,7 +12,7 @@ export const OVERVIEW_SPAN_MS = 15 * 60_000;
  */
 export class OverviewSampler {
   private readonly tallies: Tally[] = [];
-  private timer: NodeJS.Timeout | undefined;
+  private stopTimer: (() => void) | undefined;
 
   constructor(
     private readonly metrics: Pick<Metrics, 'registry'>,
@@ -20,15 +21,12 @@ export class OverviewSampler {
   ) {}
 
   start(): void {
-    // A sample that fails is a gap in the charts; left unhandled, its rejection would end the process.
-    const tick = () => void this.take().catch(() => undefined);
-    tick();
-    this.timer = setInterval(tick, this.sampleMs);
-    this.timer.unref();
+    // A sample that fails is a gap in the charts.
+    this.stopTimer = repeatEvery(this.sampleMs, () => this.take());
   }
 
   stop(): void {
-    clearInterval(this.timer);
+    this.stopTimer?.();
   }
 
   history(): readonly Tally[] {

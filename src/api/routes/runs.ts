@@ -11,7 +11,7 @@ import { serializeRunInput } from '../../runs/run-input.js';
 import { findOwnRun, tenantOf } from './own-run.js';
 import type { AdmissionController } from '../../admission/admission-controller.js';
 import type { ReadLimits } from '../../admission/read-limits.js';
-import { IDEMPOTENCY_KEY, requestFingerprint, type IdempotencyClaim, type IdempotencyStore, type StoredAnswer } from '../../admission/idempotency.js';
+import { IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_RULE, requestFingerprint, type IdempotencyClaim, type IdempotencyStore, type StoredAnswer } from '../../admission/idempotency.js';
 import { admissionMessage, admitRun, refusalDetail, type AdmitOutcome, type AdmitRunDeps, type RunSubmission } from '../../admission/admit-run.js';
 import { infrastructureFailure } from '../../util/infrastructure-failure.js';
 import { withTimeout } from '../../util/with-timeout.js';
@@ -143,7 +143,7 @@ export function registerRunRoutes(app: FastifyInstance, deps: RunRouteDeps): voi
 
     const idempotencyKey = req.headers['idempotency-key'];
     if (idempotencyKey !== undefined && (typeof idempotencyKey !== 'string' || !IDEMPOTENCY_KEY.test(idempotencyKey))) {
-      return sendProblem(reply, 'invalid_idempotency_key', { detail: 'use 1 to 255 printable ASCII characters without spaces' });
+      return sendProblem(reply, 'invalid_idempotency_key', { detail: `use ${IDEMPOTENCY_KEY_RULE}` });
     }
 
     const runClass = body.class ?? workflow.defaultClass;

@@ -4,9 +4,12 @@ import type { LimitView } from '../../api/routes/admin-limits.js';
 import type { PublishedReport } from '../../lag/lag-monitor.js';
 import { get, put } from '../api.js';
 import { usePolled } from '../hooks.js';
-import { lagRows, parseLimit, permitRows, type PermitRow } from '../view-models.js';
+import { heldTenants, lagRows, parseLimit, pausedWhy, permitRows, type PermitRow } from '../view-models.js';
 
-type Backpressure = BackpressureGauges & { lag: { report: PublishedReport | null; why: string | null } };
+type Backpressure = BackpressureGauges & {
+  lag: { report: PublishedReport | null; why: string | null };
+  waitingForDependency: { counts: { tenant: string; runClass: string; runs: number }[] | null; why: string | null };
+};
 
 function LimitEditor({ row, onChanged }: { row: PermitRow; onChanged: () => void }) {
   const [text, setText] = useState(String(row.limit));
@@ -47,7 +50,7 @@ export function BackpressurePage({ onLoggedOut }: { onLoggedOut: () => void }) {
   const limits = usePolled(() => get<{ limits: LimitView[] }>('limits'), 15_000, onLoggedOut);
   const reload = () => (state.reload(), limits.reload());
   const bp = state.data;
-  const rows = bp ? permitRows(bp.permits, limits.data?.limits ?? []) : [];
+  const rows = bp ? permitRows(bp.permits, limits.data?.limits ?? [], bp.processorHere) : [];
   return (
     <section>
       <h1>Backpressure</h1>
@@ -56,7 +59,7 @@ export function BackpressurePage({ onLoggedOut }: { onLoggedOut: () => void }) {
       {bp && bp.permits.length === 0 && <p class="muted">the permits could not be read from Redis just now</p>}
       <table data-testid="permits">
         <thead>
-          <tr><th>scope</th><th>in use</th><th>limit</th><th>usage</th></tr>
+          <tr><th>scope</th><th>in use</th><th>limit</th><th>usage</th><th title="how long the longest-waiting run of this process's processor has waited for its run permits">oldest waiter</th></tr>
         </thead>
         <tbody>
           {rows.map((r) => (
@@ -68,6 +71,7 @@ export function BackpressurePage({ onLoggedOut }: { onLoggedOut: () => void }) {
                 {r.configured !== undefined && <span class="muted"> (configured {r.configured})</span>}
               </td>
               <td><meter min={0} max={1} value={r.usage} high={0.8} /></td>
+              <td class="oldest">{r.oldestWaiter}</td>
             </tr>
           ))}
         </tbody>
@@ -86,7 +90,7 @@ export function BackpressurePage({ onLoggedOut }: { onLoggedOut: () => void }) {
             </thead>
             <tbody>
               {lagRows(bp.lag.report).map((r) => (
-                <tr key={`${r.group}/${r.topic}/${r.partition}`} class={r.tone}>
+                <tr key={`${r.group}/${r.topic}/${r.partition}`} class={r.tone} data-group={r.group} data-topic={r.topic} data-partition={r.partition}>
                   <td>{r.group}</td><td>{r.topic}</td><td class="num">{r.partition}</td><td class="num">{r.lagMessages}</td><td class="num">{r.lagSeconds}</td><td>{r.status}</td>
                 </tr>
               ))}
@@ -94,11 +98,34 @@ export function BackpressurePage({ onLoggedOut }: { onLoggedOut: () => void }) {
           </table>
         </>
       )}
-      <h2>Paused partitions and held runs (this process)</h2>
-      <ul>
-        {bp?.paused.map((p) => <li key={p.reason}>{p.partitions} partitions paused: {p.reason}</li>)}
-        {bp?.held.map((h) => <li key={h.dependency}>{h.runs} runs held for {h.dependency}</li>)}
-        {bp && bp.paused.length === 0 && bp.held.length === 0 && <li class="muted">none</li>}
+      <h2>Paused partitions (this process)</h2>
+      {bp && !bp.processorHere && <p class="muted">no processor runs in this API's process: its paused partitions and held runs are on its own /metrics</p>}
+      <ul data-testid="paused">
+        {bp?.paused.map((p) => (
+          <li key={p.reason}>
+            {p.partitions} partitions paused: {pausedWhy(p.reason)}
+          </li>
+        ))}
+        {bp?.processorHere && bp.paused.length === 0 && <li class="muted">none</li>}
+      </ul>
+      <h2>Held runs per dependency (this process)</h2>
+      <ul data-testid="held">
+        {bp?.held.map((h) => (
+          <li key={h.dependency}>
+            {h.runs} runs held for {h.dependency} ({heldTenants(h.tenants)})
+          </li>
+        ))}
+        {bp?.processorHere && bp.held.length === 0 && <li class="muted">none</li>}
+      </ul>
+      <h2>Runs waiting for a dependency (cluster-wide)</h2>
+      {bp?.waitingForDependency.why && <p class="muted">{bp.waitingForDependency.why}</p>}
+      <ul data-testid="waiting-dependency">
+        {bp?.waitingForDependency.counts?.map((w) => (
+          <li key={`${w.tenant}/${w.runClass}`}>
+            {w.runs} {w.runClass} runs of {w.tenant} (held in a processor or waiting in the retry topic)
+          </li>
+        ))}
+        {bp?.waitingForDependency.counts?.length === 0 && <li class="muted">none</li>}
       </ul>
     </section>
   );

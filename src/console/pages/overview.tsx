@@ -1,15 +1,21 @@
+import type { PendingAlert } from '../../api/console/alerts.js';
 import type { OverviewPoint } from '../../api/console/overview.js';
 import { Chart } from '../chart.js';
-import { ADMISSION_OUTCOMES, chartData, latencyPick, latestFigures } from '../view-models.js';
+import { ADMISSION_OUTCOMES, chartData, latencyPick, latestFigures, pendingLines } from '../view-models.js';
 
 export const OVERVIEW_REFRESH_MS = 5_000;
 
 /** The charts of the last 15 minutes; the points come from the app's own poll, which also feeds the alert banner. */
-export function Overview({ points }: { points: readonly OverviewPoint[] }) {
+export function Overview({ points, pending }: { points: readonly OverviewPoint[]; pending: readonly PendingAlert[] }) {
   return (
     <section>
       <h1>Overview</h1>
       <p class="muted">The last 15 minutes as this API instance counts them, refreshed every {OVERVIEW_REFRESH_MS / 1000} s; the figures are per second over the last minute.</p>
+      {pending.length > 0 && (
+        <ul class="muted" data-testid="pending-alerts">
+          {pendingLines(pending, Date.now()).map((line) => <li key={line}>{line}</li>)}
+        </ul>
+      )}
       <dl class="figures" data-testid="figures">
         {latestFigures(points).map((f) => (
           <div key={f.label}>

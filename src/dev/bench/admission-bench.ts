@@ -2,10 +2,11 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
-import { parse, stringify } from 'yaml';
+import { stringify } from 'yaml';
 import { infraUp } from '../infra/local-infra.js';
 import { createLogger } from '../../obs/logger.js';
 import { packageRoot } from '../../util/package-root.js';
+import { localConfig } from './bench-harness.js';
 import { runOpenLoop, type OpenLoopResult } from './open-loop.js';
 import { freePort } from '../../util/free-port.js';
 
@@ -22,7 +23,7 @@ export interface AdmissionBenchOptions {
    * The Sluice API processes measured side by side, each on its own port and namespace:
    * `write-behind` / `no-write-behind` (`api.admissionRows.writeBehind`), or `checkout:<dir>`,
    * another built checkout's `dist/cli/main.js` with the same config minus `api.admissionRows`
-   * (the main branch, say). The reject path is measured on the first; the accept path on each.
+   * (the main branch, say). The reject and accept paths are measured on each.
    */
   variants: readonly string[];
   /** Times every path is measured per rate, the paths taking turns, so a change in machine load hits them alike. */
@@ -53,7 +54,7 @@ const BODY = JSON.stringify({ workflow: 'support-reply', input: { message: 'Wher
 
 /** tenant-a may always enter (the accept path); tenant-c never (after its one token: the reject path). */
 function benchConfig(apiPort: number, writeBehind: boolean | undefined): string {
-  const base = parse(readFileSync(join(packageRoot(), 'config', 'local.yaml'), 'utf8')) as Record<string, any>;
+  const base = localConfig();
   base.localInfra = false;
   base.logLevel = 'warn';
   base.api.port = apiPort;
@@ -145,7 +146,7 @@ export async function benchAdmission(opts: AdmissionBenchOptions): Promise<void>
     const url = (port: number) => `http://127.0.0.1:${port}/v1/runs`;
     const paths: Record<AdmissionTarget, { path: string; url: string; key: string; pid: number }[]> = {
       baseline: [{ path: 'bare fastify (baseline)', url: url(barePort), key: ACCEPT_KEY, pid: bare.pid! }],
-      reject: [{ path: `reject (429) ${apis[0]!.variant.label}`, url: url(apis[0]!.port), key: REJECT_KEY, pid: apis[0]!.child.pid! }],
+      reject: apis.map((api) => ({ path: `reject (429) ${api.variant.label}`, url: url(api.port), key: REJECT_KEY, pid: api.child.pid! })),
       accept: apis.map((api) => ({ path: `accept (202) ${api.variant.label}`, url: url(api.port), key: ACCEPT_KEY, pid: api.child.pid! })),
     };
     const targets = opts.targets.flatMap((t) => paths[t]);

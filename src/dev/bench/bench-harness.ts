@@ -4,12 +4,13 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
-import { parse, stringify } from 'yaml';
+import { stringify } from 'yaml';
+import { builtInConfigDocument } from '../../config/load.js';
 import { infraUp } from '../infra/local-infra.js';
 import { createLogger, type Logger } from '../../obs/logger.js';
 import { packageRoot } from '../../util/package-root.js';
@@ -86,8 +87,10 @@ export class Children {
 // ---------------------------------------------------------------------------------------------
 // Configuration.
 
+
+/** The built-in config/local.yaml as a document (its demo ingress secret's file made absolute). */
 export function localConfig(): Record<string, any> {
-  return parse(readFileSync(join(packageRoot(), 'config', 'local.yaml'), 'utf8')) as Record<string, any>;
+  return builtInConfigDocument();
 }
 
 /** local.yaml pointed at the bench's simulator, registry and ops port, logging at warn; caps are the caller's. */

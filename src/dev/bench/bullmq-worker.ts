@@ -5,7 +5,7 @@ import { ownEntry } from '../../config/lookup.js';
 import { dependencyOf } from '../../config/workflows.js';
 import { callLlm, createAnthropicClient } from '../../steps/llm-call.js';
 import { composeUserTurn } from '../../steps/prompt.js';
-import { callTool } from '../../steps/tool-call.js';
+import { ToolConnections } from '../../steps/tool-connections.js';
 
 /** What the baseline worker does per job. */
 export type BullWork = 'http' | 'noop';
@@ -37,7 +37,7 @@ export type WorkerMessage = { type: 'ready' } | { type: 'done'; id: number; at: 
 
 /**
  * The same calls support-reply's steps make (llm → order-lookup → llm), with the same client code
- * as RunExecutor (the Anthropic SDK with retries off, node:http for the tool), and nothing else:
+ * as RunExecutor (the Anthropic SDK with retries off, node:http over kept-alive connections for the tool), and nothing else:
  * no permits, no status events, no cancellation checks.
  */
 function httpWork(simulatorUrl: string) {
@@ -45,6 +45,7 @@ function httpWork(simulatorUrl: string) {
   const workflow = ownEntry(config.workflows, 'support-reply');
   if (!workflow) throw new Error('config/local.yaml has no support-reply workflow');
   const anthropic = createAnthropicClient({ apiKey: undefined, baseUrl: simulatorUrl });
+  const tools = new ToolConnections();
   return async (job: Job<BullJobData>): Promise<unknown> => {
     const { input, tenantId, runId } = job.data;
     const outputs: Record<string, unknown> = {};
@@ -60,7 +61,7 @@ function httpWork(simulatorUrl: string) {
         lastText = res.text;
       } else if (step.kind === 'tool' && dep.kind === 'tool') {
         const url = new URL(dep.url.startsWith('/') ? `${simulatorUrl}${dep.url}` : dep.url);
-        outputs[step.id] = await callTool({ dependency: depName, url, body: { input, steps: outputs }, headers, timeouts: dep.timeouts });
+        outputs[step.id] = await tools.call({ dependency: depName, url, body: { input, steps: outputs }, headers, timeouts: dep.timeouts });
       } else {
         throw new Error(`step ${step.id} does not match dependency ${depName}`);
       }

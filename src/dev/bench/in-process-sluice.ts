@@ -32,6 +32,7 @@ import { parseRetryFailures } from '../../retries/retry-headers.js';
 import { RETRY_BUDGET_REPORT_MS, SharedRetryBudgets } from '../../retries/shared-retry-budget.js';
 import { newRunId } from '../../runs/run-id.js';
 import { callLlm, createAnthropicClient, type LlmRequest } from '../../steps/llm-call.js';
+import { ToolConnections } from '../../steps/tool-connections.js';
 import { freePort } from '../../util/free-port.js';
 import type { FaultProfile } from '../sim/fault-profile.js';
 import { createProviderSim, type ProviderSimStats } from '../sim/provider-sim.js';
@@ -207,6 +208,7 @@ export async function runInProcess(opts: InProcessOptions): Promise<InProcessRes
   const submit = (run: RunRequested, context: AttemptContext) => dispatcher!.submit({ run, source: 'bench', offset: 0, context });
   const retryBudgets = new SharedRetryBudgets({ scripts: new LuaScripts(redis), keys, reportEveryMs: RETRY_BUDGET_REPORT_MS, metrics, logger });
   retryBudgets.start();
+  const tools = new ToolConnections();
   const executor = new RunExecutor({
     config,
     retryBudgets,
@@ -218,6 +220,7 @@ export async function runInProcess(opts: InProcessOptions): Promise<InProcessRes
       result.usage.push({ at, tenantId: req.tenantId, tokens: answer.usage.inputTokens + answer.usage.outputTokens });
       return answer;
     },
+    tool: (req) => tools.call(req),
     simulatorUrl: opts.simUrl,
     publishStatus: async (e) => {
       if (e.status === 'completed' && e.result && (JSON.parse(e.result) as { degraded?: boolean }).degraded) degraded.add(e.runId);
@@ -274,6 +277,7 @@ export async function runInProcess(opts: InProcessOptions): Promise<InProcessRes
   for (const t of timers) clearTimeout(t);
   await dispatcher.stop(5_000);
   await retryBudgets.stop();
+  tools.close();
   await permits?.close();
   await board.close();
   await deleteKeys(redis, `${config.namespace}*`);

@@ -8,10 +8,12 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Kafka, logLevel } from 'kafkajs';
 import { EventCodec } from '../../events/codec.js';
+import { groupId } from '../../kafka/topics.js';
 import { FileSchemaRegistry } from '../../events/file-schema-registry.js';
 import { SluiceProducer } from '../../producers/sluice-producer.js';
 import { isTerminal } from '../../status/run-history.js';
 import { withTimeout } from '../../util/with-timeout.js';
+import { waitFor } from '../infra/process.js';
 import { withBenchHarness } from './bench-harness.js';
 import { latencySummary } from './latency-summary.js';
 import { consumeStatuses, runRequest, sluiceConfigDoc, startSimulator, withSluiceProcess } from './sluice-process.js';
@@ -53,15 +55,9 @@ interface PathFigures {
   startedP99Ms: number;
 }
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
-/** Resolves when `done()` holds, polling; rejects after `timeoutMs`. */
+/** Resolves when `done()` holds, polling every 5 ms; rejects after `timeoutMs`, saying what it waited for. */
 async function until(done: () => boolean, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!done()) {
-    if (Date.now() >= deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await sleep(5);
-  }
+  if ((await waitFor(timeoutMs, 5, async () => (done() ? true : undefined))) === undefined) throw new Error(`${what}: not within ${timeoutMs} ms`);
 }
 
 export async function benchIngress(o: IngressBenchOptions): Promise<void> {
@@ -176,7 +172,7 @@ export async function benchIngress(o: IngressBenchOptions): Promise<void> {
           await watcher.disconnect().catch(() => undefined);
           const admin = kafka.admin();
           await admin.connect();
-          await admin.deleteGroups([group, `${p.namespace}sluice.ingress`]).catch(() => undefined);
+          await admin.deleteGroups([group, groupId(p.namespace, 'ingress')]).catch(() => undefined);
           await admin.disconnect();
         }
       },

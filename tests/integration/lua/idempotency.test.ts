@@ -9,7 +9,7 @@ import { eventually, testNamespace } from '../harness.js';
 import { closeScriptPair, openScriptPair, REDIS_BACKENDS } from './redis-clients.js';
 
 /**
- * idempotency-claim.lua and idempotency-settle.lua against a real Redis, raw and through
+ * idempotency-claim.lua, idempotency-settle.lua and idempotency-answer.lua against a real Redis, raw and through
  * IdempotencyStore. Two connections stand in for two API instances racing on one key.
  */
 const ns = testNamespace('lua-idem');
@@ -218,6 +218,19 @@ describe.each(REDIS_BACKENDS)('on %s', (backend) => {
       await storeA().store('acme', k, first.token, answer('stale'));
       await storeB().store('acme', k, second.token, answer('fresh'));
       expect(await storeA().claim('acme', k, 'fp')).toEqual({ kind: 'replay', answer: answer('fresh') });
+    });
+
+    it('reads a stored answer without claiming the key; nothing while the key is free or only claimed', async () => {
+      const k = uniq('key');
+      expect(await storeA().answer('acme', k)).toBeUndefined();
+      const c = await storeA().claim('acme', k, 'fp');
+      if (c.kind !== 'claimed') throw new Error('expected a claim');
+      expect(await storeB().answer('acme', k)).toBeUndefined();
+      expect(await a.hget(keys.idempotency('acme', digest(k)), 'state')).toBe('pending');
+      await storeA().store('acme', k, c.token, answer('r1'));
+      expect(await storeB().answer('acme', k)).toEqual(answer('r1'));
+      // Per tenant, like every key.
+      expect(await storeB().answer('other', k)).toBeUndefined();
     });
 
     it('forget frees the key so a refused request may be retried', async () => {

@@ -1,9 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { activeAlerts } from '../../../src/api/console/alerts.js';
 import { backpressureGauges } from '../../../src/api/console/backpressure.js';
 import { pointBetween, pointsOf, quantileBetween, tallyAgo, tallyOf, type Tally } from '../../../src/api/console/overview.js';
 import { createMetrics } from '../../../src/obs/metrics.js';
-import type { LagReport } from '../../../src/lag/lag-report.js';
 
 const empty = (at: number): Tally => ({ at, admission: {}, refusals: {}, finished: {}, endToEnd: {}, deadLetters: {}, leasesLost: 0, retryBudgetExhausted: {} });
 
@@ -53,59 +51,45 @@ describe('pointBetween', () => {
   });
 });
 
-const lag = (groups: LagReport['groups']): LagReport => ({ at: 0, windowMs: 60_000, samples: 5, groups });
-const partition = (topic: string, lagSeconds: number, lagMessages = '5') => ({ topic, partition: 0, committed: '1', low: '0', high: '6', lagMessages, lagSeconds, timeSource: 'record' as const, status: 'OK' as const });
-
-describe('activeAlerts', () => {
-  it("holds the alert rules' thresholds: interactive lag over 10 s is critical", () => {
-    const report = lag([{ group: 'sluice.processor', members: 1, status: 'OK', lagMessages: '5', maxLagSeconds: 12, partitions: [partition('sluice.runs.interactive', 12)] }]);
-    expect(activeAlerts({ lag: report, breakers: [], now: undefined, fiveMinutesAgo: undefined, fifteenMinutesAgo: undefined })).toEqual([
-      { alert: 'SluiceInteractiveLagHigh', severity: 'critical', summary: 'Interactive runs wait 12 s in Kafka before a processor reads them' },
-    ]);
-    const calm = lag([{ group: 'sluice.processor', members: 1, status: 'OK', lagMessages: '5', maxLagSeconds: 9, partitions: [partition('sluice.runs.interactive', 9)] }]);
-    expect(activeAlerts({ lag: calm, breakers: [], now: undefined, fiveMinutesAgo: undefined, fifteenMinutesAgo: undefined })).toEqual([]);
-  });
-
-  it('flags an empty group with lag, a stalled one, and no lag monitor at all', () => {
-    const report = lag([
-      { group: 'sluice.status-sink', members: 0, status: 'STALL', lagMessages: '7', maxLagSeconds: 1, partitions: [partition('sluice.status', 1, '7')] },
-      { group: 'sluice.retry-forwarder', members: 1, status: 'STALL', lagMessages: '0', maxLagSeconds: 0, partitions: [] },
-    ]);
-    const names = activeAlerts({ lag: report, breakers: [], now: undefined, fiveMinutesAgo: undefined, fifteenMinutesAgo: undefined }).map((a) => a.alert);
-    expect(names).toEqual(['SluiceConsumerGroupStalled', 'SluiceConsumerGroupEmpty']);
-    expect(activeAlerts({ lag: undefined, breakers: [], now: undefined, fiveMinutesAgo: undefined, fifteenMinutesAgo: undefined }).map((a) => a.alert)).toEqual(['SluiceLagMonitorAbsent']);
-  });
-
-  it('computes refusal shares over five minutes, only above 0.2 submissions per second', () => {
-    const before = empty(0);
-    const busy = { ...empty(300_000), admission: { admitted: 80, deferred: 15, rejected: 5 } };
-    expect(activeAlerts({ lag: lag([]), breakers: [], now: busy, fiveMinutesAgo: before, fifteenMinutesAgo: before }).map((a) => a.alert)).toEqual(['SluiceAdmissionRefusing']);
-    const quiet = { ...empty(300_000), admission: { admitted: 10, rejected: 50 } };
-    expect(activeAlerts({ lag: lag([]), breakers: [], now: quiet, fiveMinutesAgo: { ...empty(0), admission: { admitted: 0, rejected: 50 } }, fifteenMinutesAgo: undefined })).toEqual([]);
-  });
-
-  it('puts open breakers and growing dead letters in, worst first', () => {
-    const now = { ...empty(900_000), deadLetters: { poison: 11 } };
-    const alerts = activeAlerts({ lag: lag([]), breakers: [{ name: 'anthropic', state: 'half_open' }, { name: 'search', state: 'closed' }], now, fiveMinutesAgo: now, fifteenMinutesAgo: empty(0) });
-    expect(alerts.map((a) => [a.alert, a.severity])).toEqual([
-      ['SluiceBreakerOpen', 'critical'],
-      ['SluiceDeadLettersGrowing', 'warning'],
-    ]);
-  });
-});
-
 describe('backpressureGauges', () => {
-  it('pairs permits in use with limits per scope, and sums paused partitions and held runs', async () => {
+  const permitGauges = (values: { scope: string; limit: number; inUse: number }[]) => [
+    { name: 'sluice_permit_limit', help: '', type: 'gauge', aggregator: 'sum', values: values.map((v) => ({ labels: { scope: v.scope }, value: v.limit })) },
+    { name: 'sluice_permits_in_use', help: '', type: 'gauge', aggregator: 'sum', values: values.map((v) => ({ labels: { scope: v.scope }, value: v.inUse })) },
+  ];
+
+  it('pairs permits in use with limits per scope, and sums paused partitions and held runs per dependency and tenant', async () => {
     const m = createMetrics();
     m.pausedPartitions.set({ reason: 'buffer_full' }, 2);
     m.pausedPartitions.set({ reason: 'breaker_open' }, 0);
     m.runsHeld.set({ dependency: 'anthropic', tenant: 'a', class: 'interactive' }, 3);
     m.runsHeld.set({ dependency: 'anthropic', tenant: 'b', class: 'batch' }, 1);
-    const json = [
-      ...(await m.registry.getMetricsAsJSON()),
-      { name: 'sluice_permit_limit', help: '', type: 'gauge', aggregator: 'sum', values: [{ labels: { scope: 'global' }, value: 10 }] },
-      { name: 'sluice_permits_in_use', help: '', type: 'gauge', aggregator: 'sum', values: [{ labels: { scope: 'global' }, value: 4 }] },
-    ] as Parameters<typeof backpressureGauges>[0];
-    expect(backpressureGauges(json)).toEqual({ permits: [{ scope: 'global', inUse: 4, limit: 10 }], paused: [{ reason: 'buffer_full', partitions: 2 }], held: [{ dependency: 'anthropic', runs: 4 }] });
+    m.runsHeld.set({ dependency: 'anthropic', tenant: 'a', class: 'batch' }, 1);
+    m.runsHeld.set({ dependency: 'kb-search', tenant: 'a', class: 'batch' }, 0);
+    const json = [...(await m.registry.getMetricsAsJSON()), ...permitGauges([{ scope: 'global', limit: 10, inUse: 4 }])] as Parameters<typeof backpressureGauges>[0];
+    expect(backpressureGauges(json)).toEqual({
+      permits: [{ scope: 'global', inUse: 4, limit: 10 }],
+      processorHere: false,
+      paused: [{ reason: 'buffer_full', partitions: 2 }],
+      held: [{ dependency: 'anthropic', runs: 5, tenants: { a: 4, b: 1 } }],
+    });
+  });
+
+  it("gives the global and class scopes the oldest waiting run's age when a processor runs in this process, and no other scope one", async () => {
+    const m = createMetrics();
+    m.queueOldestAge.set({ class: 'interactive' }, 4.5);
+    m.queueOldestAge.set({ class: 'batch' }, 12);
+    const scopes = [
+      { scope: 'global', limit: 10, inUse: 10 },
+      { scope: 'class:batch', limit: 5, inUse: 5 },
+      { scope: 'tenant:a', limit: 4, inUse: 4 },
+    ];
+    const json = [...(await m.registry.getMetricsAsJSON()), ...permitGauges(scopes)] as Parameters<typeof backpressureGauges>[0];
+    const gauges = backpressureGauges(json);
+    expect(gauges.processorHere).toBe(true);
+    expect(gauges.permits).toEqual([
+      { scope: 'global', inUse: 10, limit: 10, oldestWaitingSec: 12 },
+      { scope: 'class:batch', inUse: 5, limit: 5, oldestWaitingSec: 12 },
+      { scope: 'tenant:a', inUse: 4, limit: 4 },
+    ]);
   });
 });

@@ -3,8 +3,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
+import { AlertWatch } from '../../../src/api/console/alerts.js';
 import { ConsoleAssets } from '../../../src/api/console/console-assets.js';
 import { ConsoleSessions } from '../../../src/api/console/console-session.js';
+import { LoginThrottle } from '../../../src/api/console/login-throttle.js';
 import { OverviewSampler } from '../../../src/api/console/overview-sampler.js';
 import { buildApiServer, type ApiDeps } from '../../../src/api/server.js';
 import { loadConfig } from '../../../src/config/load.js';
@@ -58,8 +60,12 @@ let cancelled: string[];
 let replays: { ids: readonly string[]; by: string; ratePerSec: number }[];
 let discards: { ids: readonly string[]; who: string; reason: string }[];
 let breakerAdmin: ReturnType<typeof fakeBreakerAdmin>;
+let alertWatch: AlertWatch;
+/** The alert watch's clock. */
+let clock: number;
 
-function server(): FastifyInstance {
+/** `failing`: Kafka and the DLQ store fail as an unreachable one would. */
+function server(o: { trustProxy?: boolean; failing?: boolean } = {}): FastifyInstance {
   audit = [];
   limitFields = new Map();
   cancelled = [];
@@ -67,9 +73,12 @@ function server(): FastifyInstance {
   discards = [];
   breakerAdmin = fakeBreakerAdmin();
   const metrics = createMetrics();
+  clock = 0;
+  const sampler = new OverviewSampler(metrics, 60_000);
+  alertWatch = new AlertWatch(async () => ({ lag: undefined, backlog: 'unreadable', breakers: [{ name: 'anthropic', state: 'open', retryAt: 1 }], tallies: sampler.history() }), () => clock);
   const auditLog = { info: (fields: { audit: Record<string, unknown> }) => audit.push(fields.audit) } as unknown as Logger;
   app = buildApiServer({
-    config,
+    config: { ...config, api: { ...config.api, trustProxy: o.trustProxy ?? false } },
     logger: createLogger('silent'),
     metrics,
     readiness: [],
@@ -85,16 +94,27 @@ function server(): FastifyInstance {
     console: {
       sessions: new ConsoleSessions(memoryRedis(), redisKeys(''), 3600),
       sessionTtlSec: 3600,
+      loginThrottle: new LoginThrottle({ attempts: 5, perSec: 60, maxAddresses: 100 }, () => clock),
       assets: new ConsoleAssets(builtConsole()),
-      sampler: new OverviewSampler(metrics, 60_000),
+      sampler,
+      alerts: alertWatch,
+      alertEveryMs: 60_000,
       metrics,
       lagReport: async () => 'no active lag monitor',
-      breakers: () => [{ name: 'anthropic', state: 'open', retryAt: 1 }],
+      waitingForDependency: async () => [{ tenant: 'tenant-a', runClass: 'batch', runs: 2 }, { tenant: 'tenant-b', runClass: 'batch', runs: 0 }],
       runs: { findRuns: async (f) => (f.runId === undefined || f.runId === RUN.runId ? [RUN] : []), listEvents: async () => [] },
       cancellations: { request: async (runId) => void cancelled.push(runId) },
       audit: auditLog,
       dlq: {
-        store: { list: async () => [], get: async () => undefined, discard: async (ids, who, reason) => (discards.push({ ids, who, reason }), { discarded: [...ids], notFound: [], notPending: [] }) },
+        store: {
+          list: async () => [],
+          get: async () => undefined,
+          discard: async (ids, who, reason) => {
+            if (o.failing) throw new Error('Postgres: connection refused');
+            discards.push({ ids, who, reason });
+            return { discarded: [...ids], notFound: [], notPending: [] };
+          },
+        },
         replayer: {
           preview: async () => ({ replayed: 0, refused: 0, failed: 0, skipped: { not_found: 1, replayed: 0, discarded: 0, locked: 0 } }),
           replay: async (ids, _kafka, o) => {
@@ -103,7 +123,10 @@ function server(): FastifyInstance {
             return { tally: { replayed: 0, refused: 0, failed: 0, skipped: { not_found: 0, replayed: ids.length, discarded: 0, locked: 0 } }, untried: 0 };
           },
         },
-        kafka: async () => ({ producer: { send: unused }, existingTopics: new Set(), produceTimeoutMs: 1_000 }),
+        kafka: async () => {
+          if (o.failing) throw new Error('Kafka: connecting timed out after 15000 ms');
+          return { producer: { send: unused }, existingTopics: new Set(), produceTimeoutMs: 1_000 };
+        },
       },
     },
   } satisfies ApiDeps);
@@ -170,11 +193,24 @@ describe('console data behind the session', () => {
     }
   });
 
-  it('shows the alert conditions that hold (an open breaker, no lag monitor)', async () => {
+  it('shows the alert conditions that hold (an open breaker, no lag monitor) as pending, and in the banner after their for: duration', async () => {
     const a = server();
     const { cookie } = await login(a);
-    const body = (await a.inject({ url: '/console/api/overview', headers: { cookie } })).json() as { alerts: { alert: string }[] };
-    expect(body.alerts.map((x) => x.alert)).toEqual(['SluiceBreakerOpen', 'SluiceLagMonitorAbsent']);
+    const overview = async () => (await a.inject({ url: '/console/api/overview', headers: { cookie } })).json() as { alerts: { alert: string }[]; pending: { alert: string; forMs: number }[] };
+    await alertWatch.check();
+    expect(await overview()).toMatchObject({ alerts: [], pending: [{ alert: 'SluiceBreakerOpen', forMs: 300_000 }, { alert: 'SluiceLagMonitorAbsent', forMs: 300_000 }] });
+    clock = 300_000;
+    await alertWatch.check();
+    const later = await overview();
+    expect(later.alerts.map((x) => x.alert)).toEqual(['SluiceBreakerOpen', 'SluiceLagMonitorAbsent']);
+    expect(later.pending).toEqual([]);
+  });
+
+  it('shows the backpressure: runs waiting for a dependency cluster-wide (only those with some), and why the lag is missing', async () => {
+    const a = server();
+    const { cookie } = await login(a);
+    const body = (await a.inject({ url: '/console/api/backpressure', headers: { cookie } })).json();
+    expect(body).toMatchObject({ processorHere: false, waitingForDependency: { counts: [{ tenant: 'tenant-a', runClass: 'batch', runs: 2 }], why: null }, lag: { report: null, why: 'no active lag monitor' } });
   });
 
   it('finds runs of any tenant and shows one with its events', async () => {
@@ -293,5 +329,63 @@ describe('the console page and its bundles', () => {
     expect(asset.headers['content-type']).toBe('text/javascript; charset=utf-8');
     expect(asset.headers['cache-control']).toContain('immutable');
     expect((await a.inject({ url: '/console/assets/..%2Findex.html' })).statusCode).toBe(404);
+  });
+});
+
+describe('console hardening', () => {
+  const loginFrom = (a: FastifyInstance, headers: Record<string, string> = {}, key = 'local-admin-key') =>
+    a.inject({ method: 'POST', url: '/console/session', headers: { host: HOST, origin: `http://${HOST}`, ...headers }, payload: { key } });
+
+  it('refuses a sixth login from one address within the minute with 429 and Retry-After, audited; another address still logs in', async () => {
+    const a = server();
+    for (let i = 0; i < 5; i++) expect((await loginFrom(a, {}, 'wrong-key')).statusCode).toBe(401);
+    const refused = await loginFrom(a);
+    expect(refused.statusCode).toBe(429);
+    expect(refused.headers['retry-after']).toBe('12');
+    expect(refused.json()).toMatchObject({ code: 'rate_limited', retryAfterSec: 12 });
+    expect(audit.at(-1)).toMatchObject({ action: 'login', outcome: 'refused', why: 'too many login attempts from this address' });
+    expect((await a.inject({ method: 'POST', url: '/console/session', remoteAddress: '10.1.2.3', headers: { host: HOST, origin: `http://${HOST}` }, payload: { key: 'local-admin-key' } })).statusCode).toBe(200);
+  });
+
+  it('marks the cookie Secure when a trusted proxy says https, and ignores X-Forwarded-Proto unless proxies are trusted', async () => {
+    const https = { 'x-forwarded-proto': 'https' };
+    expect(String((await loginFrom(server({ trustProxy: true }), https)).headers['set-cookie'])).toMatch(/; Secure$/);
+    expect(String((await loginFrom(server({ trustProxy: true }))).headers['set-cookie'])).not.toContain('Secure');
+    expect(String((await loginFrom(server(), https)).headers['set-cookie'])).not.toContain('Secure');
+  });
+
+  it('ends the previous session of a browser that logs in again, with a new session id', async () => {
+    const a = server();
+    const first = await login(a);
+    const again = await loginFrom(a, { cookie: first.cookie });
+    expect(again.statusCode).toBe(200);
+    const second = String(again.headers['set-cookie']).split(';')[0]!;
+    expect(second).not.toBe(first.cookie);
+    expect((await a.inject({ url: '/console/api/session', headers: { cookie: first.cookie } })).statusCode).toBe(401);
+    expect((await a.inject({ url: '/console/api/session', headers: { cookie: second } })).statusCode).toBe(200);
+    expect(audit.at(-1)).toMatchObject({ action: 'login', outcome: 'done', ended: expect.stringMatching(/^[0-9a-f]{12}$/) });
+  });
+
+  it('audits a replay and a discard that failed, with the failure', async () => {
+    const a = server({ failing: true });
+    const { cookie, csrf } = await login(a);
+    const replay = await a.inject({ method: 'POST', url: '/console/api/dlq/replay', headers: { cookie, 'x-csrf-token': csrf }, payload: { ids: ['7'], dryRun: false } });
+    expect(replay.statusCode).toBe(500);
+    expect(audit.at(-1)).toMatchObject({ action: 'dlq.replay', outcome: 'failed', ids: ['7'], error: 'Kafka: connecting timed out after 15000 ms' });
+    const discard = await a.inject({ method: 'POST', url: '/console/api/dlq/discard', headers: { cookie, 'x-csrf-token': csrf }, payload: { ids: ['3'], reason: 'duplicate' } });
+    expect(discard.statusCode).toBe(500);
+    expect(audit.at(-1)).toMatchObject({ action: 'dlq.discard', outcome: 'failed', ids: ['3'], reason: 'duplicate', error: 'Postgres: connection refused' });
+  });
+
+  it("gives a path under /console that no route answers the console's security headers", async () => {
+    const a = server();
+    for (const url of ['/console/nope', '/console/api/nope?x=1', '/console/assets/missing.js']) {
+      const res = await a.inject({ url });
+      expect(res.statusCode, url).toBe(404);
+      expect(res.headers['content-security-policy'], url).toContain("default-src 'self'");
+      expect(res.headers['x-frame-options'], url).toBe('DENY');
+      expect(res.headers['cache-control'], url).toBe('no-store');
+    }
+    expect((await a.inject({ url: '/v1/nope' })).headers['content-security-policy']).toBeUndefined();
   });
 });

@@ -29,6 +29,10 @@ describe('startBanner', () => {
     for (const workflow of ['support-reply', 'support-agent']) expect(loadConfig({ env: {} }).workflows[workflow]).toBeDefined();
     expect(dev).toContain('"workflow":"support-agent"');
     expect(dev).toContain('http://127.0.0.1:8080/v1/runs/<runId>/events');
+    // The Kafka path with the demo ingress secret, only where the ingress runs.
+    expect(dev).not.toContain('local-ingress-secret-a');
+    const withIngress = startBanner(loadConfig({ env: {} }), { ...running, roles: ['api', 'ingress'] });
+    expect(withIngress).toContain("through Kafka: SluiceProducer ('sluice/producer') as tenant-a, secret 'local-ingress-secret-a'");
     const production = startBanner(parseConfig(secretDoc()), running);
     expect(production.split('\n')[0]).toBe('Sluice is running (production profile): roles api, processor');
     expect(production).not.toContain('local-key-a');

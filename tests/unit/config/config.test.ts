@@ -176,7 +176,8 @@ describe('parseConfig defaults', () => {
       input: { maxDepth: 64, maxBytes: 256 * 1024 },
       recordAdmissionTimeoutMs: 1_000,
       admissionRows: { writeBehind: true, batchSize: 500, maxWaitMs: 5, maxPending: 20_000, drainMs: 5_000 },
-      console: { enable: true, sessionTtlSec: 28_800, sampleMs: 5_000 },
+      trustProxy: false,
+      console: { enable: true, sessionTtlSec: 28_800, sampleMs: 5_000, loginRateLimit: { attempts: 10, perSec: 60, maxAddresses: 10_000 } },
     });
     expect(cfg.processor).toEqual({ maxInFlight: 30, partitionBuffer: 100, shutdownGraceMs: 20_000, produceTimeoutMs: 10_000, permitLeaseMs: 15_000, enforceCaps: true, runRetry: { maxAttempts: 3, baseMs: 1_000, capMs: 30_000 }, maxInlineRetryWaitMs: 1_000, infraRetry: { maxAttempts: 8, baseMs: 500, capMs: 30_000 }, maxStepOutputBytes: 262_144, maxResultBytes: 524_288, pacing: { enabled: true, maxInlineWaitMs: 1_000, observedLimitTtlMs: 600_000, interactiveReserve: 1 } });
     expect(cfg.statusSink).toEqual({ batchSize: 500 });
@@ -282,6 +283,35 @@ describe('dependencies.<name>.adaptiveConcurrency', () => {
       const doc = baseDoc();
       doc.dependencies.anthropic.adaptiveConcurrency = adaptive;
       expect(configError(() => parseConfig(doc)).fields, JSON.stringify(adaptive)).toEqual([field]);
+    }
+  });
+
+  it('takes trusted proxies as true, false or addresses and CIDR ranges, and names the field of a bad one', () => {
+    for (const trustProxy of [true, false, ['127.0.0.1'], ['10.0.0.0/8', 'fd00::/8', '::1']]) {
+      const doc = baseDoc();
+      doc.api.trustProxy = trustProxy;
+      expect(parseConfig(doc).api.trustProxy).toEqual(trustProxy);
+    }
+    for (const [trustProxy, field] of [
+      [['10.0.0.0/33'], 'api.trustProxy'],
+      [['proxy.local'], 'api.trustProxy'],
+      [[], 'api.trustProxy'],
+      [2, 'api.trustProxy'],
+    ] as const) {
+      const doc = baseDoc();
+      doc.api.trustProxy = trustProxy;
+      expect(configError(() => parseConfig(doc)).fields.map((f) => f.replace(/\.\d+$/, '')), JSON.stringify(trustProxy)).toEqual([field]);
+    }
+    const doc = baseDoc();
+    doc.api.console = { loginRateLimit: { attempts: 0 } };
+    expect(configError(() => parseConfig(doc)).fields).toEqual(['api.console.loginRateLimit.attempts']);
+  });
+
+  it('takes ingress.maxInFlight records of a partition at once, 32 by default, and names the field of a bad one', () => {
+    expect(parseConfig(baseDoc()).ingress.maxInFlight).toBe(32);
+    expect(parseConfig({ ...baseDoc(), ingress: { maxInFlight: 1 } }).ingress.maxInFlight).toBe(1);
+    for (const maxInFlight of [0, 1.5, 1_001, '8']) {
+      expect(configError(() => parseConfig({ ...baseDoc(), ingress: { maxInFlight } })).fields, JSON.stringify(maxInFlight)).toEqual(['ingress.maxInFlight']);
     }
   });
 

@@ -1,7 +1,9 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig, parseConfig } from '../../../src/config/load.js';
-import { DEMO_KEYS, llmFromSimulator, productionProblems, profileError } from '../../../src/config/profile.js';
+import { readFileSync } from 'node:fs';
+import { DEMO_INGRESS_SECRETS, DEMO_KEYS, demoSecretProblems, llmFromSimulator, productionProblems, profileError } from '../../../src/config/profile.js';
+import { readIngressSecrets } from '../../../src/ingress/ingress-secrets.js';
 
 const sha = (s: string) => createHash('sha256').update(s, 'utf8').digest('hex');
 const timeouts = { connectMs: 100, readMs: 1000, totalMs: 2000 };
@@ -154,6 +156,28 @@ describe('productionProblems', () => {
     expect(parseConfig({ ...readyDoc(), profile: 'production' }, { SLUICE_PROFILE: 'dev' }).profile).toBe('dev');
     const demo = loadConfig({ env: { SLUICE_PROFILE: 'production' } });
     expect(demo.profile).toBe('production');
+  });
+});
+
+describe('demoSecretProblems', () => {
+  const readBuiltIn = (env: Record<string, string> = {}) => {
+    const config = loadConfig({ env });
+    return { config, secrets: readIngressSecrets(config, { env: {}, readFile: (file) => readFileSync(file) }) };
+  };
+
+  it('finds the demo secret of the built-in config beside it, wherever Sluice starts, and allows it under dev', () => {
+    const { config, secrets } = readBuiltIn();
+    expect([...secrets.keys()]).toEqual(['tenant-a']);
+    expect(secrets.get('tenant-a')!.toString('utf8')).toBe(DEMO_INGRESS_SECRETS[0]);
+    expect(demoSecretProblems(config, secrets)).toEqual([]);
+  });
+
+  it('refuses a published demo secret under production, naming the tenant, and a secret of its own not', () => {
+    const { config, secrets } = readBuiltIn({ SLUICE_PROFILE: 'production' });
+    expect(demoSecretProblems(config, secrets)).toEqual([
+      { field: 'tenants.tenant-a.ingress', message: `holds the published demo ingress secret "${DEMO_INGRESS_SECRETS[0]}": anyone can sign for this tenant; give it a secret of its own` },
+    ]);
+    expect(demoSecretProblems(config, new Map([['tenant-a', Buffer.from('a secret of its own, long enough')]]))).toEqual([]);
   });
 });
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { OverviewPoint } from '../../../src/api/console/overview.js';
-import { alertBanner, chartData, formatSeconds, lagRows, latencyPick, latestFigures, parseLimit, permitRows, filterQuery, runTimeline } from '../../../src/console/view-models.js';
+import { alertBanner, chartData, formatSeconds, lagRows, latencyPick, latestFigures, heldTenants, oldestWaiterText, parseLimit, pausedWhy, pendingLines, permitRows, filterQuery, runTimeline } from '../../../src/console/view-models.js';
 
 const point = (at: number, admission: Record<string, number>, p50: Record<string, number | null> = {}): OverviewPoint => ({ at, admission, refusals: {}, finished: {}, p50, p99: {} });
 
@@ -28,7 +28,13 @@ describe('latestFigures', () => {
 describe('alertBanner', () => {
   it('takes the worst severity and lists every alert', () => {
     expect(alertBanner([])).toBeUndefined();
-    expect(alertBanner([{ alert: 'A', severity: 'warning', summary: 'x' }, { alert: 'B', severity: 'critical', summary: 'y' }])).toEqual({ level: 'critical', lines: ['A: x', 'B: y'] });
+    expect(alertBanner([{ alert: 'SluiceBatchLagHigh', severity: 'warning', summary: 'x' }, { alert: 'SluiceBreakerOpen', severity: 'critical', summary: 'y' }])).toEqual({ level: 'critical', lines: ['SluiceBatchLagHigh: x', 'SluiceBreakerOpen: y'] });
+  });
+});
+
+describe('pendingLines', () => {
+  it('says how long each pending condition has held, of its for: duration', () => {
+    expect(pendingLines([{ alert: 'SluiceBreakerOpen', severity: 'critical', summary: 'Breaker of x is open', since: 10_000, forMs: 300_000 }], 75_000)).toEqual(['pending: SluiceBreakerOpen (Breaker of x is open), held 1 min 5 s of 5 min 0 s']);
   });
 });
 
@@ -47,20 +53,29 @@ describe('permitRows', () => {
   it('marks the scopes the limits API can change, and the configured value behind an override', () => {
     const rows = permitRows(
       [
-        { scope: 'global', inUse: 5, limit: 10 },
-        { scope: 'class:batch', inUse: 1, limit: 5 },
+        { scope: 'global', inUse: 5, limit: 10, oldestWaitingSec: 75 },
+        { scope: 'class:batch', inUse: 1, limit: 5, oldestWaitingSec: 0 },
         { scope: 'tenant:a', inUse: 2, limit: 0 },
       ],
       [
         { scope: 'global', limit: 10, default: 20, override: 10 },
         { scope: 'tenant', name: 'a', limit: 0, default: 4, override: 0 },
       ],
+      true,
     );
     expect(rows).toEqual([
-      { scope: 'global', inUse: 5, limit: 10, usage: 0.5, edit: { scope: 'global' }, configured: 20 },
-      { scope: 'class:batch', inUse: 1, limit: 5, usage: 0.2 },
-      { scope: 'tenant:a', inUse: 2, limit: 0, usage: 1, edit: { scope: 'tenant', name: 'a' }, configured: 4 },
+      { scope: 'global', inUse: 5, limit: 10, usage: 0.5, edit: { scope: 'global' }, configured: 20, oldestWaiter: '1 min 15 s' },
+      { scope: 'class:batch', inUse: 1, limit: 5, usage: 0.2, oldestWaiter: 'none waiting' },
+      { scope: 'tenant:a', inUse: 2, limit: 0, usage: 1, edit: { scope: 'tenant', name: 'a' }, configured: 4, oldestWaiter: 'not tracked per scope' },
     ]);
+  });
+  it('says when no processor runs in this process to know the oldest waiter', () => {
+    expect(oldestWaiterText(undefined, false)).toBe('no processor in this process');
+  });
+  it('says why partitions are paused, and whose runs are held', () => {
+    expect(pausedWhy('breaker_open')).toContain('open dependency');
+    expect(pausedWhy('something_new')).toBe('something_new');
+    expect(heldTenants({ 'tenant-b': 1, 'tenant-a': 3, 'tenant-c': 1 })).toBe('tenant-a 3, tenant-b 1, tenant-c 1');
   });
   it('accepts only limits the admin API accepts', () => {
     expect(parseLimit(' 12 ')).toEqual({ limit: 12 });

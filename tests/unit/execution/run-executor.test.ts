@@ -20,6 +20,7 @@ import { NOW, RUN } from './fixtures.js';
 import { terminalSequence } from '../../../src/runs/status-sequence.js';
 import { RETRY_HEADER } from '../../../src/retries/retry-headers.js';
 import { RetryBudgets } from '../../../src/retries/retry-budget.js';
+import { ToolConnections } from '../../../src/steps/tool-connections.js';
 import type { LlmResult } from '../../../src/steps/llm-call.js';
 import { histogramValue, metricValue } from '../../support/metric-value.js';
 import type { CallPacer } from '../../../src/execution/call-guard.js';
@@ -27,6 +28,10 @@ import type { PaceTurn } from '../../../src/pacing/dependency-pacer.js';
 import type { CallResponse, CallTokens } from '../../../src/pacing/pacing-policy.js';
 
 const run = RUN;
+
+/** The tool calls' connections: kept alive between tests, closed with the last. */
+const toolConnections = new ToolConnections();
+afterAll(() => toolConnections.close());
 
 /** An executor whose LLM answers at once (or fails as `llmFailures` says) and whose tools must never be called. */
 function executor(cancelAnswers: (CancelReason | undefined)[], journal: Map<string, unknown> = new Map(), llmFailures: Error[] = [], config = loadConfig({ env: {} }), opts: { breaker?: BreakerView; admit?: BreakerAdmission[]; llmText?: string; deps?: Partial<RunExecutorDeps> } = {}) {
@@ -46,6 +51,7 @@ function executor(cancelAnswers: (CancelReason | undefined)[], journal: Map<stri
       const text = opts.llmText ?? 'ok';
       return { text, content: [{ type: 'text', text }], model: 'sim', stopReason: 'end_turn', usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } };
     },
+    tool: (req) => toolConnections.call(req),
     simulatorUrl: 'http://127.0.0.1:1',
     publishStatus: async (e) => void published.push(e),
     dependencyPermits: { acquire: async () => async () => undefined },
@@ -944,7 +950,10 @@ describe('RunExecutor with an agent step', () => {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     simulatorUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   });
-  afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  afterAll(() => {
+    toolConnections.close();
+    return new Promise<void>((resolve) => server.close(() => resolve()));
+  });
   beforeEach(() => void (tools = []));
 
   it('completes with the answer, the step\'s agent summary and the usage of every turn', async () => {

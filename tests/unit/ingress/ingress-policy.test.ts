@@ -2,8 +2,10 @@ import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../src/config/load.js';
 import type { RunSubmission } from '../../../src/events/schemas.js';
 import { requestFingerprint } from '../../../src/admission/idempotency.js';
-import { MAX_DECISIONS, answerStatus, answerStatusEvent, checkSubmission, reofferAt, type IngressAnswer } from '../../../src/ingress/ingress-policy.js';
+import { MAX_DECISIONS, answerStatus, answerStatusEvent, checkSubmission, endedDeferral, reofferAt, type IngressAnswer } from '../../../src/ingress/ingress-policy.js';
 import { heldSequence } from '../../../src/runs/status-sequence.js';
+import { MAX_REQUEST_ID } from '../../../src/client/types.js';
+import { toRunSubmission, type SubmitRequest } from '../../../src/producers/submission.js';
 
 const config = loadConfig({ env: {} });
 
@@ -58,6 +60,22 @@ describe('checkSubmission: a RunSubmission as an admission request', () => {
     if (check.ok) return;
     expect(check.reason).toBe(reason);
     expect(check.message).toMatch(message);
+  });
+
+  it('bounds request ids and keys by the rule SluiceProducer checks before sending, in the same words', () => {
+    for (const [field, over] of [
+      ['requestId', { requestId: 'r'.repeat(MAX_REQUEST_ID + 1) }],
+      ['idempotencyKey', { idempotencyKey: 'k'.repeat(256) }],
+    ] as const) {
+      const ingress = checkSubmission(submission(over), 'tenant-a', config);
+      const request: SubmitRequest = { workflow: 'support-reply', input: {}, idempotencyKey: 'order-42', requestId: 'req-1' };
+      const producer = toRunSubmission('tenant-a', { ...request, ...over }, () => 'unused');
+      expect(producer.ok || ingress.ok).toBe(false);
+      if (producer.ok || ingress.ok) continue;
+      expect(producer.field).toBe(field);
+      expect(ingress.message).toBe(`${field} ${producer.message}`);
+    }
+    expect(checkSubmission(submission({ requestId: 'r'.repeat(MAX_REQUEST_ID) }), 'tenant-a', config).ok).toBe(true);
   });
 
   it('refuses a record key naming no configured tenant', () => {
@@ -126,6 +144,27 @@ describe('answers as status events', () => {
     const e = answerStatusEvent({ ...base, outcome: 'rejected', reason: 'deadline_unreachable' }, 'tenant-a', 'req-9');
     expect(e).toMatchObject({ status: 'rejected', error: { code: 'deadline_unreachable' } });
     expect(answerStatus('rejected')).toBe(503);
+  });
+
+  it('a re-offer of the kept deferral, dead-lettered, ends its run: the next decision, dead_lettered, not retryable', () => {
+    const dead = { reason: 'invalid_request' as const, detail: 'deadlineMs must be at most 30000', at: 9_000 };
+    const ended = endedDeferral(base, base.runId, dead);
+    expect(ended).toMatchObject({ runId: base.runId, token: base.token, outcome: 'dead_lettered', reason: 'invalid_request', decision: 3, decidedAt: 9_000, deadline: 31_000 });
+    expect(ended).not.toHaveProperty('retryAfterSec');
+    expect(ended).not.toHaveProperty('reofferAt');
+    const e = answerStatusEvent(ended!, 'tenant-a', 'req-9');
+    expect(e).toMatchObject({ status: 'dead_lettered', sequence: 3, requestId: 'req-9', retryAfterSec: null, occurredAt: 9_000, error: { code: 'invalid_request', message: dead.detail, retryable: false } });
+    expect(e.message).toBe('dead_lettered: its re-offer was archived in the DLQ (reason invalid_request); it never runs');
+    expect(answerStatus('dead_lettered')).toBe(400);
+  });
+
+  it('ends nothing but a re-offer of the very deferral kept under the key', () => {
+    const dead = { reason: 'invalid_request' as const, detail: 'x', at: 9_000 };
+    // No re-offer header, another run's, nothing kept, or a kept answer that is no deferral.
+    expect(endedDeferral(base, undefined, dead)).toBeUndefined();
+    expect(endedDeferral(base, '01890a5d-ac96-774b-bcce-000000000000', dead)).toBeUndefined();
+    expect(endedDeferral(undefined, base.runId, dead)).toBeUndefined();
+    for (const outcome of ['queued', 'rejected', 'dead_lettered'] as const) expect(endedDeferral({ ...base, outcome }, base.runId, dead)).toBeUndefined();
   });
 
   it('an admission is queued, without error or retry-after', () => {

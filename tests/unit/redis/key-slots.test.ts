@@ -24,7 +24,7 @@ interface Invocation {
 /** Records the key set of every script call the production stores make; replies so that each store gets through its call. */
 function recordingScripts() {
   const calls: Invocation[] = [];
-  const replies: Partial<Record<ScriptName, unknown>> = { runProgressOpen: ['', ''], runProgressRecord: '', permitsAcquire: [1, Date.now() + 1_000], idempotencyClaim: ['claimed'], pacingReserve: [1, 0], adaptiveLimitUpdate: ['4', 0] };
+  const replies: Partial<Record<ScriptName, unknown>> = { runProgressOpen: ['', ''], runProgressRecord: '', permitsAcquire: [1, Date.now() + 1_000], idempotencyClaim: ['claimed'], idempotencyAnswer: null, pacingReserve: [1, 0], adaptiveLimitUpdate: ['4', 0] };
   const scripts = {
     run: async (name: ScriptName, keys: readonly string[]) => {
       calls.push({ name, keys: [...keys] });
@@ -62,6 +62,7 @@ async function everyInvocation(namespace: string, tenant: string, workflow: stri
   await idempotency.claim(tenant, 'key-1', 'fingerprint');
   await idempotency.store(tenant, 'key-1', 'token', { status: 202, body: {} } as never);
   await idempotency.forget(tenant, 'key-1', 'token');
+  await idempotency.answer(tenant, 'key-1');
   const permits = new PermitStore(scripts, keys);
   for (const runClass of ['interactive', 'batch'] as const) {
     const granted = await permits.tryAcquire(runScopes(config, keys, { tenantId: tenant, workflow, runClass }), 1_000, 'run-1:1');
