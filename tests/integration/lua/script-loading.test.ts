@@ -49,6 +49,7 @@ async function runEveryScript(scripts: LuaScripts): Promise<void> {
   await scripts.run('backlogRelease', [keys.backlogTenant('t'), keys.backlogClass('batch'), keys.backlogAll(), keys.serviceStats('batch')], ['r1', 5, 10, 361, 0.1, 1]);
   await scripts.run('idempotencyClaim', [keys.idempotency('t', 'k')], ['h', 'tok', 10_000]);
   await scripts.run('idempotencySettle', [keys.idempotency('t', 'k')], ['tok', 'forget', 0, '', 0]);
+  await scripts.run('idempotencyAnswer', [keys.idempotency('t', 'k')], []);
   const permitKeys = [keys.permitScope('global'), keys.permitScope('tenant:t')];
   await scripts.run('permitsAcquire', [...permitKeys, keys.permitLimits()], ['tok', 10_000, 0, '', '', 0, 'global', 1, 1, 0, 0, 0, 'tenant:t', 1, 1, 0, 0, 0]);
   await scripts.run('permitsRenew', permitKeys, ['tok', 10_000]);
