@@ -3,7 +3,10 @@
 -- no instance needs a timer and exactly one transition is announced however many instances ask.
 -- Half-open lets a few probe calls through; each holds a lease (member = caller's token, score =
 -- expiry ms) so a probe whose caller vanished frees its slot after the lease instead of never.
+-- An operator's force (breaker-force.lua) decides before any of that: forced open refuses the call
+-- until the force ends, forced closed lets it through as no probe, and neither moves the state.
 -- KEYS[1] state hash (state, retryAt while open, probeSuccesses while half-open)   KEYS[2] probes zset
+-- KEYS[3] forced hash (mode, until), absent unless forced
 -- ARGV[1] caller's token   ARGV[2] half-open probes allowed at once   ARGV[3] probe lease ms
 -- ARGV[4] keep ms: how long idle state and probes outlive their last write
 -- ARGV[5] transition channel (sharded, in the breaker's slot)   ARGV[6] dependency name (announced)
@@ -15,6 +18,10 @@ local token = ARGV[1]
 local probes = tonumber(ARGV[2])
 local lease = tonumber(ARGV[3])
 local keep = tonumber(ARGV[4])
+
+local forced = redis.call('HMGET', KEYS[3], 'mode', 'until')
+if forced[1] == 'open' then return {0, 'open', tonumber(forced[2])} end
+if forced[1] == 'closed' then return {1, 0} end
 
 local hash = redis.call('HMGET', KEYS[1], 'state', 'retryAt')
 local state = hash[1]

@@ -9,7 +9,11 @@
 -- Open: outcomes are late answers to calls made before the trip and are ignored.
 -- Closing stamps closedAt (Redis-clock ms), from which every instance derives the dependency's
 -- ramp-up (src/config/ramp-up.ts); opening removes it.
+-- Forced (breaker-force.lua): the outcome only goes into the window and nothing changes state, so
+-- a drill neither trips nor settles the breaker behind the operator's back; a probe admitted before
+-- the force gives its lease back.
 -- KEYS[1] state hash (state, retryAt, probeSuccesses, closedAt)   KEYS[2] window hash   KEYS[3] probes zset
+-- KEYS[4] forced hash, absent unless forced
 -- ARGV[1] caller's token ('' if the call was not a probe)
 -- ARGV[2] outcome: success | failure | released (abandoned by us: frees a probe slot, counts as nothing)
 -- ARGV[3] duration ms   ARGV[4] windowMs   ARGV[5] minimumCalls   ARGV[6] failureThreshold
@@ -39,6 +43,23 @@ local function open(from)
   return {'open', 1}
 end
 
+local window = tonumber(ARGV[4])
+
+local function count_in_window()
+  local bucket = breaker_bucket(now, window)
+  redis.call('HINCRBY', KEYS[2], bucket .. ':c', 1)
+  if outcome == 'failure' then redis.call('HINCRBY', KEYS[2], bucket .. ':f', 1) end
+  if tonumber(ARGV[3]) >= tonumber(ARGV[8]) then redis.call('HINCRBY', KEYS[2], bucket .. ':s', 1) end
+  redis.call('PEXPIRE', KEYS[2], window)
+  return breaker_window_sums(KEYS[2], now, window)
+end
+
+if redis.call('EXISTS', KEYS[4]) == 1 then
+  if token ~= '' then redis.call('ZREM', KEYS[3], token) end
+  if outcome ~= 'released' then count_in_window() end
+  return {state, 0}
+end
+
 if state == 'half_open' then
   redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
   if token == '' or redis.call('ZREM', KEYS[3], token) == 0 or outcome == 'released' then return {'half_open', 0} end
@@ -56,15 +77,7 @@ if state == 'half_open' then
 end
 if state == 'open' or outcome == 'released' then return {state, 0} end
 
-local window = tonumber(ARGV[4])
-local bucket = breaker_bucket(now, window)
-redis.call('HINCRBY', KEYS[2], bucket .. ':c', 1)
-if outcome == 'failure' then redis.call('HINCRBY', KEYS[2], bucket .. ':f', 1) end
-if tonumber(ARGV[3]) >= tonumber(ARGV[8]) then redis.call('HINCRBY', KEYS[2], bucket .. ':s', 1) end
-redis.call('PEXPIRE', KEYS[2], window)
-
-local sums = breaker_window_sums(KEYS[2], now, window)
-
+local sums = count_in_window()
 local calls = sums.c
 if calls >= tonumber(ARGV[5]) and (sums.f >= tonumber(ARGV[6]) or sums.f / calls >= tonumber(ARGV[7]) or sums.s / calls >= tonumber(ARGV[9])) then
   return open('closed')

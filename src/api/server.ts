@@ -14,6 +14,7 @@ import { registerHealthRoutes, type ReadinessCheck } from './routes/health.js';
 import { registerRunEventRoutes, type RunEventRouteDeps } from './routes/run-events.js';
 import { registerCancelRunRoute, type CancelRunRouteDeps } from './routes/cancel-run.js';
 import { registerAdminLimitsRoutes, type AdminLimitsRouteDeps } from './routes/admin-limits.js';
+import { registerAdminBreakerRoutes, type AdminBreakersRouteDeps } from './routes/admin-breakers.js';
 import { isConsolePath, registerConsoleRoutes, type ConsoleDeps } from './console/console-routes.js';
 
 declare module 'fastify' {
@@ -39,8 +40,10 @@ export interface ApiDeps extends Omit<RunRouteDeps, 'config' | 'reads'> {
   runStatus: Omit<RunEventRouteDeps, 'metrics' | 'now' | 'reads'> & Omit<CancelRunRouteDeps, 'reads'>;
   /** Run-time concurrency limits behind `/v1/admin/limits`. */
   limits: AdminLimitsRouteDeps['limits'];
+  /** The shared breakers behind `/v1/admin/breakers`: their reports and operators' forces. */
+  breakers: AdminBreakersRouteDeps['breakers'];
   /** The operations console at `/console`; absent when `api.console.enable` is false. */
-  console?: Omit<ConsoleDeps, 'keys' | 'limits'>;
+  console?: Omit<ConsoleDeps, 'keys' | 'limits' | 'breakerAdmin'>;
 }
 
 const PUBLIC_PATHS = new Set(['/healthz', '/readyz', '/metrics']);
@@ -189,6 +192,7 @@ export function buildApiServer(deps: ApiDeps): FastifyInstance {
   registerRunEventRoutes(app, { ...deps.runStatus, reads: deps.reads, metrics, now: deps.now });
   registerCancelRunRoute(app, { ...deps.runStatus, reads: deps.reads });
   registerAdminLimitsRoutes(app, { config, limits: deps.limits });
-  if (deps.console) registerConsoleRoutes(app, { ...deps.console, keys, limits: { config, limits: deps.limits } });
+  registerAdminBreakerRoutes(app, { config, breakers: deps.breakers });
+  if (deps.console) registerConsoleRoutes(app, { ...deps.console, keys, limits: { config, limits: deps.limits }, breakerAdmin: { config, breakers: deps.breakers } });
   return app;
 }

@@ -4,8 +4,8 @@ import type { Logger } from '../obs/logger.js';
 import type { Metrics } from '../obs/metrics.js';
 import type { RedisKeys } from '../redis/keys.js';
 import { numberField } from '../redis/number-field.js';
-import { BREAKER_STATE_VALUE, type BreakerView } from './breaker-gate.js';
-import { parseBreakerTransition } from './breaker-store.js';
+import { BREAKER_STATE_VALUE, effectiveView, type BreakerForce, type BreakerView } from './breaker-gate.js';
+import { parseBreakerForceChange, parseBreakerTransition } from './breaker-store.js';
 
 export type BreakerListener = (next: BreakerView, previous: BreakerView) => void;
 
@@ -18,25 +18,35 @@ export interface BreakerBoardOptions {
   now?: () => number;
 }
 
+/** A forced hash as breaker-force.lua writes it (`mode`, `until`), or undefined when none (or unreadable). */
+export function parseForcedHash(hash: Record<string, string>): BreakerForce | undefined {
+  const until = numberField(hash.until);
+  return (hash.mode === 'open' || hash.mode === 'closed') && until !== undefined ? { mode: hash.mode, until } : undefined;
+}
+
 /**
  * A breaker hash as the breaker scripts write it: `state`, while open `retryAt` and, once closed
- * after a trip, `closedAt` (ms). A missing hash is a closed breaker; each time means something
- * only in its state, so it is kept only then.
+ * after a trip, `closedAt` (ms); with the forced hash beside it. A missing hash is a closed
+ * breaker; each time means something only in its state, so it is kept only then.
  */
-export function parseBreakerHash(name: string, hash: Record<string, string>): BreakerView {
+export function parseBreakerHash(name: string, hash: Record<string, string>, forcedHash: Record<string, string> = {}): BreakerView {
   const state = hash.state === 'open' || hash.state === 'half_open' ? hash.state : 'closed';
   const retryAt = state === 'open' ? numberField(hash.retryAt) : undefined;
   const closedAt = state === 'closed' ? numberField(hash.closedAt) : undefined;
-  return { name, state, ...(retryAt !== undefined ? { retryAt } : {}), ...(closedAt !== undefined ? { closedAt } : {}) };
+  const forced = parseForcedHash(forcedHash);
+  return { name, state, ...(retryAt !== undefined ? { retryAt } : {}), ...(closedAt !== undefined ? { closedAt } : {}), ...(forced ? { forced } : {}) };
 }
 
-const sameView = (a: BreakerView, b: BreakerView) => a.state === b.state && a.retryAt === b.retryAt && a.closedAt === b.closedAt;
+const sameView = (a: BreakerView, b: BreakerView) =>
+  a.state === b.state && a.retryAt === b.retryAt && a.closedAt === b.closedAt && a.forced?.mode === b.forced?.mode && a.forced?.until === b.forced?.until;
 
 /**
- * Every instance's view of the shared breakers. Transitions arrive by Redis pub/sub within
- * milliseconds; the state hashes are also read every `pollMs`, so an instance that missed a
- * message (it was reconnecting) converges anyway. A read that started before the last announcement
- * of a dependency is older than what it would overwrite, so it is dropped for that dependency.
+ * Every instance's view of the shared breakers. Transitions and operators' forces arrive by Redis
+ * pub/sub within milliseconds; the state hashes are also read every `pollMs`, so an instance that
+ * missed a message (it was reconnecting, or a force expired, which sends none) converges anyway.
+ * A read that started before the last announcement of a dependency is older than what it would
+ * overwrite, so it is dropped for that dependency. `view` and `all` answer the breakers as calls
+ * meet them: a force in place decides (`effectiveView`), and one past its end is dropped at once.
  */
 export class BreakerBoard {
   private readonly views = new Map<string, BreakerView>();
@@ -101,10 +111,16 @@ export class BreakerBoard {
   }
 
   all(): ReadonlyMap<string, BreakerView> {
-    return this.views;
+    const now = this.now();
+    return new Map([...this.views].map(([d, v]) => [d, effectiveView(v, now)]));
   }
 
   view(dependency: string): BreakerView {
+    return effectiveView(this.shared(dependency), this.now());
+  }
+
+  /** The breaker as last read or announced, with its force whether in place or past. */
+  private shared(dependency: string): BreakerView {
     return this.views.get(dependency) ?? { name: dependency, state: 'closed' };
   }
 
@@ -124,12 +140,20 @@ export class BreakerBoard {
   private async read(): Promise<void> {
     const names = [...this.known];
     const startedAt = this.now();
-    // One read per breaker: each hash lives in its dependency's slot, so no pipeline spans them on a cluster.
-    const hashes = await Promise.all(names.map((d) => this.redis.hgetall(this.keys.breaker(d))));
+    // One read per breaker: each breaker's keys live in its dependency's slot, so no transaction spans them on a cluster.
+    const views = await Promise.all(names.map((d) => this.readOne(d)));
     names.forEach((d, i) => {
       if ((this.announcedAt.get(d) ?? -1) >= startedAt) return;
-      this.apply(parseBreakerHash(d, hashes[i]!), 'read');
+      this.apply(views[i]!, 'read');
     });
+  }
+
+  /** The state and the force of one breaker, read together so neither is older than the other. */
+  private async readOne(dependency: string): Promise<BreakerView> {
+    const replies = await this.redis.multi().hgetall(this.keys.breaker(dependency)).hgetall(this.keys.breakerForced(dependency)).exec();
+    const failed = replies?.find(([err]) => err);
+    if (!replies || failed) throw failed?.[0] ?? new Error(`the read of breaker "${dependency}" was aborted`);
+    return parseBreakerHash(dependency, replies[0]![1] as Record<string, string>, replies[1]![1] as Record<string, string>);
   }
 
   /** After (re)connecting: read every state, and follow live from then on. */
@@ -147,21 +171,31 @@ export class BreakerBoard {
     return this.refresh().catch((err: unknown) => this.log.warn({ err }, 'could not read breaker states; keeping the last view'));
   }
 
+  /** A transition keeps the force in place; a force keeps the state: each announcement changes only its own. */
   private onAnnouncement(payload: string): void {
     const t = parseBreakerTransition(payload);
-    if (!t || !this.known.has(t.dependency)) return;
-    this.announcedAt.set(t.dependency, this.now());
-    this.opts.metrics?.breakerTransitions.inc({ dependency: t.dependency, from: t.from, to: t.to });
-    this.apply({ name: t.dependency, state: t.to, ...(t.retryAt !== null && t.to === 'open' ? { retryAt: t.retryAt } : {}), ...(t.to === 'closed' ? { closedAt: t.at } : {}) }, 'announcement');
+    const f = t ? undefined : parseBreakerForceChange(payload);
+    const dependency = t?.dependency ?? f?.dependency;
+    if (dependency === undefined || !this.known.has(dependency)) return;
+    this.announcedAt.set(dependency, this.now());
+    const { forced, ...current } = this.shared(dependency);
+    if (t) {
+      this.opts.metrics?.breakerTransitions.inc({ dependency, from: t.from, to: t.to });
+      this.apply({ name: dependency, state: t.to, ...(t.retryAt !== null && t.to === 'open' ? { retryAt: t.retryAt } : {}), ...(t.to === 'closed' ? { closedAt: t.at } : {}), ...(forced ? { forced } : {}) }, 'announcement');
+    } else if (f) {
+      this.apply({ ...current, ...(f.forced !== null && f.until !== null ? { forced: { mode: f.forced, until: f.until } } : {}) }, 'announcement');
+    }
   }
 
-  private apply(next: BreakerView, source: 'announcement' | 'read'): void {
-    const previous = this.view(next.name);
-    if (this.closed || sameView(previous, next)) return;
-    this.views.set(next.name, next);
+  private apply(shared: BreakerView, source: 'announcement' | 'read'): void {
+    const before = this.shared(shared.name);
+    if (this.closed || sameView(before, shared)) return;
+    this.views.set(shared.name, shared);
+    const now = this.now();
+    const [next, previous] = [effectiveView(shared, now), effectiveView(before, now)];
     this.opts.metrics?.breakerState.set({ dependency: next.name }, BREAKER_STATE_VALUE[next.state]);
     // `seenAt` lets tests and operators compare when each instance learned of a transition.
-    this.log.info({ dependency: next.name, from: previous.state, to: next.state, retryAt: next.retryAt ?? null, source, seenAt: this.now() }, 'breaker state seen');
+    this.log.info({ dependency: next.name, from: previous.state, to: next.state, retryAt: next.retryAt ?? null, forced: shared.forced ?? null, source, seenAt: now }, 'breaker state seen');
     for (const listener of [...this.listeners]) {
       try {
         listener(next, previous);

@@ -1,5 +1,13 @@
 import type { RunClass } from '../events/schemas.js';
 
+export type ForceMode = 'open' | 'closed';
+
+/** An operator's override of a breaker for a drill, in force until `until` (Redis-clock ms). */
+export interface BreakerForce {
+  mode: ForceMode;
+  until: number;
+}
+
 /** One dependency's breaker as an instance last saw it (pub/sub or the periodic read). */
 export interface BreakerView {
   name: string;
@@ -8,6 +16,20 @@ export interface BreakerView {
   retryAt?: number;
   /** While closed after a trip: when it closed (Redis-clock ms), the start of its ramp-up. */
   closedAt?: number;
+  /** An operator's force, if one was set; it decides over `state` until it ends. */
+  forced?: BreakerForce;
+}
+
+/**
+ * The breaker as calls meet it at `now`: a force in place decides (forced open is open until the
+ * force ends, so runs wait for that; forced closed is closed with no ramp-up, whatever the window
+ * says), and `forced` is kept to say why. A force past its end is dropped: the key expired in
+ * Redis even if no read has shown it yet.
+ */
+export function effectiveView(view: BreakerView, now: number): BreakerView {
+  const { forced, ...shared } = view;
+  if (!forced || forced.until <= now) return shared;
+  return forced.mode === 'open' ? { name: view.name, state: 'open', retryAt: forced.until, forced } : { name: view.name, state: 'closed', forced };
 }
 
 /**

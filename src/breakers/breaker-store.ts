@@ -2,6 +2,7 @@ import { rampUpMs } from '../config/ramp-up.js';
 import type { DependencyConfig } from '../config/schema.js';
 import type { RedisKeys } from '../redis/keys.js';
 import type { LuaScripts } from '../redis/scripts.js';
+import type { BreakerForce, ForceMode } from './breaker-gate.js';
 
 export type BreakerPolicy = DependencyConfig['breaker'];
 export type BreakerStateName = 'closed' | 'open' | 'half_open';
@@ -25,21 +26,52 @@ const STATES: readonly string[] = ['closed', 'open', 'half_open'] satisfies Brea
 const isState = (v: unknown): v is BreakerStateName => typeof v === 'string' && STATES.includes(v);
 const isMs = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v) && v >= 0;
 
-/** A transition payload, or undefined when it is not one (another writer, a newer format, garbage). */
-export function parseBreakerTransition(text: string): BreakerTransition | undefined {
+/** The fields of an announcement on a breaker's channel, or undefined when it is no JSON object. */
+function announcedFields(text: string): Record<string, unknown> | undefined {
   let value: unknown;
   try {
     value = JSON.parse(text);
   } catch {
     return undefined;
   }
-  if (typeof value !== 'object' || value === null) return undefined;
-  const { dependency, from, to, at, retryAt } = value as Record<string, unknown>;
+  return typeof value === 'object' && value !== null ? (value as Record<string, unknown>) : undefined;
+}
+
+/** A transition payload, or undefined when it is not one (another writer, a newer format, garbage). */
+export function parseBreakerTransition(text: string): BreakerTransition | undefined {
+  const fields = announcedFields(text);
+  if (!fields) return undefined;
+  const { dependency, from, to, at, retryAt } = fields;
   if (typeof dependency !== 'string' || dependency === '' || !isState(from) || !isState(to) || from === to || !isMs(at)) return undefined;
   if (to === 'open' && isMs(retryAt)) return { dependency, from, to, at, retryAt };
   if (to !== 'open' && retryAt === null) return { dependency, from, to, at, retryAt };
   return undefined;
 }
+
+/** An operator's force as announced by breaker-force.lua: set (`forced` and `until`) or cleared (both null). */
+export interface BreakerForceChange {
+  dependency: string;
+  forced: ForceMode | null;
+  until: number | null;
+  at: number;
+}
+
+/** A force payload, or undefined when it is not one (a transition, a newer format, garbage). */
+export function parseBreakerForceChange(text: string): BreakerForceChange | undefined {
+  const fields = announcedFields(text);
+  if (!fields) return undefined;
+  const { dependency, forced, until, at } = fields;
+  if (typeof dependency !== 'string' || dependency === '' || !isMs(at)) return undefined;
+  if ((forced === 'open' || forced === 'closed') && isMs(until)) return { dependency, forced, until, at };
+  if (forced === null && until === null) return { dependency, forced, until, at };
+  return undefined;
+}
+
+/**
+ * The longest a force may last: a drill is minutes, and one forgotten must not keep a dependency
+ * open (or its failures unchecked) for long. Every force needs its own duration, up to this.
+ */
+export const MAX_FORCE_MS = 3_600_000;
 
 /**
  * How long an idle breaker's keys outlive their last write: well past any lease, window, open
@@ -67,7 +99,7 @@ export class BreakerStore {
     const policy = this.policy(dependency);
     const res = (await this.scripts.run(
       'breakerAdmit',
-      [this.keys.breaker(dependency), this.keys.breakerProbes(dependency)],
+      [this.keys.breaker(dependency), this.keys.breakerProbes(dependency), this.keys.breakerForced(dependency)],
       [token, policy.halfOpenProbes, policy.probeLeaseMs, keepMs(policy), this.keys.breakerChanged(dependency), dependency],
     )) as [1, 0 | 1] | [0, 'open' | 'half_open', number];
     if (res[0] === 1) return { allowed: true, probe: res[1] === 1 };
@@ -80,7 +112,7 @@ export class BreakerStore {
     const p = this.policy(dependency);
     const [state, changed] = (await this.scripts.run(
       'breakerRecord',
-      [this.keys.breaker(dependency), this.keys.breakerWindow(dependency), this.keys.breakerProbes(dependency)],
+      [this.keys.breaker(dependency), this.keys.breakerWindow(dependency), this.keys.breakerProbes(dependency), this.keys.breakerForced(dependency)],
       [
         token ?? '',
         outcome,
@@ -108,8 +140,26 @@ export class BreakerStore {
    */
   async tally(dependency: string, calls: number): Promise<boolean> {
     if (!Number.isInteger(calls) || calls <= 0) throw new RangeError(`a tally is a positive number of calls, got ${calls}`);
-    const counted = await this.scripts.run('breakerTally', [this.keys.breaker(dependency), this.keys.breakerWindow(dependency)], [calls, this.policy(dependency).windowMs]);
+    const counted = await this.scripts.run('breakerTally', [this.keys.breaker(dependency), this.keys.breakerWindow(dependency), this.keys.breakerForced(dependency)], [calls, this.policy(dependency).windowMs]);
     return counted === 1;
+  }
+
+  /**
+   * Forces the dependency's breaker open or closed for `durationMs` (1 ms to MAX_FORCE_MS), replacing
+   * any force in place, and announces it; resolves to the force now in place (Redis-clock `until`).
+   */
+  async force(dependency: string, mode: ForceMode, durationMs: number): Promise<BreakerForce> {
+    this.policy(dependency);
+    if (!Number.isInteger(durationMs) || durationMs < 1 || durationMs > MAX_FORCE_MS) throw new RangeError(`a force lasts 1 to ${MAX_FORCE_MS} ms, got ${durationMs}`);
+    const [, until] = (await this.scripts.run('breakerForce', [this.keys.breakerForced(dependency)], [mode, durationMs, this.keys.breakerChanged(dependency), dependency])) as [ForceMode, number, 1];
+    return { mode, until: Number(until) };
+  }
+
+  /** Ends the dependency's force, if any, and announces it; resolves to whether there was one. */
+  async clearForce(dependency: string): Promise<boolean> {
+    this.policy(dependency);
+    const [, , changed] = (await this.scripts.run('breakerForce', [this.keys.breakerForced(dependency)], ['none', 0, this.keys.breakerChanged(dependency), dependency])) as ['none', 0, 0 | 1];
+    return changed === 1;
   }
 
   private policy(dependency: string): BreakerPolicy {

@@ -36,6 +36,7 @@ async function call<T>(method: string, path: string, body?: unknown, session = t
 export const get = <T>(path: string) => call<T>('GET', `/console/api/${path}`);
 export const put = <T>(path: string, body: unknown) => call<T>('PUT', `/console/api/${path}`, body);
 export const post = <T>(path: string, body?: unknown) => call<T>('POST', `/console/api/${path}`, body ?? {});
+export const del = <T>(path: string) => call<T>('DELETE', `/console/api/${path}`);
 
 /** Whether a session is open; keeps its CSRF token for the calls that change something. */
 export async function resume(): Promise<boolean> {

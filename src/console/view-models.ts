@@ -61,8 +61,13 @@ export function formatNumber(n: number): string {
 export function formatSeconds(s: number): string {
   if (s < 1) return `${Math.round(s * 1000)} ms`;
   if (s < 60) return `${s < 10 ? s.toFixed(1) : Math.round(s)} s`;
-  if (s < 3600) return `${Math.floor(s / 60)} min ${Math.round(s % 60)} s`;
-  return `${Math.floor(s / 3600)} h ${Math.round((s % 3600) / 60)} min`;
+  // Rounded first: 899.6 s is 15 min 0 s, not 14 min 60 s.
+  if (s < 3600 - 0.5) {
+    const whole = Math.round(s);
+    return `${Math.floor(whole / 60)} min ${whole % 60} s`;
+  }
+  const minutes = Math.round(s / 60);
+  return `${Math.floor(minutes / 60)} h ${minutes % 60} min`;
 }
 
 export interface AlertBanner {

@@ -59,7 +59,9 @@ export function redisKeys(namespace: string) {
     breakerProbes: (dependency: string) => `${ns}:breaker:{${dependency}}:probes`,
     /** A dependency's retry budget window, shared by every processor (hash: `c:<bucket>` → calls, `r:<bucket>` → retries). */
     retryBudget: (dependency: string) => `${ns}:retry-budget:{${dependency}}`,
-    /** Sharded pub/sub channel announcing a dependency's breaker transitions (payload: JSON, see BreakerTransition), in its breaker's slot. */
+    /** An operator's override of a dependency's breaker for a drill (hash: mode open|closed, until ms, at ms), expiring at `until`. */
+    breakerForced: (dependency: string) => `${ns}:breaker:{${dependency}}:forced`,
+    /** Sharded pub/sub channel announcing a dependency's breaker transitions and forces (payload: JSON, see BreakerTransition and BreakerForceChange), in its breaker's slot. */
     breakerChanged: (dependency: string) => `${ns}:breaker:{${dependency}}:changed`,
     /** A dependency's rate-limit buckets (hash: tat:<bucket>, rate:<bucket>, at); written by the pacing scripts, expires when idle. */
     paceState: (dependency: string) => `${ns}:pace:{${dependency}}`,

@@ -6,7 +6,7 @@ import { infrastructureFailure } from '../util/infrastructure-failure.js';
 import { RetryBudgets, type RetryBudgetPolicy, type RetryBudgetSource } from './retry-budget.js';
 
 /** Buckets per window in Redis, as in the per-process budget. */
-const WINDOW_BUCKETS = 10;
+export const RETRY_BUDGET_BUCKETS = 10;
 /**
  * How often counted calls reach the shared window when no retry carries them sooner: the window
  * then trails the real call count by at most this much, against a budget window of a minute.
@@ -96,7 +96,7 @@ export class SharedRetryBudgets implements RetryBudgetSource {
   }
 
   private async take(dependency: string, policy: RetryBudgetPolicy, calls: number, retry: boolean): Promise<boolean> {
-    const args = [calls, retry ? 1 : 0, policy.budgetRatio, policy.budgetWindowMs, WINDOW_BUCKETS, policy.budgetMinRetries];
+    const args = [calls, retry ? 1 : 0, policy.budgetRatio, policy.budgetWindowMs, RETRY_BUDGET_BUCKETS, policy.budgetMinRetries];
     const [allowed] = (await this.deps.scripts.run('retryBudgetTake', [this.deps.keys.retryBudget(dependency)], args)) as [number, number, number];
     return allowed === 1;
   }

@@ -58,6 +58,7 @@ import { LagMonitor, readPublishedReport } from '../lag/lag-monitor.js';
 import { ConsoleSessions } from '../api/console/console-session.js';
 import { ConsoleAssets } from '../api/console/console-assets.js';
 import { OverviewSampler } from '../api/console/overview-sampler.js';
+import { DependencyReports } from '../api/console/dependencies.js';
 import { AlertWatch, backlogUse } from '../api/console/alerts.js';
 import { LoginThrottle } from '../api/console/login-throttle.js';
 import { readBacklog } from '../admission/backlog-census.js';
@@ -304,14 +305,13 @@ async function startApi(ctx: RoleContext): Promise<string> {
   const board = await ctx.breakerBoard();
   const lagReport = () => readPublishedReport(clients.redis, clients.keys);
   const waitingRuns = new WaitingRuns(clients.redis, clients.keys, config.admission.leaseGraceMs);
-  const breakers = () => [...board.all().values()];
   const sampler = new OverviewSampler(metrics, config.api.console.sampleMs);
   const backlogLimits = { tenants: Object.fromEntries(Object.entries(config.tenants).map(([t, c]) => [t, c.admission.maxBacklog])), global: config.admission.maxBacklog };
   const alerts = new AlertWatch(
     async () => ({
       lag: await lagReport().then((r) => (typeof r === 'string' ? undefined : r), () => 'unreadable' as const),
       backlog: await readBacklog(clients.redis, clients.keys, Object.keys(config.tenants)).then((counts) => backlogUse(counts, backlogLimits), () => 'unreadable' as const),
-      breakers: breakers(),
+      breakers: [...board.all().values()],
       tallies: sampler.history(),
     }),
   );
@@ -332,6 +332,11 @@ async function startApi(ctx: RoleContext): Promise<string> {
     runStatus: { runs, feed, cancellations },
     withdrawals: cancellations,
     limits: new LimitsStore(clients.redis, clients.keys),
+    breakers: {
+      store: new BreakerStore(clients.scripts, clients.keys, (d) => ownEntry(config.dependencies, d)?.breaker),
+      reports: new DependencyReports(clients.redis, clients.keys, config),
+      audit: log.child({ component: 'admin' }),
+    },
     ...(config.api.console.enable && {
       console: {
         sessions: new ConsoleSessions(clients.redis, clients.keys, config.api.console.sessionTtlSec),
@@ -343,7 +348,6 @@ async function startApi(ctx: RoleContext): Promise<string> {
         alertEveryMs: config.api.console.sampleMs,
         metrics,
         lagReport,
-        breakers,
         waitingForDependency: () => waitingRuns.counts(Object.keys(config.tenants), RUN_CLASSES),
         runs: store,
         cancellations,

@@ -366,5 +366,42 @@ describe.each(REDIS_BACKENDS)('on %s', (backend) => {
         expect(x.board.view('tool').state).toBe('closed');
       }
     });
+
+    it('both boards follow an operator force at once, keep the shared state under it, and see it end by itself at the next read', async () => {
+      const keys = freshKeys();
+      const store = new BreakerStore(new LuaScripts(a), keys, (d) => (DEPS.includes(d) ? POLICY : undefined));
+      const A = makeBoard(a, keys);
+      const B = makeBoard(b, keys, { pollMs: 200 });
+      await Promise.all([A.board.start(), B.board.start()]);
+      const both = (what: string, check: (v: BreakerView) => boolean) =>
+        eventually(async () => (check(A.board.view('llm')) && check(B.board.view('llm')) ? true : undefined), 5_000, what, 5);
+
+      const forcedOpen = await store.force('llm', 'open', 60_000);
+      await both('both to see it forced open', (v) => v.forced?.mode === 'open');
+      expect(A.board.view('llm')).toEqual({ name: 'llm', state: 'open', retryAt: forcedOpen.until, forced: forcedOpen });
+      expect(await gauge(A.metrics, 'llm')).toBe(2);
+
+      // Failures past the thresholds under the force move nothing: no transition reaches the boards.
+      for (let i = 0; i < 3; i++) expect(await store.record('llm', undefined, 'failure', 5)).toEqual({ state: 'closed', changed: false });
+      await sleep(100);
+      expect(A.changes).toHaveLength(1);
+
+      const forcedClosed = await store.force('llm', 'closed', 400);
+      await both('both to see it forced closed', (v) => v.state === 'closed' && v.forced?.mode === 'closed');
+      expect(A.board.all().get('llm')).toEqual({ name: 'llm', state: 'closed', forced: forcedClosed });
+      // No message marks the end: the view drops the force at its end, and B's read confirms the state beneath.
+      await both('both to see the force over', (v) => v.forced === undefined);
+      await eventually(async () => (B.seen().some((l) => l.source === 'read' && l.forced === null) ? true : undefined), 5_000, "B's read to show the force gone", 10);
+      expect(await store.force('llm', 'open', 60_000)).toMatchObject({ mode: 'open' });
+      await both('both to see it forced open again', (v) => v.forced?.mode === 'open');
+      expect(await store.clearForce('llm')).toBe(true);
+      await both('both to see the clear', (v) => v.forced === undefined);
+      expect(A.changes.map((c) => [c.previous.state, c.next.state, c.next.forced?.mode ?? null])).toEqual([
+        ['closed', 'open', 'open'],
+        ['open', 'closed', 'closed'],
+        ['closed', 'open', 'open'],
+        ['open', 'closed', null],
+      ]);
+    });
   });
 });

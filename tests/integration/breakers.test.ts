@@ -23,6 +23,22 @@ describe.each(REDIS_BACKENDS)('shared breakers under a 10 s provider 429 storm, 
   const admin = (path: string, init: Parameters<typeof http>[1] = {}) => http(`${sim}${path}`, { key: ADMIN_KEY, ...init });
   const submit = (key: string, workflow: string, input: unknown, deadlineMs: number) => http(`${api}/v1/runs`, { method: 'POST', key, json: { workflow, input, deadlineMs } });
   const runView = async (key: string, runId: string) => (await http(`${api}/v1/runs/${runId}`, { key })).body;
+  /** A batch run's view once it waits for anthropic, and every batch run's once all are over. */
+  const batchWaiting = (runId: string, timeoutMs: number, what: string) =>
+    eventually(async () => {
+      const v = await runView(TENANT_B_KEY, runId);
+      return v.status === 'waiting_dependency' ? v : undefined;
+    }, timeoutMs, what);
+  const batchFinished = (ids: readonly string[], timeoutMs: number, what: string) =>
+    eventually(
+      async () => {
+        const all = await Promise.all(ids.map((id) => runView(TENANT_B_KEY, id)));
+        return all.every((v) => TERMINAL.includes(v?.status)) ? all : undefined;
+      },
+      timeoutMs,
+      what,
+      500,
+    );
 
   beforeAll(async () => {
     const [apiPort, simPort] = [await freePort(), await freePort()];
@@ -125,23 +141,38 @@ describe.each(REDIS_BACKENDS)('shared breakers under a 10 s provider 429 storm, 
       15_000,
       'the batch partition to be paused for the open breaker',
     );
-    const waiting = await eventually(async () => {
-      const v = await runView(TENANT_B_KEY, ids[0]!);
-      return v.status === 'waiting_dependency' ? v : undefined;
-    }, 10_000, 'the held run to read waiting_dependency');
+    const waiting = await batchWaiting(ids[0]!, 10_000, 'the held run to read waiting_dependency');
     expect(waiting.statusMessage).toMatch(/waiting for anthropic \(breaker open\)/);
 
     await admin('/admin/faults', { method: 'DELETE' });
-    const done = await eventually(
-      async () => {
-        const all = await Promise.all(ids.map((id) => runView(TENANT_B_KEY, id)));
-        return all.every((v) => TERMINAL.includes(v?.status)) ? all : undefined;
-      },
-      60_000,
-      'the held batch runs to finish after the fault',
-      500,
-    );
+    const done = await batchFinished(ids, 60_000, 'the held batch runs to finish after the fault');
     expect(done.map((v) => v.status)).toEqual(Array(8).fill('completed'));
     expect(processors.some((_, i) => seenSince(i, (l) => l.msg === 'partition resumed'))).toBe(true);
+  }, 120_000);
+
+  it('a force from the admin API reaches both processors at once: forced open holds batch work without a call, forced closed releases it', async () => {
+    const logsBefore = processors.map((p) => p.logs.length);
+    const forceSeen = (mode: string | null) =>
+      Promise.all(processors.map((p, i) => eventually(async () => p.logs.slice(logsBefore[i]).find((l) => l.msg === 'breaker state seen' && l.dependency === 'anthropic' && ((l.forced as { mode?: string } | null)?.mode ?? null) === mode), 15_000, `processor ${i} to see the force ${mode}`)));
+    const force = (mode: 'open' | 'closed') => http(`${api}/v1/admin/breakers/anthropic/force`, { method: 'PUT', key: ADMIN_KEY, json: { mode, durationSec: 600 } });
+
+    expect((await force('open')).status).toBe(200);
+    const seenOpen = await forceSeen('open');
+    expect(Math.abs((seenOpen[0]!.seenAt as number) - (seenOpen[1]!.seenAt as number))).toBeLessThanOrEqual(250);
+    await admin('/admin/stats/reset', { method: 'POST' });
+    const batch = await Promise.all(Array.from({ length: 4 }, (_, i) => submit(TENANT_B_KEY, 'report-digest', { day: `forced${i}` }, 120_000)));
+    expect(batch.map((b) => b.status)).toEqual(Array(4).fill(202));
+    const ids = batch.map((b) => b.body.runId as string);
+    const waiting = await batchWaiting(ids[0]!, 15_000, 'a batch run to wait for the forced-open breaker');
+    expect(waiting.statusMessage).toMatch(/waiting for anthropic \(breaker open\)/);
+    expect((await admin('/admin/stats')).body.calls.anthropic ?? 0).toBe(0);
+
+    // Forced closed: the held runs are gated again at once, not at the forced-open end 10 min away.
+    expect((await force('closed')).status).toBe(200);
+    await forceSeen('closed');
+    const done = await batchFinished(ids, 30_000, 'the held batch runs to finish once forced closed');
+    expect(done.map((v) => v.status)).toEqual(Array(4).fill('completed'));
+    expect((await http(`${api}/v1/admin/breakers/anthropic/force`, { method: 'DELETE', key: ADMIN_KEY })).body).toEqual({ dependency: 'anthropic', forced: null });
+    await forceSeen(null);
   }, 120_000);
 });

@@ -147,10 +147,69 @@ describe('the operations console in a browser', () => {
     await waitForStatus(api, held.body.runId, TENANT_B_KEY, ['completed']);
   });
 
-  it('shows the breakers on Dependencies', async () => {
+  it('shows a breaker opened by the simulator on Dependencies as it happens, and forces it closed and open from the page', async () => {
+    const state = page.locator('[data-testid=breaker-state-anthropic]');
+    const breakerOfAdminApi = async () => ((await http(`${api}/v1/admin/breakers`, { key: ADMIN_KEY })).body.breakers as { dependency: string; state: string; forced: { mode: string } | null }[]).find((b) => b.dependency === 'anthropic')!;
+    const confirm = async (action: string) => {
+      await page.click(`[data-testid=${action}-anthropic]`);
+      await page.waitForSelector('[data-testid=force-confirm]');
+      await page.click('[data-testid=force-confirm-yes]');
+    };
     await page.click('a[href="#/dependencies"]');
-    await page.waitForSelector('[data-testid=breakers] >> text=anthropic');
+    await expect.poll(() => state.textContent(), { timeout: UI_TIMEOUT_MS }).toBe('closed');
+
+    // Every LLM call fails: a handful of runs trips the breaker, and the page shows it without a reload.
+    expect((await http(`${sim}/admin/faults`, { method: 'PUT', key: ADMIN_KEY, json: { target: 'anthropic', errorStatus: 500, errorRate: 1 } })).status).toBe(200);
+    const failing = await Promise.all(Array.from({ length: 6 }, (_, i) => submit(TENANT_A_KEY, { message: `failing ${i}` })));
+    expect(failing.map((r) => r.status)).toEqual(Array(6).fill(202));
+    await expect.poll(() => state.textContent(), { timeout: 30_000 }).toBe('open');
+    expect((await breakerOfAdminApi()).state).toBe('open');
+
+    // Forced closed from the page, after its confirmation: calls go through although the breaker itself is
+    // open, and their failures fill the window the page shows without tripping anything.
+    await confirm('force-closed');
+    await expect.poll(() => state.textContent(), { timeout: UI_TIMEOUT_MS }).toBe('forced closed');
+    expect(await breakerOfAdminApi()).toMatchObject({ state: 'open', forced: { mode: 'closed' } });
+    const drilled = await Promise.all(Array.from({ length: 2 }, (_, i) => submit(TENANT_A_KEY, { message: `drill ${i}` })));
+    await expect.poll(() => page.locator('tr[data-dependency=anthropic] .gauge').first().textContent(), { timeout: UI_TIMEOUT_MS }).toMatch(/\([1-9]\d* of [1-9]\d*\)/);
     await shot('dependencies');
+    await http(`${sim}/admin/faults`, { method: 'DELETE', key: ADMIN_KEY });
+    const through = await submit(TENANT_A_KEY, { message: 'through a forced-closed breaker' });
+    const done = await waitForStatus(api, through.body.runId, TENANT_A_KEY, ['completed'], 30_000);
+    expect(done.result).toMatchObject({ degraded: false });
+
+    // Forced open: the admin API reports it, and the API refuses an interactive run at the door (the force outlasts its deadline).
+    await confirm('force-open');
+    await expect.poll(() => state.textContent(), { timeout: UI_TIMEOUT_MS }).toBe('forced open');
+    expect((await breakerOfAdminApi()).forced).toMatchObject({ mode: 'open' });
+    const refused = await submit(TENANT_A_KEY, { message: 'into a forced-open breaker' });
+    expect(refused.status).toBe(503);
+    expect(refused.body).toMatchObject({ code: 'dependency_unavailable' });
+    const audited = await eventually(
+      async () => {
+        const lines = sluice.logs.filter((l) => (l.audit as { action?: string } | undefined)?.action === 'breaker.force').map((l) => l.audit);
+        return lines.length >= 2 ? lines : undefined;
+      },
+      5_000,
+      'the audit lines of the forces',
+    );
+    expect(audited).toEqual([expect.objectContaining({ outcome: 'done', dependency: 'anthropic', mode: 'closed' }), expect.objectContaining({ outcome: 'done', dependency: 'anthropic', mode: 'open' })]);
+
+    // Cleared from the page: the breaker decides again, and probes close it for the tests after this one.
+    await confirm('clear');
+    await expect.poll(async () => (await breakerOfAdminApi()).forced).toBeNull();
+    await eventually(
+      async () => {
+        await waitForStatus(api, (await submit(TENANT_A_KEY, { message: 'probe' })).body.runId, TENANT_A_KEY, ['completed'], 30_000);
+        return (await breakerOfAdminApi()).state === 'closed' ? true : undefined;
+      },
+      30_000,
+      'the breaker to close again',
+      200,
+    );
+    await expect.poll(() => state.textContent(), { timeout: UI_TIMEOUT_MS }).toBe('closed');
+    // The runs of the fault are over too (retried, or answered by the fallback) before the next test.
+    for (const r of [...failing, ...drilled]) await waitForStatus(api, r.body.runId, TENANT_A_KEY, ['completed', 'failed', 'dead_lettered'], 60_000);
   });
 
   it('finds a run, shows its timeline, and cancels a running one after a confirmation', async () => {

@@ -1,5 +1,4 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { BreakerView } from '../../breakers/breaker-gate.js';
 import { RUN_STATUSES, type RunStatus } from '../../events/schemas.js';
 import { DEAD_LETTER_STATUSES, type DeadLetterStatus, type DeadLetterStore } from '../../dlq/dead-letter-store.js';
 import { emptyTally, type ReplayResult } from '../../dlq/replay-outcome.js';
@@ -15,6 +14,7 @@ import type { KeyDirectory } from '../auth.js';
 import { sendProblem } from '../problem.js';
 import { answerCancel } from '../routes/cancel-run.js';
 import { answerLimitChange, answerLimits, limitChangeSchema, type AdminLimitsRouteDeps, type LimitChange } from '../routes/admin-limits.js';
+import { answerForce, forceRequestSchema, type AdminBreakersRouteDeps, type ForceRequest } from '../routes/admin-breakers.js';
 import { repeatEvery } from '../../util/repeat-every.js';
 import type { AlertWatch } from './alerts.js';
 import { backpressureGauges } from './backpressure.js';
@@ -37,9 +37,10 @@ export interface ConsoleDeps {
   alertEveryMs: number;
   metrics: Pick<Metrics, 'registry' | 'scrapeCollectors'>;
   limits: AdminLimitsRouteDeps;
+  /** The breakers' reports and forces, as the admin breakers API has them (its audit lines are the admin API's; the console writes its own). */
+  breakerAdmin: AdminBreakersRouteDeps;
   /** The lag monitor's last report, or why there is none. */
   lagReport: () => Promise<PublishedReport | string>;
-  breakers: () => readonly BreakerView[];
   /** Runs waiting for a dependency, cluster-wide, by tenant and class (the status sink's record in Redis). */
   waitingForDependency: () => Promise<{ tenant: string; runClass: string; runs: number }[]>;
   runs: Pick<RunStore, 'findRuns' | 'listEvents'>;
@@ -232,7 +233,26 @@ export function registerConsoleRoutes(app: FastifyInstance, deps: ConsoleDeps): 
     return reply;
   });
 
-  app.get('/console/api/dependencies', { onRequest: requireSession }, async () => ({ breakers: deps.breakers() }));
+  app.get('/console/api/dependencies', { onRequest: requireSession }, async (req, reply) => {
+    try {
+      return { dependencies: await deps.breakerAdmin.breakers.reports.all() };
+    } catch (err) {
+      req.log.error({ err }, 'could not read the dependencies');
+      return sendProblem(reply, 'dependency_unavailable', { detail: 'the dependencies could not be read from Redis; try again', retryAfterSec: 1 });
+    }
+  });
+
+  app.put<{ Params: { dependency: string }; Body: ForceRequest }>('/console/api/breakers/:dependency/force', { onRequest: requireSession, schema: { body: forceRequestSchema } }, async (req, reply) => {
+    await answerForce(deps.breakerAdmin, req.params.dependency, req.body, req, reply);
+    record(req, 'breaker.force', reply.statusCode < 400 ? 'done' : 'failed', { dependency: req.params.dependency, mode: req.body.mode, durationSec: req.body.durationSec, status: reply.statusCode });
+    return reply;
+  });
+
+  app.delete<{ Params: { dependency: string } }>('/console/api/breakers/:dependency/force', { onRequest: requireSession }, async (req, reply) => {
+    await answerForce(deps.breakerAdmin, req.params.dependency, undefined, req, reply);
+    record(req, 'breaker.clear', reply.statusCode < 400 ? 'done' : 'failed', { dependency: req.params.dependency, status: reply.statusCode });
+    return reply;
+  });
 
   app.get<{ Querystring: RunQuery }>('/console/api/runs', { onRequest: requireSession, schema: { querystring: runQuerySchema } }, async (req) => {
     const q = req.query;

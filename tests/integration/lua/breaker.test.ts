@@ -1,8 +1,8 @@
 import type { RedisClient } from '../../../src/redis/client.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseBreakerHash } from '../../../src/breakers/breaker-board.js';
+import { parseBreakerHash, parseForcedHash } from '../../../src/breakers/breaker-board.js';
 import { rampUpMs } from '../../../src/config/ramp-up.js';
-import { BreakerStore, parseBreakerTransition, type BreakerPolicy, type BreakerTransition } from '../../../src/breakers/breaker-store.js';
+import { BreakerStore, MAX_FORCE_MS, parseBreakerForceChange, parseBreakerTransition, type BreakerPolicy, type BreakerTransition } from '../../../src/breakers/breaker-store.js';
 import { redisKeys, type RedisKeys } from '../../../src/redis/keys.js';
 import { LuaScripts } from '../../../src/redis/scripts.js';
 import { eventually, testNamespace } from '../harness.js';
@@ -102,9 +102,9 @@ describe.each(REDIS_BACKENDS)('on %s', (backend) => {
   describe('the scripts’ raw interface', () => {
     it('admit returns {1, probe} or {0, state, retryAt}; record returns {state, changed}', async () => {
       const { keys, policy, keep } = fresh();
-      const admitKeys = [keys.breaker(DEP), keys.breakerProbes(DEP)];
+      const admitKeys = [keys.breaker(DEP), keys.breakerProbes(DEP), keys.breakerForced(DEP)];
       const admitArgs = (token: string) => [token, policy.halfOpenProbes, policy.probeLeaseMs, keep, keys.breakerChanged(DEP), DEP];
-      const recordKeys = [keys.breaker(DEP), keys.breakerWindow(DEP), keys.breakerProbes(DEP)];
+      const recordKeys = [keys.breaker(DEP), keys.breakerWindow(DEP), keys.breakerProbes(DEP), keys.breakerForced(DEP)];
       const p = policy;
       const recordArgs = (token: string, outcome: string) => [token, outcome, 5, p.windowMs, p.minimumCalls, p.failureThreshold, p.failureRateThreshold, p.slowCallMs, p.slowCallRateThreshold, p.openMs, p.halfOpenSuccesses, keep, keys.breakerChanged(DEP), DEP];
       expect(await scriptsA.run('breakerAdmit', admitKeys, admitArgs('t1'))).toEqual([1, 0]);
@@ -112,7 +112,7 @@ describe.each(REDIS_BACKENDS)('on %s', (backend) => {
       expect(await scriptsA.run('breakerRecord', recordKeys, recordArgs('', 'failure'))).toEqual(['open', 1]);
       const refused = (await scriptsB.run('breakerAdmit', admitKeys, admitArgs('t2'))) as unknown[];
       expect(refused).toEqual([0, 'open', Number((await a.hgetall(keys.breaker(DEP))).retryAt)]);
-      await expect(scriptsA.run('breakerAdmit', recordKeys, admitArgs('t'))).rejects.toThrow('breakerAdmit takes 2 keys, got 3');
+      await expect(scriptsA.run('breakerAdmit', recordKeys, admitArgs('t'))).rejects.toThrow('breakerAdmit takes 3 keys, got 4');
     });
 
     it('the store refuses an unknown dependency, an empty token and a duration that is no number before calling Redis', async () => {
@@ -512,6 +512,115 @@ describe.each(REDIS_BACKENDS)('on %s', (backend) => {
     });
   });
 
+  describe('forced by an operator (breaker-force.lua)', () => {
+    const windowCalls = async (f: Fresh) => Object.entries(await a.hgetall(f.keys.breakerWindow(DEP))).filter(([k]) => k.endsWith(':c')).reduce((n, [, v]) => n + Number(v), 0);
+
+    it('forced open refuses every call until the force ends, without moving the state', async () => {
+      const f = fresh();
+      const forced = await f.A.force(DEP, 'open', 60_000);
+      expect(forced.mode).toBe('open');
+      expect(forced.until).toBeGreaterThan((await redisNowMs(a)) + 59_000);
+      for (const token of ['t1', 't2']) expect(await f.B.admit(DEP, token)).toEqual({ allowed: false, state: 'open', retryAt: forced.until });
+      expect(await f.hash()).toEqual({});
+      expect(await a.pttl(f.keys.breakerForced(DEP))).toBeGreaterThan(59_000);
+    });
+
+    it('forced closed admits every call over an open breaker, as no probe, and the window still counts outcomes without tripping', async () => {
+      const f = fresh();
+      expect(await f.A.record(DEP, undefined, 'failure', 1)).toEqual({ state: 'open', changed: true });
+      await f.A.force(DEP, 'closed', 60_000);
+      for (const token of ['t1', 't2', 't3']) expect(await f.B.admit(DEP, token)).toEqual({ allowed: true, probe: false });
+      expect(await f.A.record(DEP, undefined, 'failure', 1)).toEqual({ state: 'open', changed: false });
+      expect(await f.A.record(DEP, undefined, 'success', 1)).toEqual({ state: 'open', changed: false });
+      expect(await f.A.record(DEP, undefined, 'released', 1)).toEqual({ state: 'open', changed: false });
+      expect(await f.A.tally(DEP, 3)).toBe(true);
+      expect(await windowCalls(f)).toBe(5);
+      expect((await f.hash()).state).toBe('open');
+    });
+
+    it('forced closed over a closed breaker: failures past every threshold do not trip it while forced, and the next one after the clear does', async () => {
+      const f = fresh();
+      await f.A.force(DEP, 'closed', 60_000);
+      for (let i = 0; i < 3; i++) expect(await f.A.record(DEP, undefined, 'failure', 1)).toEqual({ state: 'closed', changed: false });
+      expect(await f.A.clearForce(DEP)).toBe(true);
+      expect(await f.A.clearForce(DEP)).toBe(false);
+      expect(await f.A.record(DEP, undefined, 'failure', 1)).toEqual({ state: 'open', changed: true });
+    });
+
+    it('a probe admitted before the force gives its lease back when its outcome comes in', async () => {
+      const f = fresh();
+      await halfOpen(f, 'p1');
+      await f.A.force(DEP, 'open', 60_000);
+      expect(await f.A.record(DEP, 'p1', 'success', 1)).toEqual({ state: 'half_open', changed: false });
+      expect(await f.probes()).toEqual([]);
+      expect((await f.hash()).probeSuccesses).toBe('0');
+    });
+
+    it('announces each force and each clear on the transition channel; a clear with nothing forced announces nothing', async () => {
+      const f = fresh();
+      const l = await listen(f.keys);
+      try {
+        const opened = await f.A.force(DEP, 'open', 60_000);
+        const closed = await f.B.force(DEP, 'closed', 30_000);
+        await f.A.clearForce(DEP);
+        await f.A.clearForce(DEP);
+        await eventually(async () => (l.raw.length >= 3 ? true : undefined), 3_000, 'three announcements', 10);
+        await sleep(100);
+        const changes = l.raw.map(parseBreakerForceChange);
+        expect(changes.map((c) => c && { forced: c.forced, until: c.until, dependency: c.dependency })).toEqual([
+          { dependency: DEP, forced: 'open', until: opened.until },
+          { dependency: DEP, forced: 'closed', until: closed.until },
+          { dependency: DEP, forced: null, until: null },
+        ]);
+        expect(l.seen).toEqual([]);
+      } finally {
+        await l.close();
+      }
+    });
+
+    it('ends by itself: once its time is up the key is gone and the breaker decides again', async () => {
+      const f = fresh();
+      expect(await f.A.record(DEP, undefined, 'failure', 1)).toEqual({ state: 'open', changed: true });
+      const { until } = await f.A.force(DEP, 'closed', 150);
+      expect(await f.B.admit(DEP, 't1')).toEqual({ allowed: true, probe: false });
+      await untilRedisTime(until);
+      expect(await a.exists(f.keys.breakerForced(DEP))).toBe(0);
+      const after = await f.B.admit(DEP, 't2');
+      // openMs (200) may have passed meanwhile: then t2 is the first probe of the half-open breaker.
+      expect(after.allowed ? after : after.state).toEqual(after.allowed ? { allowed: true, probe: true } : 'open');
+    });
+
+    it('a force racing calls on another connection: every admission after the force returns is refused, none before is lost', async () => {
+      const f = fresh();
+      const admitted: boolean[] = [];
+      let forcedAt = -1;
+      const calls = (async () => {
+        for (let i = 0; i < 200; i++) admitted.push((await f.B.admit(DEP, `t${i}`)).allowed);
+      })();
+      await sleep(5);
+      await f.A.force(DEP, 'open', 60_000);
+      forcedAt = admitted.length;
+      await calls;
+      expect(forcedAt).toBeGreaterThan(0);
+      const firstRefused = admitted.indexOf(false);
+      expect(firstRefused).toBeGreaterThan(0);
+      expect(firstRefused).toBeLessThanOrEqual(forcedAt + 1);
+      expect(admitted.slice(0, firstRefused).every(Boolean)).toBe(true);
+      expect(admitted.slice(firstRefused).some(Boolean)).toBe(false);
+    });
+
+    it('replacing a force replaces its mode and end; the store refuses a duration out of bounds before calling Redis', async () => {
+      const f = fresh();
+      await f.A.force(DEP, 'open', 60_000);
+      const closed = await f.B.force(DEP, 'closed', 1_000);
+      expect(parseForcedHash(await a.hgetall(f.keys.breakerForced(DEP)))).toEqual(closed);
+      expect(await a.pttl(f.keys.breakerForced(DEP))).toBeLessThanOrEqual(1_000);
+      for (const ms of [0, -1, 1.5, MAX_FORCE_MS + 1, Number.NaN]) await expect(f.A.force(DEP, 'open', ms)).rejects.toThrow(RangeError);
+      await expect(f.A.force('other', 'open', 1_000)).rejects.toThrow('no breaker policy for dependency "other"');
+      expect(parseForcedHash(await a.hgetall(f.keys.breakerForced(DEP)))).toEqual(closed);
+    });
+  });
+
   describe('what the API reads (parseBreakerHash)', () => {
     it('reads every state the scripts write', async () => {
       const f = fresh({ halfOpenProbes: 1, halfOpenSuccesses: 1 });
@@ -542,7 +651,7 @@ describe('cluster slots', () => {
     for (const ns of ['', base, 'prod.', 'a-b_c.']) {
       const keys = redisKeys(ns);
       for (const dep of ['anthropic', 'search-tool', 'x']) {
-        const all = [keys.breaker(dep), keys.breakerWindow(dep), keys.breakerProbes(dep)];
+        const all = [keys.breaker(dep), keys.breakerWindow(dep), keys.breakerProbes(dep), keys.breakerForced(dep), keys.breakerChanged(dep)];
         expect(new Set(all.map(keySlot)).size, all.join(' ')).toBe(1);
         expect(new Set(all.map((k) => /\{([^}]+)\}/.exec(k)?.[1]))).toEqual(new Set([dep]));
       }

@@ -1,16 +1,8 @@
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
-import { buildApiServer, type ApiDeps } from '../../../src/api/server.js';
-import { loadConfig } from '../../../src/config/load.js';
-import { createLogger } from '../../../src/obs/logger.js';
-import { createMetrics } from '../../../src/obs/metrics.js';
-import { fakeRunStatus } from '../../support/run-status-fakes.js';
+import { adminApp } from './admin-app.js';
 import { ADMIN, expectProblem, KEY_A } from './run-status-app.js';
-
-const config = loadConfig({ env: {} });
-const unused = async () => {
-  throw new Error('not used by the limits routes');
-};
+import { fakeBreakerAdmin } from '../../support/breaker-admin-fakes.js';
 
 /** The limits hash in memory; `down` makes every call fail as an unreachable Redis would. */
 function fakeLimits() {
@@ -36,23 +28,10 @@ function fakeLimits() {
 let app: FastifyInstance | undefined;
 let limits: ReturnType<typeof fakeLimits>;
 
-/** The whole API server (its authentication, errors and validation), with only the limits store real enough to matter. */
+/** The whole API server with only the limits store real enough to matter. */
 function server(): FastifyInstance {
   limits = fakeLimits();
-  app = buildApiServer({
-    config,
-    logger: createLogger('silent'),
-    metrics: createMetrics(),
-    readiness: [],
-    runStatus: fakeRunStatus().deps,
-    reads: fakeRunStatus().reads,
-    producer: { publishRunRequested: unused },
-    runs: { recordAdmission: unused, getRun: unused },
-    admission: { decide: unused, withdraw: unused, redisUnreachable: () => { throw new Error('not used by the limits routes'); } },
-    idempotency: { claim: unused, store: unused, forget: unused },
-    withdrawals: { markAnswerPending: unused, markAnswered: unused, withdraw: unused },
-    limits,
-  } satisfies ApiDeps);
+  app = adminApp({ limits, breakers: fakeBreakerAdmin().deps });
   return app;
 }
 

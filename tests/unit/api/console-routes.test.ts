@@ -15,6 +15,7 @@ import { createMetrics } from '../../../src/obs/metrics.js';
 import { redisKeys } from '../../../src/redis/keys.js';
 import type { OperatorRunView } from '../../../src/status/run-store.js';
 import { fakeRunStatus } from '../../support/run-status-fakes.js';
+import { fakeBreakerAdmin } from '../../support/breaker-admin-fakes.js';
 
 const config = loadConfig({ env: {} });
 const unused = async () => {
@@ -58,6 +59,7 @@ let limitFields: Map<string, number>;
 let cancelled: string[];
 let replays: { ids: readonly string[]; by: string; ratePerSec: number }[];
 let discards: { ids: readonly string[]; who: string; reason: string }[];
+let breakerAdmin: ReturnType<typeof fakeBreakerAdmin>;
 let alertWatch: AlertWatch;
 /** The alert watch's clock. */
 let clock: number;
@@ -69,6 +71,7 @@ function server(o: { trustProxy?: boolean; failing?: boolean } = {}): FastifyIns
   cancelled = [];
   replays = [];
   discards = [];
+  breakerAdmin = fakeBreakerAdmin();
   const metrics = createMetrics();
   clock = 0;
   const sampler = new OverviewSampler(metrics, 60_000);
@@ -87,6 +90,7 @@ function server(o: { trustProxy?: boolean; failing?: boolean } = {}): FastifyIns
     idempotency: { claim: unused, store: unused, forget: unused },
     withdrawals: { markAnswerPending: unused, markAnswered: unused, withdraw: unused },
     limits: { overrides: async () => new Map(limitFields), set: async (f, l) => void limitFields.set(f, l) },
+    breakers: breakerAdmin.deps,
     console: {
       sessions: new ConsoleSessions(memoryRedis(), redisKeys(''), 3600),
       sessionTtlSec: 3600,
@@ -97,7 +101,6 @@ function server(o: { trustProxy?: boolean; failing?: boolean } = {}): FastifyIns
       alertEveryMs: 60_000,
       metrics,
       lagReport: async () => 'no active lag monitor',
-      breakers: () => [{ name: 'anthropic', state: 'open', retryAt: 1 }],
       waitingForDependency: async () => [{ tenant: 'tenant-a', runClass: 'batch', runs: 2 }, { tenant: 'tenant-b', runClass: 'batch', runs: 0 }],
       runs: { findRuns: async (f) => (f.runId === undefined || f.runId === RUN.runId ? [RUN] : []), listEvents: async () => [] },
       cancellations: { request: async (runId) => void cancelled.push(runId) },
@@ -251,6 +254,27 @@ describe('changes from the console', () => {
     // The same validation as the admin API: an unknown tenant is refused.
     const bad = await a.inject({ method: 'PUT', url: '/console/api/limits', headers: { cookie, 'x-csrf-token': csrf }, payload: { scope: 'tenant', name: 'nobody', limit: 3 } });
     expect(bad.statusCode).toBe(400);
+  });
+
+  it('force a breaker and clear it through the admin breakers logic, with the token, each audited', async () => {
+    const a = server();
+    const { cookie, csrf } = await login(a);
+    const headers = { cookie, 'x-csrf-token': csrf, host: HOST, origin: `http://${HOST}` };
+    const refused = await a.inject({ method: 'PUT', url: '/console/api/breakers/anthropic/force', headers: { cookie }, payload: { mode: 'open', durationSec: 60 } });
+    expect(refused.statusCode).toBe(403);
+    expect(breakerAdmin.forces.size).toBe(0);
+    const res = await a.inject({ method: 'PUT', url: '/console/api/breakers/anthropic/force', headers, payload: { mode: 'open', durationSec: 60 } });
+    expect(res.json()).toEqual({ dependency: 'anthropic', forced: { mode: 'open', until: breakerAdmin.state.now + 60_000 } });
+    const page = await a.inject({ url: '/console/api/dependencies', headers: { cookie } });
+    expect(page.json()).toMatchObject({ dependencies: [{ dependency: 'anthropic', breaker: { forced: { mode: 'open' } } }] });
+    expect((await a.inject({ method: 'DELETE', url: '/console/api/breakers/anthropic/force', headers })).json()).toEqual({ dependency: 'anthropic', forced: null });
+    // The same validation as the admin API: no duration, no force.
+    expect((await a.inject({ method: 'PUT', url: '/console/api/breakers/anthropic/force', headers, payload: { mode: 'closed' } })).statusCode).toBe(400);
+    expect(audit.slice(-3)).toEqual([
+      expect.objectContaining({ action: 'PUT /console/api/breakers/:dependency/force', outcome: 'refused' }),
+      expect.objectContaining({ action: 'breaker.force', outcome: 'done', dependency: 'anthropic', mode: 'open', durationSec: 60, session: expect.stringMatching(/^[0-9a-f]{12}$/) }),
+      expect.objectContaining({ action: 'breaker.clear', outcome: 'done', dependency: 'anthropic' }),
+    ]);
   });
 
   it('cancel a run, audited with its tenant', async () => {

@@ -6,6 +6,7 @@ import { loadConfig } from '../../../src/config/load.js';
 import { createLogger } from '../../../src/obs/logger.js';
 import { fakeRunStatus } from '../../support/run-status-fakes.js';
 import { KEY_A, NOW, expectProblem } from './run-status-app.js';
+import { fakeBreakerAdmin } from '../../support/breaker-admin-fakes.js';
 
 const unused = async (): Promise<never> => {
   throw new Error('not reached by these requests');
@@ -33,6 +34,7 @@ beforeAll(async () => {
     idempotency: { claim: unused, store: unused, forget: unused },
     withdrawals: { markAnswerPending: unused, markAnswered: unused, withdraw: unused },
     limits: { overrides: async () => new Map(), set: async () => undefined },
+    breakers: fakeBreakerAdmin().deps,
     now: () => NOW,
   } satisfies ApiDeps);
   await app.listen({ host: '127.0.0.1', port: 0 });

@@ -8,6 +8,7 @@ import { metricValue } from '../../support/metric-value.js';
 import { statusEventsOf } from '../../support/sse.js';
 import { fakeRunStatus, type FakeRunStatus } from '../../support/run-status-fakes.js';
 import { KEY_A, KEY_B, NOW, RUN_ID, event, expectProblem, runView } from './run-status-app.js';
+import { fakeBreakerAdmin } from '../../support/breaker-admin-fakes.js';
 
 const RUN_B = '0190f5a2-7c00-7abc-8def-0123456789bb';
 const unused = async (): Promise<never> => {
@@ -37,6 +38,7 @@ function server(opts: { maxStreams?: number; pollMs?: number } = {}): { fake: Fa
     idempotency: { claim: unused, store: unused, forget: unused },
     withdrawals: { markAnswerPending: unused, markAnswered: unused, withdraw: unused },
     limits: { overrides: async () => new Map(), set: async () => undefined },
+    breakers: fakeBreakerAdmin().deps,
     now: () => NOW,
   } satisfies ApiDeps);
   return { fake, app };

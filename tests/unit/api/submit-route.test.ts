@@ -15,6 +15,7 @@ import { fakeRunStatus } from '../../support/run-status-fakes.js';
 import type { AdmissionRequest, OutageRequest } from '../../../src/admission/admission-controller.js';
 import type { AdmissionDecision } from '../../../src/admission/admission-policy.js';
 import type { IdempotencyClaim, StoredAnswer } from '../../../src/admission/idempotency.js';
+import { fakeBreakerAdmin } from '../../support/breaker-admin-fakes.js';
 
 const config = loadConfig({ env: {} });
 const NOW = Date.UTC(2026, 0, 1, 12, 0, 0, 0);
@@ -144,6 +145,7 @@ function harness(opts: HarnessOptions = {}): Harness {
     runStatus: fakeRunStatus().deps,
     reads,
     limits: { overrides: async () => new Map(), set: async () => undefined },
+    breakers: fakeBreakerAdmin().deps,
     now: () => NOW,
     admission: fakes.admission,
     idempotency: fakes.idempotency,

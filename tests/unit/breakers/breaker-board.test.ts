@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseBreakerHash } from '../../../src/breakers/breaker-board.js';
+import { parseBreakerHash, parseForcedHash } from '../../../src/breakers/breaker-board.js';
 
 describe('parseBreakerHash', () => {
   it('reads a missing hash as a closed breaker with no retryAt', () => {
@@ -51,5 +51,20 @@ describe('parseBreakerHash', () => {
 
   it('ignores other fields', () => {
     expect(parseBreakerHash('x', { state: 'open', retryAt: '7', failures: '12', probes: '1' })).toEqual({ name: 'x', state: 'open', retryAt: 7 });
+  });
+});
+
+describe('parseBreakerHash with the forced hash', () => {
+  it('keeps an operator force beside the shared state', () => {
+    expect(parseBreakerHash('anthropic', { state: 'closed' }, { mode: 'open', until: '9000', at: '1000' })).toEqual({ name: 'anthropic', state: 'closed', forced: { mode: 'open', until: 9000 } });
+    expect(parseBreakerHash('anthropic', { state: 'open', retryAt: '7' }, { mode: 'closed', until: '9000' })).toEqual({ name: 'anthropic', state: 'open', retryAt: 7, forced: { mode: 'closed', until: 9000 } });
+  });
+
+  it('reads no force from a missing, unknown or untimed forced hash: a force must end', () => {
+    expect(parseForcedHash({})).toBeUndefined();
+    expect(parseForcedHash({ mode: 'half_open', until: '9000' })).toBeUndefined();
+    expect(parseForcedHash({ mode: 'open' })).toBeUndefined();
+    expect(parseForcedHash({ mode: 'open', until: '' })).toBeUndefined();
+    expect(parseForcedHash({ mode: 'closed', until: 'later' })).toBeUndefined();
   });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { gateRun, type BreakerGate, type BreakerView, type GateInput } from '../../../src/breakers/breaker-gate.js';
+import { effectiveView, gateRun, type BreakerGate, type BreakerView, type GateInput } from '../../../src/breakers/breaker-gate.js';
 import type { RunClass } from '../../../src/events/schemas.js';
 
 const NOW = 1_800_000_000_000;
@@ -183,5 +183,34 @@ describe('gateRun: several needed dependencies', () => {
     const vs = views(closed('llm'), open('tool', NOW + 3_600_000), halfOpen('search'), open('other'));
     expect(gate({ needed: ['llm'], views: vs, probeRoom: () => false })).toEqual(GO);
     expect(gate({ runClass: 'batch', needed: ['llm', 'search'], views: vs, probeRoom: () => false })).toEqual(wait('search', NOW));
+  });
+});
+
+describe('effectiveView: an operator force decides until it ends', () => {
+  const force = (mode: 'open' | 'closed', until: number) => ({ mode, until });
+
+  it('forced open is open until the force ends, whatever the shared state', () => {
+    for (const shared of [closed('llm'), halfOpen('llm'), open('llm', NOW + 5)]) {
+      expect(effectiveView({ ...shared, forced: force('open', NOW + 60_000) }, NOW)).toEqual({ name: 'llm', state: 'open', retryAt: NOW + 60_000, forced: force('open', NOW + 60_000) });
+    }
+  });
+
+  it('forced closed is closed with no ramp-up, even over an open breaker', () => {
+    expect(effectiveView({ ...open('llm', NOW + 5_000), forced: force('closed', NOW + 1) }, NOW)).toEqual({ name: 'llm', state: 'closed', forced: force('closed', NOW + 1) });
+    expect(effectiveView({ name: 'llm', state: 'closed', closedAt: NOW - 10, forced: force('closed', NOW + 1) }, NOW)).toEqual({ name: 'llm', state: 'closed', forced: force('closed', NOW + 1) });
+  });
+
+  it('a force past its end is dropped: the shared state is back (its key expired in Redis)', () => {
+    expect(effectiveView({ ...open('llm', NOW + 5_000), forced: force('closed', NOW) }, NOW)).toEqual(open('llm', NOW + 5_000));
+    expect(effectiveView({ ...closed('llm'), forced: force('open', NOW - 1) }, NOW)).toEqual(closed('llm'));
+    expect(effectiveView(halfOpen('llm'), NOW)).toEqual(halfOpen('llm'));
+  });
+
+  it('runs wait out a forced-open dependency until the force ends, and go through a forced-closed one', () => {
+    const forcedOpen = effectiveView({ ...closed('llm'), forced: force('open', NOW + 30_000) }, NOW);
+    expect(gate({ runClass: 'batch', views: views(forcedOpen) })).toEqual(wait('llm', NOW + 30_000));
+    expect(gate({ deadline: NOW + 10_000, views: views(forcedOpen) })).toEqual(unavailable('llm', NOW + 30_000));
+    const forcedClosed = effectiveView({ ...open('llm', NOW + 30_000), forced: force('closed', NOW + 30_000) }, NOW);
+    expect(gate({ views: views(forcedClosed), probeRoom: () => false })).toEqual(GO);
   });
 });

@@ -1,7 +1,7 @@
 import Anthropic from '@anthropic-ai/sdk';
 import { describe, expect, it } from 'vitest';
 import { breakerOutcomeOf } from '../../../src/breakers/breaker-outcome.js';
-import { parseBreakerTransition } from '../../../src/breakers/breaker-store.js';
+import { parseBreakerForceChange, parseBreakerTransition } from '../../../src/breakers/breaker-store.js';
 import { toStepError } from '../../../src/steps/llm-call.js';
 import { StepError, type StepErrorKind } from '../../../src/steps/step-error.js';
 
@@ -121,5 +121,35 @@ describe('parseBreakerTransition', () => {
     ['closed without the retryAt field', text({ from: 'half_open', to: 'closed', retryAt: undefined })],
   ])('rejects %s', (_name, payload) => {
     expect(parseBreakerTransition(payload)).toBeUndefined();
+  });
+});
+
+describe('parseBreakerForceChange', () => {
+  const set = { dependency: 'anthropic', forced: 'open', until: 1_700_000_060_000, at: 1_700_000_000_000 };
+  const text = (patch: Record<string, unknown>) => JSON.stringify({ ...set, ...patch });
+
+  it('reads a force set and a force cleared as breaker-force.lua publishes them', () => {
+    expect(parseBreakerForceChange(JSON.stringify(set))).toEqual(set);
+    expect(parseBreakerForceChange(text({ forced: 'closed' }))).toEqual({ ...set, forced: 'closed' });
+    expect(parseBreakerForceChange(text({ forced: null, until: null }))).toEqual({ ...set, forced: null, until: null });
+  });
+
+  it('is not a transition, and a transition is not a force: the board tells them apart', () => {
+    expect(parseBreakerTransition(JSON.stringify(set))).toBeUndefined();
+    expect(parseBreakerForceChange(JSON.stringify({ dependency: 'anthropic', from: 'closed', to: 'open', at: 1, retryAt: 2 }))).toBeUndefined();
+  });
+
+  it.each<[string, string]>([
+    ['not JSON', '{'],
+    ['null', 'null'],
+    ['no dependency', text({ dependency: undefined })],
+    ['an empty dependency', text({ dependency: '' })],
+    ['an unknown mode', text({ forced: 'half_open' })],
+    ['a force without its end', text({ until: null })],
+    ['a textual until', text({ until: '5' })],
+    ['a clear with an end', text({ forced: null })],
+    ['no at', text({ at: undefined })],
+  ])('rejects %s', (_name, payload) => {
+    expect(parseBreakerForceChange(payload)).toBeUndefined();
   });
 });

@@ -107,5 +107,7 @@ describe('filterQuery and formatSeconds', () => {
   });
   it('reads as a person would', () => {
     expect([0.5, 4.25, 125, 7300].map(formatSeconds)).toEqual(['500 ms', '4.3 s', '2 min 5 s', '2 h 2 min']);
+    // Rounding carries into the next unit instead of showing 60 of the smaller one.
+    expect([899.6, 3599.7, 7199.9].map(formatSeconds)).toEqual(['15 min 0 s', '1 h 0 min', '2 h 0 min']);
   });
 });

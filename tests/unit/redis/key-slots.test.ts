@@ -76,6 +76,8 @@ async function everyInvocation(namespace: string, tenant: string, workflow: stri
   await breakers.admit(dependency, 'token');
   await breakers.record(dependency, 'token', 'failure', 5);
   await breakers.tally(dependency, 3);
+  await breakers.force(dependency, 'open', 1_000);
+  await breakers.clearForce(dependency);
   const retries = new SharedRetryBudgets({ scripts, keys, reportEveryMs: 60_000, metrics: createMetrics(), logger: createLogger('silent') });
   await retries.tryRetry(dependency, { budgetRatio: 0.1, budgetWindowMs: 10_000, budgetMinRetries: 1 });
   const pacing = new PacingStore(scripts, keys);
@@ -112,7 +114,10 @@ describe('Redis Cluster slots of the script calls', () => {
   it('puts the permit wake-up channel in the permit slot and each breaker channel in its breaker\'s slot (SPUBLISH from the scripts)', () => {
     const keys = redisKeys('ns.');
     expect(keySlot(keys.permitReleased())).toBe(keySlot(keys.permitScope('global')));
-    for (const d of ['anthropic', 'order-lookup']) expect(keySlot(keys.breakerChanged(d))).toBe(keySlot(keys.breaker(d)));
+    for (const d of ['anthropic', 'order-lookup']) {
+      expect(keySlot(keys.breakerChanged(d))).toBe(keySlot(keys.breaker(d)));
+      expect(keySlot(keys.breakerForced(d))).toBe(keySlot(keys.breaker(d)));
+    }
   });
 
   it('refuses a script call whose keys span slots before it reaches Redis', async () => {
