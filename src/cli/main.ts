@@ -4,7 +4,7 @@ import { Command, Option } from 'commander';
 import { ConfigError, loadConfig } from '../config/load.js';
 import type { SluiceConfig } from '../config/schema.js';
 import { createLogger } from '../obs/logger.js';
-import { infraCommand, withLocalInfra } from '../dev/index.js';
+import { demoCommand, infraCommand, withLocalInfra } from '../dev/index.js';
 import { redactConfig } from '../config/redact.js';
 import { demoSecretProblems, productionProblems, profileError } from '../config/profile.js';
 import { readIngressSecrets } from '../ingress/ingress-secrets.js';
@@ -94,6 +94,7 @@ program
   });
 
 program.addCommand(infraCommand({ loadConfig: configOrExit }));
+program.addCommand(demoCommand({ exit: EXIT }));
 program.addCommand(dlqCommand({ loadConfig: configOrExit, exit: EXIT }));
 program.addCommand(lagCommand({ loadConfig: configOrExit }));
 program.addCommand(usageCommand({ loadConfig: configOrExit, exit: EXIT }));
