@@ -1,6 +1,15 @@
-import type { SluiceConfig } from '../config/schema.js';
+import type { Role, SluiceConfig } from '../config/schema.js';
 import { redactUrl } from '../util/url.js';
 import type { RunningRoles } from '../roles/start-roles.js';
+
+/** The roles `sluice demo` needs; the banner offers it where they all run in this process, as under `npm start`. */
+const DEMO_ROLES: readonly Role[] = ['api', 'ingress', 'processor', 'status-sink'];
+
+/** `sluice demo`'s flags for where this instance differs from its defaults. */
+function demoCommandLine(config: SluiceConfig, apiUrl: string): string {
+  const brokers = config.kafka.brokers.join(',');
+  return ['npx sluice demo', apiUrl === 'http://127.0.0.1:8080' ? '' : ` --api-url ${apiUrl}`, brokers === '127.0.0.1:9092' ? '' : ` --brokers ${brokers}`].join('');
+}
 
 /** The human-readable "where to look" printed once at start-up (logs stay JSON). */
 export function startBanner(config: SluiceConfig, running: RunningRoles): string {
@@ -10,6 +19,9 @@ export function startBanner(config: SluiceConfig, running: RunningRoles): string
     if (config.api.console.enable) lines.push(`  console      ${running.apiUrl}/console   (log in with the admin key${config.profile === 'dev' ? ': local-admin-key' : ''})`);
     // The demo key works only where the demo config runs.
     if (config.profile === 'dev') {
+      if (DEMO_ROLES.every((role) => running.roles.includes(role)) && config.tenants['tenant-a']?.ingress) {
+        lines.push(`  next         ${demoCommandLine(config, running.apiUrl)}   (in another terminal; or npm run sluice -- demo): the client library against this instance`);
+      }
       lines.push(
         '  try it:',
         `    curl -s -X POST ${running.apiUrl}/v1/runs -H 'Authorization: Bearer local-key-a' \\`,

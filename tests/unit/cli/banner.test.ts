@@ -33,9 +33,15 @@ describe('startBanner', () => {
     expect(dev).not.toContain('local-ingress-secret-a');
     const withIngress = startBanner(loadConfig({ env: {} }), { ...running, roles: ['api', 'ingress'] });
     expect(withIngress).toContain("through Kafka: SluiceProducer ('sluice/producer') as tenant-a, secret 'local-ingress-secret-a'");
+    // `sluice demo` as the next thing to try, where every role it needs runs here; its flags where this instance is not at its defaults.
+    expect(withIngress).not.toContain('sluice demo');
+    const everyRole: RunningRoles = { ...running, roles: ['api', 'ingress', 'processor', 'status-sink', 'provider-sim'] };
+    expect(startBanner(loadConfig({ env: {} }), everyRole)).toContain('  next         npx sluice demo   (in another terminal; or npm run sluice -- demo)');
+    expect(startBanner(loadConfig({ env: { KAFKA_BROKERS: '10.0.0.5:9092' } }), { ...everyRole, apiUrl: 'http://127.0.0.1:18080' })).toContain('npx sluice demo --api-url http://127.0.0.1:18080 --brokers 10.0.0.5:9092   (');
     const production = startBanner(parseConfig(secretDoc()), running);
     expect(production.split('\n')[0]).toBe('Sluice is running (production profile): roles api, processor');
     expect(production).not.toContain('local-key-a');
+    expect(startBanner(parseConfig(secretDoc()), everyRole)).not.toContain('sluice demo');
     expect(production).toContain('API          http://127.0.0.1:8080');
     // The console's URL, with the demo admin key only where the demo config runs.
     expect(dev).toContain('console      http://127.0.0.1:8080/console   (log in with the admin key: local-admin-key)');
