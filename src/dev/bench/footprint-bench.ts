@@ -196,7 +196,7 @@ export interface FootprintResult {
   outcomes: Record<string, number>;
 }
 
-/** A bare POST, not SluiceClient: the client always sends an Idempotency-Key, whose Redis commands the figures leave out. */
+/** A bare POST, not SluiceClient: the client always sends an Idempotency-Key, whose Redis commands the figures (docs/sizing.md) leave out. */
 async function submit(apiUrl: string, i: number): Promise<void> {
   const res = await fetch(`${apiUrl}/v1/runs`, {
     method: 'POST',
