@@ -19,6 +19,8 @@ export interface SluiceClientOptions {
   maxEventBytes?: number;
   /** How an event stream reconnects after losing its connection. */
   reconnect?: Partial<Reconnect>;
+  /** Source of the retry and reconnect spread, in [0, 1); injectable so tests are deterministic. */
+  random?: () => number;
 }
 
 export interface CallOptions {
@@ -61,6 +63,7 @@ export class SluiceClient {
   private readonly fetch: typeof fetch;
   private readonly maxEventBytes: number;
   private readonly reconnect: Reconnect;
+  private readonly random: () => number;
 
   constructor(opts: SluiceClientOptions) {
     this.baseUrl = opts.baseUrl.replace(/\/+$/, '');
@@ -69,10 +72,11 @@ export class SluiceClient {
     this.fetch = opts.fetch ?? globalThis.fetch;
     this.maxEventBytes = opts.maxEventBytes ?? DEFAULT_MAX_EVENT_BYTES;
     this.reconnect = { ...DEFAULT_RECONNECT, ...opts.reconnect };
+    this.random = opts.random ?? Math.random;
   }
 
   /**
-   * `POST /v1/runs`. A refusal is retried only within `retry`, after the wait Sluice asked for,
+   * `POST /v1/runs`. A refusal is retried only within `retry`, after the wait Sluice asked for (spread a little, see retry-policy.ts),
    * with the same Idempotency-Key; otherwise it is thrown as a SluiceRefusal.
    */
   async submit(req: SubmitRequest): Promise<SubmittedRun> {
@@ -91,7 +95,7 @@ export class SluiceClient {
         return { ...answer.body, queued: answer.body.admission === 'queued', idempotencyKey, idempotentReplayed: answer.headers.get('idempotent-replayed') === 'true' };
       } catch (err) {
         if (!(err instanceof SluiceRefusal)) throw err;
-        const waitMs = submitRetryWaitMs({ attempt, retryable: err.retryable, retryAfterSec: err.retryAfterSec, waitedMs, elapsedMs: Date.now() - startedAt }, retry, req.deadlineMs);
+        const waitMs = submitRetryWaitMs({ attempt, retryable: err.retryable, retryAfterSec: err.retryAfterSec, waitedMs, elapsedMs: Date.now() - startedAt }, retry, req.deadlineMs, this.random);
         if (waitMs === undefined) throw err;
         await sleep(waitMs, req.signal);
         waitedMs += waitMs;
@@ -150,7 +154,7 @@ export class SluiceClient {
       lastEventId = parser.lastEventId;
       serverRetryMs = parser.retryMs;
       failures += 1;
-      const waitMs = reconnectWaitMs(failures, this.reconnect, serverRetryMs, retryAfterSec);
+      const waitMs = reconnectWaitMs(failures, this.reconnect, serverRetryMs, retryAfterSec, this.random);
       if (waitMs === undefined) throw new Error(`the event stream of run ${runId} was lost ${failures - 1} times in a row`, { cause: lost });
       await sleep(waitMs, opts.signal);
     }
