@@ -3,6 +3,7 @@ import type { RedisKeys } from '../redis/keys.js';
 import type { LuaScripts } from '../redis/scripts.js';
 import type { BacklogResult } from './admission-policy.js';
 import { SERVICE_BUCKET_SEC } from './service-state.js';
+import type { BucketRefusalMemo } from './bucket-refusal-memo.js';
 
 /** Buckets of finish counts kept beyond the longest rate window (seconds / bucket size, plus one). */
 const SERVICE_BUCKETS_KEPT = 361;
@@ -27,20 +28,27 @@ export async function takeFromBucket(scripts: LuaScripts, key: string, capacity:
   return { allowed: allowed === 1, tokensLeft: Number(tokens), waitMs: Number(waitMs) };
 }
 
-/** The thin Redis side of admission: each call is one EVALSHA of one script in `lua/`. */
+/** Where a bucket refusal answered from memory is reported (the bucket's kind: submit or read). */
+export type MemoAnswered = (bucket: 'submit' | 'read') => void;
+
+/**
+ * The thin Redis side of admission: each call is one EVALSHA of one script in `lua/`. With a
+ * `BucketRefusalMemo`, a bucket known to be short of tokens is refused without asking Redis.
+ */
 export class AdmissionStore {
   constructor(
     private readonly scripts: LuaScripts,
     private readonly keys: RedisKeys,
+    private readonly memo?: { refusals: BucketRefusalMemo; answered: MemoAnswered; now?: () => number },
   ) {}
 
   takeToken(tenant: string, capacity: number, refillPerSec: number, cost = 1): Promise<BucketTake> {
-    return this.take(this.keys.tenantBucket(tenant), capacity, refillPerSec, cost);
+    return this.take('submit', this.keys.tenantBucket(tenant), capacity, refillPerSec, cost);
   }
 
   /** The tenant's read bucket: the same script on its own key, so reads never spend submit tokens. */
   takeReadToken(tenant: string, capacity: number, refillPerSec: number): Promise<BucketTake> {
-    return this.take(this.keys.readBucket(tenant), capacity, refillPerSec, 1);
+    return this.take('read', this.keys.readBucket(tenant), capacity, refillPerSec, 1);
   }
 
   async admit(run: { runId: string; tenantId: string; runClass: RunClass; leaseExpiry: number }, bounds: { tenantMax: number; globalMax: number; maxAhead: number | undefined; recordAnyway: boolean }): Promise<BacklogResult> {
@@ -62,8 +70,21 @@ export class AdmissionStore {
     return this.remove(run, undefined, false);
   }
 
-  private take(key: string, capacity: number, refillPerSec: number, cost: number): Promise<BucketTake> {
-    return takeFromBucket(this.scripts, key, capacity, refillPerSec, cost);
+  private async take(bucket: 'submit' | 'read', key: string, capacity: number, refillPerSec: number, cost: number): Promise<BucketTake> {
+    if (!this.memo) return takeFromBucket(this.scripts, key, capacity, refillPerSec, cost);
+    const { refusals, answered, now = Date.now } = this.memo;
+    const rate = { capacity, refillPerSec };
+    // Taken before asking: Redis counts the wait from a moment after this one, so the memo never
+    // refuses past the moment the tokens exist.
+    const asked = now();
+    const remembered = refusals.refusal(key, rate, cost, asked);
+    if (remembered) {
+      answered(bucket);
+      return remembered;
+    }
+    const take = await takeFromBucket(this.scripts, key, capacity, refillPerSec, cost);
+    refusals.learn(key, rate, cost, take, asked);
+    return take;
   }
 
   private async remove(run: BacklogRun, executionMs: number | undefined, finished: boolean): Promise<boolean> {

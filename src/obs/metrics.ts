@@ -43,6 +43,12 @@ export function createMetrics() {
       registers: r,
     }),
     admissionRowsWriteFailures: new Counter({ name: 'sluice_admission_rows_write_failures_total', help: 'Failed tries to write a batch of admitted runs\' read-model rows (each is retried with backoff)', registers: r }),
+    bucketRefusalsFromMemory: new Counter({
+      name: 'sluice_admission_bucket_refusals_from_memory_total',
+      help: 'Token-bucket refusals (submit and read buckets) answered from this instance\'s memory of an earlier refusal, without a Redis round trip',
+      labelNames: ['bucket'],
+      registers: r,
+    }),
     admissions: new Counter({ name: 'sluice_admission_total', help: 'Admission decisions at the submit adapter', labelNames: ['tenant', 'class', 'outcome', 'reason'], registers: r }),
     admissionObserved: new Counter({
       name: 'sluice_admission_observed_total',

@@ -24,6 +24,7 @@ import { ToolConnections } from '../steps/tool-connections.js';
 import { SharedClients } from './shared-clients.js';
 import { AdmissionController } from '../admission/admission-controller.js';
 import { AdmissionStore } from '../admission/admission-store.js';
+import { BucketRefusalMemo } from '../admission/bucket-refusal-memo.js';
 import { releaseFinishedRun } from '../admission/backlog-release.js';
 import { ReadLimits } from '../admission/read-limits.js';
 import { IdempotencyStore } from '../admission/idempotency.js';
@@ -253,7 +254,12 @@ async function startAdmission(ctx: RoleContext): Promise<AdmissionController> {
   });
   await serviceState.start();
   onStop(async () => serviceState.stop());
-  return new AdmissionController(config, new AdmissionStore(clients.scripts, clients.keys), serviceState, board, metrics, new RedisOutageFallback(config.admission.redisOutage), log, new TokenBudgetStore(clients.scripts, clients.keys));
+  return new AdmissionController(config, rememberingStore(ctx), serviceState, board, metrics, new RedisOutageFallback(config.admission.redisOutage), log, new TokenBudgetStore(clients.scripts, clients.keys));
+}
+
+/** An admission store that answers refusals of a bucket still short of tokens from memory, counted. */
+function rememberingStore({ clients, metrics }: RoleContext): AdmissionStore {
+  return new AdmissionStore(clients.scripts, clients.keys, { refusals: new BucketRefusalMemo(), answered: (bucket) => metrics.bucketRefusalsFromMemory.inc({ bucket }) });
 }
 
 /** Producers' run requests from the ingress topic, admitted as the API admits submissions. */
@@ -327,7 +333,7 @@ async function startApi(ctx: RoleContext): Promise<string> {
       pendingMs: config.admission.idempotencyPendingMs,
       waitMs: config.kafka.produceTimeoutMs + 1_000,
     }),
-    reads: new ReadLimits({ config, store: new AdmissionStore(clients.scripts, clients.keys), metrics, logger: log }),
+    reads: new ReadLimits({ config, store: rememberingStore(ctx), metrics, logger: log }),
     readiness: clients.readinessChecks(),
     runStatus: { runs, feed, cancellations },
     withdrawals: cancellations,

@@ -1,6 +1,7 @@
 import type { RedisClient } from '../../../src/redis/client.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AdmissionStore } from '../../../src/admission/admission-store.js';
+import { BucketRefusalMemo } from '../../../src/admission/bucket-refusal-memo.js';
 import { redisKeys } from '../../../src/redis/keys.js';
 import { LuaScripts } from '../../../src/redis/scripts.js';
 import { eventually, testNamespace } from '../harness.js';
@@ -220,6 +221,49 @@ describe.each(REDIS_BACKENDS)('on %s', (backend) => {
       const take = await storeA.takeToken(t, 5, 1_000);
       expect(take.allowed).toBe(false);
       expect(take.waitMs).toBeGreaterThan(59_000);
+    });
+  });
+
+  describe('AdmissionStore with a BucketRefusalMemo (refusals answered from memory)', () => {
+    const remembering = () => {
+      const answered: string[] = [];
+      return { answered, store: new AdmissionStore(scriptsA, keys, { refusals: new BucketRefusalMemo(), answered: (bucket) => answered.push(bucket) }) };
+    };
+
+    it('refuses from memory, without touching the bucket, until the token can exist; then Redis lets it in', async () => {
+      const t = tenant('memo');
+      const { store, answered } = remembering();
+      expect((await store.takeToken(t, 1, 5)).allowed).toBe(true);
+      const fromRedis = await store.takeToken(t, 1, 5);
+      expect(fromRedis.allowed).toBe(false);
+      expect(answered).toEqual([]);
+      const level = await a.hgetall(keys.tenantBucket(t));
+      const fromMemory = await store.takeToken(t, 1, 5);
+      expect(fromMemory.allowed).toBe(false);
+      expect(fromMemory.waitMs).toBeGreaterThan(0);
+      expect(fromMemory.waitMs).toBeLessThanOrEqual(fromRedis.waitMs);
+      expect(answered).toEqual(['submit']);
+      // The script rewrites the level and its time on every take, refused or not: unchanged, it was not run.
+      expect(await a.hgetall(keys.tenantBucket(t))).toEqual(level);
+      await sleep(fromMemory.waitMs + 5);
+      expect((await store.takeToken(t, 1, 5)).allowed).toBe(true);
+      expect(answered).toEqual(['submit']);
+    });
+
+    it('still lets the bucket\'s rate through: requests every 2 ms against capacity 2 + 40/s for 0.5 s', async () => {
+      const t = tenant('memo-rate');
+      const { store, answered } = remembering();
+      const started = Date.now();
+      let allowed = 0;
+      while (Date.now() - started < 500) {
+        if ((await store.takeToken(t, 2, 40)).allowed) allowed++;
+        await sleep(2);
+      }
+      const elapsedSec = (Date.now() - started) / 1000;
+      // Capacity plus what refilled while asking; a memory that refused too long would fall short.
+      expect(allowed).toBeGreaterThanOrEqual(Math.floor(2 + 40 * (elapsedSec - 0.05)));
+      expect(allowed).toBeLessThanOrEqual(Math.ceil(2 + 40 * elapsedSec) + 1);
+      expect(answered.length).toBeGreaterThan(0);
     });
   });
 
