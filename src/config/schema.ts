@@ -437,7 +437,9 @@ export const configSchema = z
         /**
          * The operations console at `/console`: the admin key, given once at the login form, is
          * exchanged for a session cookie that lasts `sessionTtlSec` (sessions live in Redis, so
-         * any API instance accepts them). `sampleMs`: how often the Overview's charts take a point.
+         * any API instance accepts them). `sampleMs`: how often the Overview's charts take a point
+         * (this process's admissions), the width of its finished-run buckets read from Postgres, and
+         * the longest that read may take.
          */
         console: z
           .object({

@@ -1,7 +1,7 @@
 import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import type { ActiveAlert, PendingAlert } from '../api/console/alerts.js';
-import type { OverviewPoint } from '../api/console/overview.js';
+import type { FinishedSeries, OverviewPoint } from '../api/console/overview.js';
 import { get, login, logout, resume } from './api.js';
 import { usePolled } from './hooks.js';
 import { BackpressurePage } from './pages/backpressure.js';
@@ -47,6 +47,9 @@ function Login({ onIn }: { onIn: () => void }) {
   );
 }
 
+/** The finished-run charts before the first answer. */
+const NOTHING_FINISHED: FinishedSeries = { points: [], asOf: null, unavailable: null };
+
 function Console({ onOut }: { onOut: () => void }) {
   const [where, setWhere] = useState(route());
   useEffect(() => {
@@ -54,7 +57,7 @@ function Console({ onOut }: { onOut: () => void }) {
     addEventListener('hashchange', onHash);
     return () => removeEventListener('hashchange', onHash);
   }, []);
-  const overview = usePolled(() => get<{ points: OverviewPoint[]; alerts: ActiveAlert[]; pending: PendingAlert[] }>('overview'), OVERVIEW_REFRESH_MS, onOut);
+  const overview = usePolled(() => get<{ points: OverviewPoint[]; finished: FinishedSeries; alerts: ActiveAlert[]; pending: PendingAlert[] }>('overview'), OVERVIEW_REFRESH_MS, onOut);
   const banner = alertBanner(overview.data?.alerts ?? []);
   return (
     <>
@@ -75,7 +78,7 @@ function Console({ onOut }: { onOut: () => void }) {
         </div>
       )}
       <main>
-        {where.page === 'overview' && <Overview points={overview.data?.points ?? []} pending={overview.data?.pending ?? []} />}
+        {where.page === 'overview' && <Overview points={overview.data?.points ?? []} finished={overview.data?.finished ?? NOTHING_FINISHED} pending={overview.data?.pending ?? []} />}
         {where.page === 'backpressure' && <BackpressurePage onLoggedOut={onOut} />}
         {where.page === 'dependencies' && <DependenciesPage onLoggedOut={onOut} />}
         {where.page === 'runs' && <RunsPage onLoggedOut={onOut} selected={where.runId} onSelect={(runId) => setWhere({ page: 'runs', ...(runId ? { runId } : {}) })} />}

@@ -4,7 +4,7 @@
  */
 import type { ActiveAlert, PendingAlert } from '../api/console/alerts.js';
 import type { PermitUse } from '../api/console/backpressure.js';
-import type { OverviewPoint } from '../api/console/overview.js';
+import type { FinishedPoint, FinishedSeries, OverviewPoint } from '../api/console/overview.js';
 import type { LimitView } from '../api/routes/admin-limits.js';
 import type { LagReport } from '../lag/lag-report.js';
 import type { RunEvent } from '../client/types.js';
@@ -16,11 +16,11 @@ export interface ChartData {
 }
 
 /**
- * One chart's series out of the Overview's points: `pick` gives each point's values by label; a
- * label missing from a point (no such counter yet) is null there, so the line has a gap.
- * `order` puts known labels first, in that order; others follow by name.
+ * One chart's series out of the Overview's points (this process's, or Postgres's): `pick` gives
+ * each point's values by label; a label missing from a point (no such counter yet) is null there,
+ * so the line has a gap. `order` puts known labels first, in that order; others follow by name.
  */
-export function chartData(points: readonly OverviewPoint[], pick: (p: OverviewPoint) => Record<string, number | null>, order: readonly string[] = []): ChartData {
+export function chartData<P extends { at: number }>(points: readonly P[], pick: (p: P) => Record<string, number | null>, order: readonly string[] = []): ChartData {
   const seen = new Set<string>();
   for (const p of points) for (const k of Object.keys(pick(p))) seen.add(k);
   const labels = [...order.filter((k) => seen.has(k)), ...[...seen].filter((k) => !order.includes(k)).sort()];
@@ -32,7 +32,7 @@ export function chartData(points: readonly OverviewPoint[], pick: (p: OverviewPo
 export const ADMISSION_OUTCOMES = ['admitted', 'queued', 'deferred', 'rejected'] as const;
 
 /** Latency series named `<class> p50` and `<class> p99`, in seconds. */
-export function latencyPick(p: OverviewPoint): Record<string, number | null> {
+export function latencyPick(p: FinishedPoint): Record<string, number | null> {
   const out: Record<string, number | null> = {};
   for (const [cls, v] of Object.entries(p.p50)) out[`${cls} p50`] = v;
   for (const [cls, v] of Object.entries(p.p99)) out[`${cls} p99`] = v;
@@ -42,12 +42,31 @@ export function latencyPick(p: OverviewPoint): Record<string, number | null> {
 /** How far back the figures above the charts average: one burst stays visible between two refreshes. */
 export const FIGURE_SPAN_MS = 60_000;
 
-/** Per-second rates over the last minute of points, for the figures above the charts ('–' before the first point). */
-export function latestFigures(points: readonly OverviewPoint[]): { label: string; value: string }[] {
+/** The mean per-second rate over the last minute of points ('–' before the first point). */
+function recentRate<P extends { at: number }>(points: readonly P[], pick: (p: P) => number | undefined): string {
   const last = points[points.length - 1];
-  const recent = last ? points.filter((p) => last.at - p.at < FIGURE_SPAN_MS) : [];
-  const mean = (pick: (p: OverviewPoint) => number | undefined) => (last ? `${formatNumber(recent.reduce((sum, p) => sum + (pick(p) ?? 0), 0) / recent.length)}/s` : '–');
-  return [...ADMISSION_OUTCOMES.map((o) => ({ label: o, value: mean((p) => p.admission[o]) })), { label: 'completed', value: mean((p) => p.finished.completed) }];
+  if (!last) return '–';
+  const recent = points.filter((p) => last.at - p.at < FIGURE_SPAN_MS);
+  return `${formatNumber(recent.reduce((sum, p) => sum + (pick(p) ?? 0), 0) / recent.length)}/s`;
+}
+
+/**
+ * The figures above the charts: admissions from this process's points, completions from
+ * Postgres's, each averaged over its last minute; completions read 'unavailable' while Postgres
+ * does not answer, rather than a stale rate.
+ */
+export function latestFigures(points: readonly OverviewPoint[], finished: FinishedSeries): { label: string; value: string }[] {
+  return [
+    ...ADMISSION_OUTCOMES.map((o) => ({ label: o, value: recentRate(points, (p) => p.admission[o]) })),
+    { label: 'completed', value: finished.unavailable === null ? recentRate(finished.points, (p) => p.finished.completed) : 'unavailable' },
+  ];
+}
+
+/** What the page says of the finished-run charts' source: null while Postgres answers. */
+export function finishedNotice(finished: FinishedSeries): string | null {
+  if (finished.unavailable === null) return null;
+  const shown = finished.asOf === null ? 'nothing to show yet' : `the charts show what it answered at ${new Date(finished.asOf).toISOString().slice(11, 19)} UTC`;
+  return `Finished runs and end-to-end times are unavailable: Postgres did not answer (${finished.unavailable}); ${shown}.`;
 }
 
 export function formatNumber(n: number): string {

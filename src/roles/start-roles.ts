@@ -59,6 +59,7 @@ import { LagMonitor, readPublishedReport } from '../lag/lag-monitor.js';
 import { ConsoleSessions } from '../api/console/console-session.js';
 import { ConsoleAssets } from '../api/console/console-assets.js';
 import { OverviewSampler } from '../api/console/overview-sampler.js';
+import { FinishedRunsSampler } from '../api/console/overview-finished.js';
 import { DependencyReports } from '../api/console/dependencies.js';
 import { AlertWatch, backlogUse } from '../api/console/alerts.js';
 import { LoginThrottle } from '../api/console/login-throttle.js';
@@ -66,6 +67,7 @@ import { readBacklog } from '../admission/backlog-census.js';
 import { packageRoot } from '../util/package-root.js';
 import { createLagMetrics } from '../lag/lag-metrics.js';
 import { WaitingRuns } from '../status/waiting-runs.js';
+import { readFinishedRuns } from '../status/finished-runs.js';
 import { IngressConsumer } from '../ingress/ingress-consumer.js';
 import { readIngressSecrets } from '../ingress/ingress-secrets.js';
 
@@ -312,6 +314,13 @@ async function startApi(ctx: RoleContext): Promise<string> {
   const lagReport = () => readPublishedReport(clients.redis, clients.keys);
   const waitingRuns = new WaitingRuns(clients.redis, clients.keys, config.admission.leaseGraceMs);
   const sampler = new OverviewSampler(metrics, config.api.console.sampleMs);
+  const pool = await clients.pool();
+  const finishedRuns = new FinishedRunsSampler({
+    // Cut off by the next read's turn at the latest: a slow Postgres costs the Overview one connection, never a pile of them.
+    read: (window) => readFinishedRuns(pool, window, Math.min(config.api.console.sampleMs, config.postgres.statementTimeoutMs)),
+    bucketMs: config.api.console.sampleMs,
+    logger: log.child({ component: 'console' }),
+  });
   const backlogLimits = { tenants: Object.fromEntries(Object.entries(config.tenants).map(([t, c]) => [t, c.admission.maxBacklog])), global: config.admission.maxBacklog };
   const alerts = new AlertWatch(
     async () => ({
@@ -350,6 +359,7 @@ async function startApi(ctx: RoleContext): Promise<string> {
         loginThrottle: new LoginThrottle(config.api.console.loginRateLimit),
         assets: new ConsoleAssets(join(packageRoot(), 'dist', 'console')),
         sampler,
+        finishedRuns,
         alerts,
         alertEveryMs: config.api.console.sampleMs,
         metrics,

@@ -22,6 +22,7 @@ import { ASSET_CACHE, CONSOLE_HEADERS, PAGE_CACHE, type ConsoleAssets } from './
 import { changesState, cookieValue, csrfMatches, CSRF_HEADER, sameOrigin, SESSION_COOKIE, sessionCookie, type ConsoleSession, type ConsoleSessions } from './console-session.js';
 import type { LoginThrottle } from './login-throttle.js';
 import { pointsOf } from './overview.js';
+import type { FinishedRunsSampler } from './overview-finished.js';
 import type { OverviewSampler } from './overview-sampler.js';
 
 export interface ConsoleDeps {
@@ -31,7 +32,10 @@ export interface ConsoleDeps {
   /** Logins per client address (its bucket), before the key is even looked at. */
   loginThrottle: Pick<LoginThrottle, 'take'>;
   assets: ConsoleAssets;
+  /** This process's admission counts, sampled for the Overview. */
   sampler: OverviewSampler;
+  /** Every processor's finished runs, from Postgres, for the Overview; never rejects. */
+  finishedRuns: Pick<FinishedRunsSampler, 'current'>;
   /** The alert rules, for the banner, checked every `alertEveryMs`. */
   alerts: Pick<AlertWatch, 'check' | 'current'>;
   alertEveryMs: number;
@@ -206,7 +210,7 @@ export function registerConsoleRoutes(app: FastifyInstance, deps: ConsoleDeps): 
 
   app.get('/console/api/overview', { onRequest: requireSession }, async () => {
     const { firing, pending } = deps.alerts.current();
-    return { points: pointsOf(deps.sampler.history()), alerts: firing, pending };
+    return { points: pointsOf(deps.sampler.history()), finished: await deps.finishedRuns.current(), alerts: firing, pending };
   });
 
   app.get('/console/api/backpressure', { onRequest: requireSession }, async (req) => {

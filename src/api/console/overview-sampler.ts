@@ -1,14 +1,12 @@
 import type { Metrics } from '../../obs/metrics.js';
 import { repeatEvery } from '../../util/repeat-every.js';
-import { tallyOf, type Tally } from './overview.js';
-
-/** How far back the Overview's charts reach. */
-export const OVERVIEW_SPAN_MS = 15 * 60_000;
+import { OVERVIEW_SPAN_MS, tallyOf, type Tally } from './overview.js';
 
 /**
  * Takes a Tally of this process's registry every `sampleMs` and keeps the last 15 minutes of them
  * (one more, so the oldest point has a tally before it). In memory: a restarted API starts its
- * charts empty, and each API instance charts what it and the roles in its process counted.
+ * admission charts empty, and each API instance charts the submissions it answered. The
+ * finished-run charts come from Postgres instead (overview-finished.ts).
  */
 export class OverviewSampler {
   private readonly tallies: Tally[] = [];

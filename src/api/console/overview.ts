@@ -1,13 +1,11 @@
 import type { MetricObjectWithValues, MetricValue, MetricValueWithName } from 'prom-client';
+import type { FinishedRunsRow, FinishedWindow } from '../../status/finished-runs.js';
+
+/** How far back the Overview's charts reach. */
+export const OVERVIEW_SPAN_MS = 15 * 60_000;
 
 /** prom-client's JSON form of one metric, as `registry.getMetricsAsJSON()` answers. */
 export type MetricJson = MetricObjectWithValues<MetricValue<string> | MetricValueWithName<string>>;
-
-/** A histogram's cumulative bucket counts, by upper bound (`+Inf` last). */
-export interface Buckets {
-  le: number[];
-  counts: number[];
-}
 
 /** The counters the Overview charts, summed over their other labels, at one instant. */
 export interface Tally {
@@ -16,10 +14,6 @@ export interface Tally {
   admission: Record<string, number>;
   /** sluice_admission_total of deferred and rejected submissions, by reason (the problem code answered). */
   refusals: Record<string, number>;
-  /** sluice_runs_finished_total by status. */
-  finished: Record<string, number>;
-  /** sluice_run_end_to_end_seconds by class, every terminal status together. */
-  endToEnd: Record<string, Buckets>;
   deadLetters: Record<string, number>;
   leasesLost: number;
   retryBudgetExhausted: Record<string, number>;
@@ -39,48 +33,15 @@ export function metricValues(metrics: readonly MetricJson[], name: string): Metr
 
 /** Reads a Tally out of a registry's JSON: the one place that knows which metrics the Overview uses. */
 export function tallyOf(metrics: readonly MetricJson[], at: number): Tally {
-  const t: Tally = { at, admission: {}, refusals: {}, finished: {}, endToEnd: {}, deadLetters: {}, leasesLost: 0, retryBudgetExhausted: {} };
+  const t: Tally = { at, admission: {}, refusals: {}, deadLetters: {}, leasesLost: 0, retryBudgetExhausted: {} };
   for (const v of metricValues(metrics, 'sluice_admission_total')) {
     add(t.admission, v.labels.outcome, v.value);
     if (REFUSED.has(String(v.labels.outcome))) add(t.refusals, v.labels.reason, v.value);
   }
-  for (const v of metricValues(metrics, 'sluice_runs_finished_total')) add(t.finished, v.labels.status, v.value);
   for (const v of metricValues(metrics, 'sluice_dead_letters_total')) add(t.deadLetters, v.labels.reason, v.value);
   for (const v of metricValues(metrics, 'sluice_retry_budget_exhausted_total')) add(t.retryBudgetExhausted, v.labels.dependency, v.value);
   for (const v of metricValues(metrics, 'sluice_permit_leases_lost_total')) t.leasesLost += v.value;
-  const bounds = new Map<string, Map<number, number>>();
-  for (const v of metricValues(metrics, 'sluice_run_end_to_end_seconds')) {
-    if (!('metricName' in v) || !v.metricName?.endsWith('_bucket')) continue;
-    const le = v.labels.le === '+Inf' ? Infinity : Number(v.labels.le);
-    const byLe = bounds.get(String(v.labels.class)) ?? new Map<number, number>();
-    byLe.set(le, (byLe.get(le) ?? 0) + v.value);
-    bounds.set(String(v.labels.class), byLe);
-  }
-  for (const [cls, byLe] of bounds) {
-    const le = [...byLe.keys()].sort((a, b) => a - b);
-    t.endToEnd[cls] = { le, counts: le.map((b) => byLe.get(b)!) };
-  }
   return t;
-}
-
-/**
- * The q-quantile of the observations between two cumulative histograms, interpolated linearly in
- * its bucket as Prometheus's histogram_quantile does (the `+Inf` bucket answers its lower bound).
- * Null when nothing was observed in between.
- */
-export function quantileBetween(before: Buckets | undefined, after: Buckets | undefined, q: number): number | null {
-  if (!after) return null;
-  const counts = after.counts.map((c, i) => c - (before?.le[i] === after.le[i] ? (before?.counts[i] ?? 0) : 0));
-  const total = counts[counts.length - 1] ?? 0;
-  if (total <= 0) return null;
-  const rank = q * total;
-  const i = counts.findIndex((c) => c >= rank);
-  const upper = after.le[i]!;
-  const lower = i > 0 ? after.le[i - 1]! : 0;
-  if (upper === Infinity) return lower;
-  const below = i > 0 ? counts[i - 1]! : 0;
-  const inBucket = counts[i]! - below;
-  return inBucket > 0 ? lower + ((upper - lower) * (rank - below)) / inBucket : upper;
 }
 
 /** Per-second increase of each key between two tallies' records; a counter that went down (a restart) counts from zero. */
@@ -98,27 +59,19 @@ export function sumOf(r: Record<string, number>): number {
   return Object.values(r).reduce((a, b) => a + b, 0);
 }
 
-/** One point of the Overview's charts: rates over the interval ending at `at`, latencies in seconds. */
+/** One point of the admission charts: this API process's rates over the interval ending at `at`. */
 export interface OverviewPoint {
   at: number;
   admission: Record<string, number>;
   refusals: Record<string, number>;
-  finished: Record<string, number>;
-  p50: Record<string, number | null>;
-  p99: Record<string, number | null>;
 }
 
 export function pointBetween(before: Tally, after: Tally): OverviewPoint {
   const seconds = Math.max(0.001, (after.at - before.at) / 1000);
-  const classes = Object.keys(after.endToEnd);
-  const q = (quantile: number) => Object.fromEntries(classes.map((c) => [c, quantileBetween(before.endToEnd[c], after.endToEnd[c], quantile)]));
   return {
     at: after.at,
     admission: ratesBetween(before.admission, after.admission, seconds),
     refusals: ratesBetween(before.refusals, after.refusals, seconds),
-    finished: ratesBetween(before.finished, after.finished, seconds),
-    p50: q(0.5),
-    p99: q(0.99),
   };
 }
 
@@ -138,4 +91,63 @@ export function tallyAgo(tallies: readonly Tally[], ms: number): Tally | undefin
 /** Increase of a record's values over a span (restarts count from zero), summed. */
 export function increaseOver(before: Record<string, number> | undefined, after: Record<string, number>): Record<string, number> {
   return ratesBetween(before ?? {}, after, 1);
+}
+
+/** One point of the finished-run charts: every instance's runs that finished in the bucket ending at `at`, from Postgres. */
+export interface FinishedPoint {
+  at: number;
+  /** Runs finished per second, by terminal status. */
+  finished: Record<string, number>;
+  /** Seconds from admission to finish, by class; null for a class with no run finished in the bucket. */
+  p50: Record<string, number | null>;
+  p99: Record<string, number | null>;
+}
+
+/** The finished-run charts as the Overview's JSON carries them. */
+export interface FinishedSeries {
+  points: FinishedPoint[];
+  /** When the points were read (epoch ms); null until a read has answered. */
+  asOf: number | null;
+  /** Why the last read failed (the points, if any, are those read at `asOf`); null when it answered. */
+  unavailable: string | null;
+}
+
+/** The whole buckets of the Overview's span before `now`: the bucket still filling is left out, so its rate does not read low. */
+export function finishedWindow(now: number, bucketMs: number): FinishedWindow {
+  const toMs = Math.floor(now / bucketMs) * bucketMs;
+  return { fromMs: toMs - Math.ceil(OVERVIEW_SPAN_MS / bucketMs) * bucketMs, toMs, bucketMs };
+}
+
+/**
+ * A point per bucket of the window, oldest first. A status seen anywhere in the window reads 0 in
+ * a bucket without it (a quiet bucket is a zero, not a gap); a class's percentiles are null there.
+ */
+export function finishedPointsOf(rows: readonly FinishedRunsRow[], window: FinishedWindow): FinishedPoint[] {
+  const statuses = [...new Set(rows.flatMap((r) => (r.status === null ? [] : [r.status])))];
+  const classes = [...new Set(rows.flatMap((r) => (r.class === null ? [] : [r.class])))];
+  const byBucket = new Map<number, FinishedRunsRow[]>();
+  for (const r of rows) {
+    const inBucket = byBucket.get(r.bucketMs);
+    if (inBucket) inBucket.push(r);
+    else byBucket.set(r.bucketMs, [r]);
+  }
+  const seconds = window.bucketMs / 1000;
+  const points: FinishedPoint[] = [];
+  for (let start = window.fromMs; start < window.toMs; start += window.bucketMs) {
+    const point: FinishedPoint = {
+      at: start + window.bucketMs,
+      finished: Object.fromEntries(statuses.map((s) => [s, 0])),
+      p50: Object.fromEntries(classes.map((c) => [c, null])),
+      p99: Object.fromEntries(classes.map((c) => [c, null])),
+    };
+    for (const r of byBucket.get(start) ?? []) {
+      if (r.status !== null) point.finished[r.status] = r.runs / seconds;
+      else if (r.class !== null) {
+        point.p50[r.class] = r.p50;
+        point.p99[r.class] = r.p99;
+      }
+    }
+    points.push(point);
+  }
+  return points;
 }

@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { backpressureGauges } from '../../../src/api/console/backpressure.js';
-import { pointBetween, pointsOf, quantileBetween, tallyAgo, tallyOf, type Tally } from '../../../src/api/console/overview.js';
+import { finishedPointsOf, finishedWindow, pointBetween, pointsOf, tallyAgo, tallyOf, type Tally } from '../../../src/api/console/overview.js';
 import { createMetrics } from '../../../src/obs/metrics.js';
 
-const empty = (at: number): Tally => ({ at, admission: {}, refusals: {}, finished: {}, endToEnd: {}, deadLetters: {}, leasesLost: 0, retryBudgetExhausted: {} });
+const empty = (at: number): Tally => ({ at, admission: {}, refusals: {}, deadLetters: {}, leasesLost: 0, retryBudgetExhausted: {} });
 
 describe('tallyOf', () => {
   it("reads the Overview's counters out of a real registry, summed over other labels", async () => {
@@ -11,29 +11,43 @@ describe('tallyOf', () => {
     m.admissions.inc({ tenant: 'a', class: 'interactive', outcome: 'admitted', reason: '' }, 3);
     m.admissions.inc({ tenant: 'b', class: 'batch', outcome: 'admitted', reason: '' }, 2);
     m.admissions.inc({ tenant: 'a', class: 'interactive', outcome: 'deferred', reason: 'rate_limited' }, 4);
-    m.runsFinished.inc({ tenant: 'a', workflow: 'w', class: 'interactive', status: 'completed' }, 5);
-    m.runEndToEnd.observe({ class: 'interactive', status: 'completed' }, 0.3);
     const t = tallyOf(await m.registry.getMetricsAsJSON(), 1000);
     expect(t.admission).toEqual({ admitted: 5, deferred: 4 });
     expect(t.refusals).toEqual({ rate_limited: 4 });
-    expect(t.finished).toEqual({ completed: 5 });
-    const buckets = t.endToEnd.interactive!;
-    expect(buckets.le.at(-1)).toBe(Infinity);
-    expect(buckets.counts[buckets.le.indexOf(0.5)]).toBe(1);
-    expect(buckets.counts[buckets.le.indexOf(0.25)]).toBe(0);
   });
 });
 
-describe('quantileBetween', () => {
-  const before = { le: [1, 2, Infinity], counts: [10, 10, 10] };
-  it('interpolates in the bucket the rank falls in, counting only what was observed in between', () => {
-    const after = { le: [1, 2, Infinity], counts: [10, 20, 20] };
-    expect(quantileBetween(before, after, 0.5)).toBeCloseTo(1.5);
-    expect(quantileBetween(before, after, 0.99)).toBeCloseTo(1.99);
+describe('finishedWindow', () => {
+  it('spans the whole buckets of the last 15 minutes, leaving out the one still filling', () => {
+    expect(finishedWindow(1_000_003_000, 5_000)).toEqual({ fromMs: 999_100_000, toMs: 1_000_000_000, bucketMs: 5_000 });
+    // A bucket that does not divide 15 minutes: the window reaches back a little further, never less.
+    expect(finishedWindow(1_000_000_000, 7_000)).toEqual({ fromMs: 999_096_000, toMs: 999_999_000, bucketMs: 7_000 });
   });
-  it('answers null with nothing observed, and the last bound for the +Inf bucket', () => {
-    expect(quantileBetween(before, before, 0.5)).toBeNull();
-    expect(quantileBetween(before, { le: [1, 2, Infinity], counts: [10, 10, 20] }, 0.5)).toBe(2);
+});
+
+describe('finishedPointsOf', () => {
+  const window = { fromMs: 100_000, toMs: 115_000, bucketMs: 5_000 };
+  it('gives a point per bucket at its end: rates by status, percentiles by class', () => {
+    const points = finishedPointsOf(
+      [
+        { bucketMs: 100_000, status: 'completed', class: null, runs: 10, p50: 3, p99: 8 },
+        { bucketMs: 100_000, status: 'failed', class: null, runs: 1, p50: 30, p99: 30 },
+        { bucketMs: 100_000, status: null, class: 'interactive', runs: 8, p50: 2, p99: 5 },
+        { bucketMs: 100_000, status: null, class: 'batch', runs: 3, p50: 20, p99: 29.9 },
+        { bucketMs: 110_000, status: 'completed', class: null, runs: 2, p50: 1, p99: 1 },
+        { bucketMs: 110_000, status: null, class: 'interactive', runs: 2, p50: 1, p99: 1 },
+      ],
+      window,
+    );
+    expect(points).toEqual([
+      { at: 105_000, finished: { completed: 2, failed: 0.2 }, p50: { interactive: 2, batch: 20 }, p99: { interactive: 5, batch: 29.9 } },
+      // A quiet bucket: zero runs finished (not a gap), and no percentile to draw.
+      { at: 110_000, finished: { completed: 0, failed: 0 }, p50: { interactive: null, batch: null }, p99: { interactive: null, batch: null } },
+      { at: 115_000, finished: { completed: 0.4, failed: 0 }, p50: { interactive: 1, batch: null }, p99: { interactive: 1, batch: null } },
+    ]);
+  });
+  it('gives empty points when nothing finished in the window', () => {
+    expect(finishedPointsOf([], window)).toEqual([100_000, 105_000, 110_000].map((s) => ({ at: s + 5_000, finished: {}, p50: {}, p99: {} })));
   });
 });
 

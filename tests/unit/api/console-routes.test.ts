@@ -7,6 +7,7 @@ import { AlertWatch } from '../../../src/api/console/alerts.js';
 import { ConsoleAssets } from '../../../src/api/console/console-assets.js';
 import { ConsoleSessions } from '../../../src/api/console/console-session.js';
 import { LoginThrottle } from '../../../src/api/console/login-throttle.js';
+import { FinishedRunsSampler } from '../../../src/api/console/overview-finished.js';
 import { OverviewSampler } from '../../../src/api/console/overview-sampler.js';
 import { buildApiServer, type ApiDeps } from '../../../src/api/server.js';
 import { loadConfig } from '../../../src/config/load.js';
@@ -61,10 +62,12 @@ let replays: { ids: readonly string[]; by: string; ratePerSec: number }[];
 let discards: { ids: readonly string[]; who: string; reason: string }[];
 let breakerAdmin: ReturnType<typeof fakeBreakerAdmin>;
 let alertWatch: AlertWatch;
+let sampler: OverviewSampler;
+let metrics: ReturnType<typeof createMetrics>;
 /** The alert watch's clock. */
 let clock: number;
 
-/** `failing`: Kafka and the DLQ store fail as an unreachable one would. */
+/** `failing`: Kafka, Postgres and the DLQ store fail as an unreachable one would. */
 function server(o: { trustProxy?: boolean; failing?: boolean } = {}): FastifyInstance {
   audit = [];
   limitFields = new Map();
@@ -72,9 +75,9 @@ function server(o: { trustProxy?: boolean; failing?: boolean } = {}): FastifyIns
   replays = [];
   discards = [];
   breakerAdmin = fakeBreakerAdmin();
-  const metrics = createMetrics();
+  metrics = createMetrics();
   clock = 0;
-  const sampler = new OverviewSampler(metrics, 60_000);
+  sampler = new OverviewSampler(metrics, 60_000);
   alertWatch = new AlertWatch(async () => ({ lag: undefined, backlog: 'unreadable', breakers: [{ name: 'anthropic', state: 'open', retryAt: 1 }], tallies: sampler.history() }), () => clock);
   const auditLog = { info: (fields: { audit: Record<string, unknown> }) => audit.push(fields.audit) } as unknown as Logger;
   app = buildApiServer({
@@ -97,6 +100,18 @@ function server(o: { trustProxy?: boolean; failing?: boolean } = {}): FastifyIns
       loginThrottle: new LoginThrottle({ attempts: 5, perSec: 60, maxAddresses: 100 }, () => clock),
       assets: new ConsoleAssets(builtConsole()),
       sampler,
+      finishedRuns: new FinishedRunsSampler({
+        read: async () => {
+          if (o.failing) throw new Error('Postgres: connection refused');
+          return [
+            { bucketMs: -60_000, status: 'completed', class: null, runs: 120, p50: 2, p99: 9 },
+            { bucketMs: -60_000, status: null, class: 'interactive', runs: 120, p50: 1.5, p99: 4 },
+          ];
+        },
+        bucketMs: 60_000,
+        logger: createLogger('silent'),
+        now: () => clock,
+      }),
       alerts: alertWatch,
       alertEveryMs: 60_000,
       metrics,
@@ -204,6 +219,31 @@ describe('console data behind the session', () => {
     const later = await overview();
     expect(later.alerts.map((x) => x.alert)).toEqual(['SluiceBreakerOpen', 'SluiceLagMonitorAbsent']);
     expect(later.pending).toEqual([]);
+  });
+
+  it("charts this process's submissions, and every processor's finished runs from Postgres", async () => {
+    const a = server();
+    const { cookie } = await login(a);
+    metrics.admissions.inc({ tenant: 'tenant-a', class: 'interactive', outcome: 'admitted', reason: '' }, 3);
+    await sampler.take();
+    const res = await a.inject({ url: '/console/api/overview', headers: { cookie } });
+    expect(res.statusCode).toBe(200);
+    const body = res.json() as { points: { admission: Record<string, number> }[]; finished: { points: { at: number; finished: Record<string, number>; p50: Record<string, number> }[]; asOf: number; unavailable: null } };
+    expect(body.points.at(-1)!.admission.admitted).toBeGreaterThan(0);
+    expect(body.finished).toMatchObject({ asOf: 0, unavailable: null });
+    expect(body.finished.points.at(-1)).toEqual({ at: 0, finished: { completed: 2 }, p50: { interactive: 1.5 }, p99: { interactive: 4 } });
+  });
+
+  it('still answers the Overview while Postgres fails: the admission points, and the finished runs marked unavailable', async () => {
+    const a = server({ failing: true });
+    const { cookie } = await login(a);
+    metrics.admissions.inc({ tenant: 'tenant-a', class: 'interactive', outcome: 'admitted', reason: '' }, 3);
+    await sampler.take();
+    const res = await a.inject({ url: '/console/api/overview', headers: { cookie } });
+    expect(res.statusCode).toBe(200);
+    const body = res.json() as { points: { admission: Record<string, number> }[]; finished: unknown };
+    expect(body.points.at(-1)!.admission.admitted).toBeGreaterThan(0);
+    expect(body.finished).toEqual({ points: [], asOf: null, unavailable: 'Postgres: connection refused' });
   });
 
   it('shows the backpressure: runs waiting for a dependency cluster-wide (only those with some), and why the lag is missing', async () => {

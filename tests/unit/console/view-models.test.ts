@@ -1,8 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import type { OverviewPoint } from '../../../src/api/console/overview.js';
-import { alertBanner, chartData, formatSeconds, lagRows, latencyPick, latestFigures, heldTenants, oldestWaiterText, parseLimit, pausedWhy, pendingLines, permitRows, filterQuery, runTimeline } from '../../../src/console/view-models.js';
+import type { FinishedPoint, FinishedSeries, OverviewPoint } from '../../../src/api/console/overview.js';
+import { alertBanner, chartData, finishedNotice, formatSeconds, lagRows, latencyPick, latestFigures, heldTenants, oldestWaiterText, parseLimit, pausedWhy, pendingLines, permitRows, filterQuery, runTimeline } from '../../../src/console/view-models.js';
 
-const point = (at: number, admission: Record<string, number>, p50: Record<string, number | null> = {}): OverviewPoint => ({ at, admission, refusals: {}, finished: {}, p50, p99: {} });
+const point = (at: number, admission: Record<string, number>): OverviewPoint => ({ at, admission, refusals: {} });
+const finishedPoint = (at: number, completed: number, p50: Record<string, number | null> = {}): FinishedPoint => ({ at, finished: { completed }, p50, p99: {} });
+const series = (points: FinishedPoint[], o: Partial<FinishedSeries> = {}): FinishedSeries => ({ points, asOf: points.at(-1)?.at ?? null, unavailable: null, ...o });
 
 describe('chartData', () => {
   it('aligns every series on the points, known labels first, gaps where a point lacks one', () => {
@@ -11,17 +13,33 @@ describe('chartData', () => {
     expect(c.data).toEqual([[1, 6], [1, 3], [null, 2], [null, 1]]);
   });
   it('names latency series by class and quantile', () => {
-    expect(latencyPick(point(0, {}, { interactive: 0.2 }))).toEqual({ 'interactive p50': 0.2 });
+    expect(latencyPick(finishedPoint(0, 0, { interactive: 0.2 }))).toEqual({ 'interactive p50': 0.2 });
   });
 });
 
 describe('latestFigures', () => {
   it('averages the rates of the last minute, and shows dashes before the first point', () => {
-    expect(latestFigures([]).map((f) => f.value)).toEqual(['–', '–', '–', '–', '–']);
-    expect(latestFigures([point(0, { admitted: 12.345 })]).slice(0, 2)).toEqual([{ label: 'admitted', value: '12.3/s' }, { label: 'queued', value: '0/s' }]);
+    expect(latestFigures([], series([])).map((f) => f.value)).toEqual(['–', '–', '–', '–', '–']);
+    expect(latestFigures([point(0, { admitted: 12.345 })], series([])).slice(0, 2)).toEqual([{ label: 'admitted', value: '12.3/s' }, { label: 'queued', value: '0/s' }]);
     // A burst of 6/s in one of the minute's points, then quiet: 1/s; the point a minute old is out.
     const minute = [point(0, { admitted: 100 }), point(10_000, { admitted: 6 }), ...[20, 30, 40, 50, 60].map((s) => point(s * 1000, { admitted: 0 }))];
-    expect(latestFigures(minute)[0]).toEqual({ label: 'admitted', value: '1.00/s' });
+    expect(latestFigures(minute, series([]))[0]).toEqual({ label: 'admitted', value: '1.00/s' });
+  });
+  it("takes completions from Postgres's points over their own last minute, and none while Postgres does not answer", () => {
+    const admissions = [point(500_000, { admitted: 3 })];
+    const finished = [finishedPoint(0, 50), ...[20, 30, 40, 50, 60, 70].map((s) => finishedPoint(s * 1000, s === 70 ? 12 : 0))];
+    expect(latestFigures(admissions, series(finished)).at(-1)).toEqual({ label: 'completed', value: '2.00/s' });
+    expect(latestFigures(admissions, series(finished, { unavailable: 'connect ECONNREFUSED' })).map((f) => f.value)).toEqual(['3.00/s', '0/s', '0/s', '0/s', 'unavailable']);
+  });
+});
+
+describe('finishedNotice', () => {
+  it('says nothing while Postgres answers, and why not and as of when when it does not', () => {
+    expect(finishedNotice(series([finishedPoint(0, 1)]))).toBeNull();
+    expect(finishedNotice(series([], { asOf: Date.UTC(2026, 0, 1, 12, 30, 5), unavailable: 'statement timeout' }))).toBe(
+      'Finished runs and end-to-end times are unavailable: Postgres did not answer (statement timeout); the charts show what it answered at 12:30:05 UTC.',
+    );
+    expect(finishedNotice(series([], { unavailable: 'statement timeout' }))).toMatch(/nothing to show yet\.$/);
   });
 });
 
