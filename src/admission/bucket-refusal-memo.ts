@@ -13,8 +13,8 @@ interface RememberedRefusal {
   cost: number;
   tokensLeft: number;
   at: number;
-  /** When the tokens can exist, as Redis answered. */
-  readyAt: number;
+  /** When the tokens can exist, as Redis answered; undefined: never (a bucket that does not refill). */
+  readyAt: number | undefined;
   /** When the memory lapses: `readyAt`, or sooner (MEMO_MAX_MS). */
   until: number;
 }
@@ -45,14 +45,15 @@ export class BucketRefusalMemo {
       return undefined;
     }
     const tokensLeft = Math.min(rate.capacity, r.tokensLeft + ((now - r.at) * rate.refillPerSec) / 1000);
-    return { allowed: false, tokensLeft, waitMs: r.readyAt - now };
+    return { allowed: false, tokensLeft, waitMs: r.readyAt === undefined ? -1 : r.readyAt - now };
   }
 
-  /** Learns from Redis's answer: a refusal with a known wait is remembered, anything else forgets the bucket. */
+  /** Learns from Redis's answer: a refusal is remembered (a wait of -1 means never), an admission forgets the bucket. */
   learn(key: string, rate: BucketRate, cost: number, take: BucketTake, now: number): void {
     this.refusals.delete(key);
-    if (take.allowed || take.waitMs <= 0) return;
+    if (take.allowed || take.waitMs === 0) return;
     if (this.refusals.size >= this.maxEntries) this.refusals.delete(this.refusals.keys().next().value!);
-    this.refusals.set(key, { rate, cost, tokensLeft: take.tokensLeft, at: now, readyAt: now + take.waitMs, until: now + Math.min(take.waitMs, MEMO_MAX_MS) });
+    const never = take.waitMs < 0;
+    this.refusals.set(key, { rate, cost, tokensLeft: take.tokensLeft, at: now, readyAt: never ? undefined : now + take.waitMs, until: now + (never ? MEMO_MAX_MS : Math.min(take.waitMs, MEMO_MAX_MS)) });
   }
 }

@@ -39,13 +39,18 @@ describe('BucketRefusalMemo', () => {
     expect(memo.refusal('b', rate(5, 10), 2, T0 - 1)).toBeUndefined();
   });
 
-  it('forgets a bucket when Redis allows, and never remembers a refusal without a known wait', () => {
+  it('forgets a bucket when Redis allows', () => {
     const memo = new BucketRefusalMemo();
     memo.learn('b', rate(5, 10), 1, refused(100), T0);
     memo.learn('b', rate(5, 10), 1, { allowed: true, tokensLeft: 0, waitMs: 0 }, T0 + 1);
     expect(memo.refusal('b', rate(5, 10), 1, T0 + 2)).toBeUndefined();
-    memo.learn('never', rate(5, 0), 1, refused(-1), T0);
-    expect(memo.refusal('never', rate(5, 0), 1, T0)).toBeUndefined();
+  });
+
+  it('remembers a bucket that never refills (wait -1) for MEMO_MAX_MS, answering -1', () => {
+    const memo = new BucketRefusalMemo();
+    memo.learn('never', rate(1, 0), 1, refused(-1), T0);
+    expect(memo.refusal('never', rate(1, 0), 1, T0 + MEMO_MAX_MS - 1)).toEqual({ allowed: false, tokensLeft: 0, waitMs: -1 });
+    expect(memo.refusal('never', rate(1, 0), 1, T0 + MEMO_MAX_MS)).toBeUndefined();
   });
 
   it('keeps buckets apart and holds at most maxEntries, dropping the oldest', () => {
