@@ -4,6 +4,7 @@ import type { LuaScripts } from '../redis/scripts.js';
 import type { BacklogResult } from './admission-policy.js';
 import { SERVICE_BUCKET_SEC } from './service-state.js';
 import type { BucketRefusalMemo } from './bucket-refusal-memo.js';
+import type { BucketTake } from './local-token-bucket.js';
 
 /** Buckets of finish counts kept beyond the longest rate window (seconds / bucket size, plus one). */
 const SERVICE_BUCKETS_KEPT = 361;
@@ -16,11 +17,6 @@ export interface BacklogRun {
   runClass: RunClass;
 }
 
-export interface BucketTake {
-  allowed: boolean;
-  tokensLeft: number;
-  waitMs: number;
-}
 
 /** One run of `token-bucket-take.lua` on a bucket key, its answer parsed. */
 export async function takeFromBucket(scripts: LuaScripts, key: string, capacity: number, refillPerSec: number, cost: number): Promise<BucketTake> {

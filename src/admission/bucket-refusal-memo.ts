@@ -1,5 +1,4 @@
-import type { BucketTake } from './admission-store.js';
-import type { BucketRate } from './local-token-bucket.js';
+import type { BucketRate, BucketTake } from './local-token-bucket.js';
 
 /**
  * The longest a refusal is answered from memory. A shared bucket only gains tokens by refilling

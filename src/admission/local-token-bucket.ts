@@ -1,4 +1,10 @@
-import type { BucketTake } from './admission-store.js';
+/** A token bucket's answer to a take, from Redis (token-bucket-take.lua) or from this process. */
+export interface BucketTake {
+  allowed: boolean;
+  tokensLeft: number;
+  /** ms until `cost` tokens exist; -1: never (a bucket that does not refill). */
+  waitMs: number;
+}
 
 export interface BucketRate {
   capacity: number;

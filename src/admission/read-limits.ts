@@ -4,7 +4,8 @@ import type { Logger } from '../obs/logger.js';
 import type { Metrics } from '../obs/metrics.js';
 import { withTimeout } from '../util/with-timeout.js';
 import { bucketRefusal } from './admission-policy.js';
-import type { AdmissionStore, BucketTake } from './admission-store.js';
+import type { AdmissionStore } from './admission-store.js';
+import type { BucketTake } from './local-token-bucket.js';
 import { LocalTokenBuckets } from './local-token-bucket.js';
 
 /** Why a read was turned away and when to come back; becomes `429 rate_limited`. */

@@ -1,7 +1,6 @@
 import type { RedisOutageConfig } from '../config/schema.js';
 import { bucketRefusal, type AdmissionDecision } from './admission-policy.js';
-import type { BucketTake } from './admission-store.js';
-import { takeFromBucket, type BucketState } from './local-token-bucket.js';
+import { takeFromBucket, type BucketState, type BucketTake } from './local-token-bucket.js';
 
 /**
  * What a submission gets while Redis — the token buckets, the backlog and Idempotency-Keys — does

@@ -1,6 +1,7 @@
 import type { RedisKeys } from '../redis/keys.js';
 import type { LuaScripts } from '../redis/scripts.js';
-import { takeFromBucket, type BucketTake } from './admission-store.js';
+import { takeFromBucket } from './admission-store.js';
+import type { BucketTake } from './local-token-bucket.js';
 import { budgetRefillPerSec, TOKEN_ESTIMATE_WEIGHT, type MeasuredTokens, type TokenBudget, type TokenChange } from './token-budget.js';
 
 /** A workflow's estimate is forgotten when no run of it completed for this long. */

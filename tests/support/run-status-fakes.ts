@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import type { Notification } from 'pg';
-import type { BucketTake } from '../../src/admission/admission-store.js';
+import type { BucketTake } from '../../src/admission/local-token-bucket.js';
 import { ReadLimits } from '../../src/admission/read-limits.js';
 import type { ApiDeps } from '../../src/api/server.js';
 import { loadConfig } from '../../src/config/load.js';

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { AdmissionController, type AdmissionRequest } from '../../../src/admission/admission-controller.js';
-import type { AdmissionStore, BucketTake } from '../../../src/admission/admission-store.js';
+import type { AdmissionStore } from '../../../src/admission/admission-store.js';
+import type { BucketTake } from '../../../src/admission/local-token-bucket.js';
 import type { BacklogResult } from '../../../src/admission/admission-policy.js';
 import { RedisOutageFallback } from '../../../src/admission/redis-outage.js';
 import type { ServiceState } from '../../../src/admission/service-state.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { BucketTake } from '../../../src/admission/admission-store.js';
+import type { BucketTake } from '../../../src/admission/local-token-bucket.js';
 import { ReadLimits, STREAM_RETRY_AFTER_SEC, StreamSlots } from '../../../src/admission/read-limits.js';
 import { loadConfig } from '../../../src/config/load.js';
 import type { Logger } from '../../../src/obs/logger.js';
