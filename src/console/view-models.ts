@@ -151,10 +151,10 @@ export interface PermitRow {
   oldestWaiter: string;
 }
 
-/** A scope's oldest waiter as the page says it: only the global and class scopes have one, and only where a processor runs. */
-export function oldestWaiterText(seconds: number | undefined, processorHere: boolean): string {
-  if (seconds === undefined) return processorHere ? 'not tracked per scope' : 'no processor in this process';
-  return seconds === 0 ? 'none waiting' : formatSeconds(seconds);
+/** A scope's oldest waiter as the page says it; while the waiters cannot be read, unknown (the page says why). */
+export function oldestWaiterText(seconds: number | undefined, known: boolean): string {
+  if (!known) return 'unknown';
+  return seconds === undefined ? 'none waiting' : formatSeconds(seconds);
 }
 
 const PAUSE_REASONS: Record<string, string> = {
@@ -176,7 +176,7 @@ export function heldTenants(tenants: Readonly<Record<string, number>>): string {
 }
 
 /** Permits in use against their limits, joined with the limits API's view to know which can be edited. */
-export function permitRows(permits: readonly PermitUse[], limits: readonly LimitView[], processorHere = false): PermitRow[] {
+export function permitRows(permits: readonly PermitUse[], limits: readonly LimitView[], waitersKnown: boolean): PermitRow[] {
   const byField = new Map(limits.map((l) => [l.name === undefined ? l.scope : `${l.scope}:${l.name}`, l]));
   return permits.map((p) => {
     const l = byField.get(p.scope);
@@ -185,7 +185,7 @@ export function permitRows(permits: readonly PermitUse[], limits: readonly Limit
       inUse: p.inUse,
       limit: p.limit,
       usage: p.limit > 0 ? Math.min(1, p.inUse / p.limit) : 1,
-      oldestWaiter: oldestWaiterText(p.oldestWaitingSec, processorHere),
+      oldestWaiter: oldestWaiterText(p.oldestWaitingSec, waitersKnown),
       ...(l ? { edit: { scope: l.scope, ...(l.name !== undefined ? { name: l.name } : {}) } } : {}),
       ...(l && l.override !== null ? { configured: l.default } : {}),
     };

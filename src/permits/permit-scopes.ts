@@ -86,6 +86,11 @@ export function runScopes(config: SluiceConfig, keys: RedisKeys, run: { tenantId
   return [global, ...batch, configuredScope(config, keys, 'tenant', run.tenantId), configuredScope(config, keys, 'workflow', run.workflow)];
 }
 
+/** The names of the scopes runScopes gives a run, for what does not need their keys or limits. */
+export function runScopeNames(run: { tenantId: string; workflow: string; runClass: RunClass }): string[] {
+  return ['global', ...(run.runClass === 'batch' ? ['class:batch'] : []), limitField('tenant', run.tenantId), limitField('workflow', run.workflow)];
+}
+
 /**
  * The scope held around each call to a dependency (an LLM or a tool), retries included; `share`
  * is the part of its limit in force it may use now (below 1 while it ramps up after a close).

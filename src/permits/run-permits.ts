@@ -6,7 +6,8 @@ import type { RunPermitAnswer, RunPermitSource } from './run-permit-source.js';
 import { StepError } from '../steps/step-error.js';
 import type { RedisKeys } from '../redis/keys.js';
 import type { LeaseKeeper } from './lease-keeper.js';
-import { dependencyCallScopes, runScopes, type PermitScope } from './permit-scopes.js';
+import { WaiterBook, type PermitWaiter } from './oldest-waiters.js';
+import { dependencyCallScopes, limitField, runScopes, type PermitScope } from './permit-scopes.js';
 import type { PermitLease, PermitStore } from './permit-store.js';
 import type { PermitWakeups } from './permit-wakeups.js';
 
@@ -69,6 +70,8 @@ export class RedisRunPermits implements RunPermitSource {
  * releases anywhere, or the fallback poll) until the run's deadline, and then gives up.
  */
 export class RedisDependencyPermits {
+  private readonly waiting = new WaiterBook();
+
   constructor(
     private readonly deps: PermitDeps,
     /** The share of its limit a dependency may use now: below 1 while it ramps up after its breaker closed. */
@@ -76,19 +79,31 @@ export class RedisDependencyPermits {
   ) {}
 
   async acquire(dependency: string, run: RunRequested, now: () => number = Date.now): Promise<() => Promise<void>> {
-    for (;;) {
-      // Asked again on every try: a ramp-up grows while calls wait. A waiting tenant's claim lasts
-      // a few fallback polls, so it holds between tries and lapses soon after its calls stop waiting.
-      const scopes = dependencyCallScopes(this.deps.config, this.deps.keys, dependency, run.tenantId, {
-        share: this.shareNow(dependency),
-        claimMs: WAITING_CLAIM_POLLS * this.deps.wakeups.fallbackPollMs,
-      });
-      const answer = await takeLease(this.deps, scopes, `${run.runId}:${run.attempt}:${dependency}`, run.runId);
-      if (answer.granted) return answer.release;
-      const remaining = run.deadline - now();
-      if (remaining <= 0) throw new StepError('deadline', dependency, `${dependency}: no permit before the deadline (${answer.count}/${answer.limit} in use)`, false);
-      await this.waitForWake(Math.min(remaining, this.deps.wakeups.fallbackPollMs));
+    const askedAt = now();
+    let leave: (() => void) | undefined;
+    try {
+      for (;;) {
+        // Asked again on every try: a ramp-up grows while calls wait. A waiting tenant's claim lasts
+        // a few fallback polls, so it holds between tries and lapses soon after its calls stop waiting.
+        const scopes = dependencyCallScopes(this.deps.config, this.deps.keys, dependency, run.tenantId, {
+          share: this.shareNow(dependency),
+          claimMs: WAITING_CLAIM_POLLS * this.deps.wakeups.fallbackPollMs,
+        });
+        const answer = await takeLease(this.deps, scopes, `${run.runId}:${run.attempt}:${dependency}`, run.runId);
+        if (answer.granted) return answer.release;
+        const remaining = run.deadline - now();
+        if (remaining <= 0) throw new StepError('deadline', dependency, `${dependency}: no permit before the deadline (${answer.count}/${answer.limit} in use)`, false);
+        leave ??= this.waiting.enter([limitField('dependency', dependency)], askedAt);
+        await this.waitForWake(Math.min(remaining, this.deps.wakeups.fallbackPollMs));
+      }
+    } finally {
+      leave?.();
     }
+  }
+
+  /** The calls waiting for a dependency's permits now, each since its first try. */
+  waiters(): Iterable<PermitWaiter> {
+    return this.waiting.waiters();
   }
 
   private waitForWake(maxMs: number): Promise<void> {

@@ -44,6 +44,11 @@ export class FairQueue<T> {
     return oldest;
   }
 
+  /** Every waiting run, class by class and tenant by tenant. */
+  *[Symbol.iterator](): IterableIterator<Waiting<T>> {
+    for (const line of this.lines.values()) for (const q of line.byTenant.values()) yield* q;
+  }
+
   push(w: Waiting<T>): void {
     const line = this.line(w.runClass);
     const q = line.byTenant.get(w.tenant);

@@ -8,6 +8,7 @@ import { groupId, topicNames } from '../kafka/topics.js';
 import type { Logger } from '../obs/logger.js';
 import type { Metrics } from '../obs/metrics.js';
 import { PartitionProgress } from './partition-progress.js';
+import type { PermitWaiter } from '../permits/oldest-waiters.js';
 import type { RunPermitSource } from '../permits/run-permit-source.js';
 import type { DispatchBreakers } from './breaker-holds.js';
 import { RunDispatcher, type DispatchTask } from './run-dispatcher.js';
@@ -138,6 +139,11 @@ export class RunConsumer {
 
   get inFlight(): number {
     return this.dispatcher.inFlight;
+  }
+
+  /** The runs in line for their run permits (see RunDispatcher.permitWaiters). */
+  permitWaiters(): Iterable<PermitWaiter> {
+    return this.dispatcher.permitWaiters();
   }
 
   private async onBatch({ batch, resolveOffset, heartbeat, isRunning, isStale }: EachBatchPayload): Promise<void> {

@@ -2,6 +2,8 @@ import type { AttemptContext } from '../execution/attempt.js';
 import type { RunClass, RunRequested } from '../events/schemas.js';
 import type { Logger } from '../obs/logger.js';
 import type { Metrics } from '../obs/metrics.js';
+import type { PermitWaiter } from '../permits/oldest-waiters.js';
+import { runScopeNames } from '../permits/permit-scopes.js';
 import type { HeldPermits, RunPermitSource } from '../permits/run-permit-source.js';
 import { isExpired } from '../runs/deadline.js';
 import { BreakerHolds, type DispatchBreakers, type HeldCount, type HoldableTask } from './breaker-holds.js';
@@ -126,6 +128,14 @@ export class RunDispatcher {
   oldestWaiting(runClass: RunClass): number | undefined {
     const times = [this.queue.oldest(runClass), this.holds?.oldest(runClass)].filter((t) => t !== undefined);
     return times.length === 0 ? undefined : Math.min(...times);
+  }
+
+  /**
+   * The runs in line for their run permits, each with the scopes it needs, since it was queued.
+   * Held runs wait for a breaker and backing-off ones for their backoff, not for permits.
+   */
+  *permitWaiters(): IterableIterator<PermitWaiter> {
+    for (const w of this.queue) yield { scopes: runScopeNames({ tenantId: w.tenant, workflow: w.item.run.workflow, runClass: w.runClass }), since: w.enqueuedAt };
   }
 
   submit(task: DispatchTask): void {

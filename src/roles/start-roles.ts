@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
@@ -40,7 +41,9 @@ import { PermitWakeups } from '../permits/permit-wakeups.js';
 import { AdaptiveLimitStore } from '../permits/adaptive-limit-store.js';
 import { RedisDependencyPermits, RedisRunPermits } from '../permits/run-permits.js';
 import { UnlimitedPermits } from '../permits/unlimited-permits.js';
-import { registerPermitGauges } from '../permits/permit-metrics.js';
+import { configuredScopes, registerPermitGauges } from '../permits/permit-metrics.js';
+import { OLDEST_WAITERS_EVERY_MS, OldestWaitersStore } from '../permits/oldest-waiters-store.js';
+import { OldestWaitersPublisher } from '../permits/oldest-waiters-publisher.js';
 import { BreakerBoard } from '../breakers/breaker-board.js';
 import { DeadLetterStore } from '../dlq/dead-letter-store.js';
 import { DeadLetterReplayer } from '../dlq/replay-runner.js';
@@ -195,6 +198,7 @@ async function startProcessor(ctx: RoleContext, simulatorUrl: string): Promise<v
   if (!pacer) log.warn('processor.pacing.enabled is false: dependency calls are NOT paced by their rate limits');
   if (llmFromSimulator(config)) log.warn({ simulatorUrl }, 'no ANTHROPIC_API_KEY or anthropic.baseUrl: LLM steps are answered by the provider simulator');
   const anthropic = createAnthropicClient({ apiKey: config.anthropic.apiKey, baseUrl: config.anthropic.baseUrl ?? (config.anthropic.apiKey ? 'https://api.anthropic.com' : simulatorUrl) });
+  const dependencyPermits = new RedisDependencyPermits(permitDeps, rampShare);
   const retryBudgets = new SharedRetryBudgets({ scripts: clients.scripts, keys: clients.keys, reportEveryMs: RETRY_BUDGET_REPORT_MS, metrics, logger: log });
   retryBudgets.start();
   onStop(() => retryBudgets.stop());
@@ -208,7 +212,7 @@ async function startProcessor(ctx: RoleContext, simulatorUrl: string): Promise<v
     simulatorUrl,
     publishStatus: (e) => producer.publishStatus(e, config.processor.produceTimeoutMs),
     progress: new RedisRunProgress(clients.redis, clients.scripts, clients.keys, log, { produceTimeoutMs: config.kafka.produceTimeoutMs }),
-    dependencyPermits: unlimited ?? new RedisDependencyPermits(permitDeps, rampShare),
+    dependencyPermits: unlimited ?? dependencyPermits,
     adaptiveLimits: unlimited ? undefined : new AdaptiveLimitStore(clients.scripts, clients.keys),
     breakers: new BreakerStore(clients.scripts, clients.keys, (d) => ownEntry(config.dependencies, d)?.breaker),
     board,
@@ -234,6 +238,21 @@ async function startProcessor(ctx: RoleContext, simulatorUrl: string): Promise<v
   });
   await consumer.start();
   onStop(() => consumer.stop(config.processor.shutdownGraceMs));
+  // Without caps nothing waits for a permit, and there is nothing to publish.
+  if (!unlimited) {
+    const publisher = new OldestWaitersPublisher({
+      store: new OldestWaitersStore(clients.scripts, clients.redis, clients.keys),
+      // Random too: two processors in one process (tests) or a reused instance id must not share a field.
+      instance: `${config.instanceId ?? `${hostname()}-${process.pid}`}-${randomBytes(4).toString('hex')}`,
+      waiters: () => [...consumer.permitWaiters(), ...dependencyPermits.waiters()],
+      scopes: new Set(configuredScopes(config).map((s) => s.name)),
+      everyMs: OLDEST_WAITERS_EVERY_MS,
+      logger: log,
+    });
+    publisher.start();
+    // Stops before the consumer (stops run in reverse), removing the entry: what is still in line is redelivered elsewhere.
+    onStop(() => publisher.stop());
+  }
   // Each processor also forwards due retries back to the work topics (their own consumer group).
   const forwarder = new RetryForwarder({ kafka: clients.kafka, config, codec: clients.codec, deadLetters: producer, logger: log, metrics });
   await forwarder.start();
@@ -313,6 +332,7 @@ async function startApi(ctx: RoleContext): Promise<string> {
   const board = await ctx.breakerBoard();
   const lagReport = () => readPublishedReport(clients.redis, clients.keys);
   const waitingRuns = new WaitingRuns(clients.redis, clients.keys, config.admission.leaseGraceMs);
+  const oldestWaiters = new OldestWaitersStore(clients.scripts, clients.redis, clients.keys);
   const sampler = new OverviewSampler(metrics, config.api.console.sampleMs);
   const pool = await clients.pool();
   const finishedRuns = new FinishedRunsSampler({
@@ -365,6 +385,7 @@ async function startApi(ctx: RoleContext): Promise<string> {
         metrics,
         lagReport,
         waitingForDependency: () => waitingRuns.counts(Object.keys(config.tenants), RUN_CLASSES),
+        oldestWaiters: () => oldestWaiters.read(),
         runs: store,
         cancellations,
         audit: log.child({ component: 'console' }),

@@ -1,3 +1,4 @@
+import { OLDEST_WAITERS_EVERY_MS } from '../../permits/oldest-waiters-store.js';
 import { metricValues, type MetricJson } from './overview.js';
 
 /** Permits of one scope (global, class:batch, tenant:<id>, workflow:<name>, dependency:<name>), cluster-wide. */
@@ -6,9 +7,11 @@ export interface PermitUse {
   inUse: number;
   limit: number;
   /**
-   * Seconds the longest-waiting run of this process's processor has waited for its run permits
-   * (0: none waits). Only for the scopes the dispatcher tracks its waiting runs by: global (every
-   * class) and class:<class>; absent for the others, and when no processor runs in this process.
+   * Seconds the longest waiter for this scope has waited, across every processor, as they last
+   * published it: a run in a processor's line for its run permits counts for each scope it needs
+   * (global, its class's, its tenant's and its workflow's), a call waiting for a dependency's
+   * permit for the dependency. Absent when none waits, and when the waiters could not be read
+   * (`oldestWaiters.why`).
    */
   oldestWaitingSec?: number;
 }
@@ -16,15 +19,15 @@ export interface PermitUse {
 export interface BackpressureGauges {
   /** Empty when the permits could not be read from Redis at this request. */
   permits: PermitUse[];
-  /** Whether a processor runs in this process: paused partitions, held runs and waiting ages are only seen there. */
+  /** How often every processor publishes its waiters (the most the figures lag behind), and why they are unknown, if they are. */
+  oldestWaiters: { everySec: number; why: string | null };
+  /** Whether a processor runs in this process: paused partitions and held runs are only seen there. */
   processorHere: boolean;
   /** Partitions this process's consumers hold paused, by why (reasons with none left out). */
   paused: { reason: string; partitions: number }[];
   /** Runs this process holds because a dependency they need is open, by dependency, and by tenant within it. */
   held: { dependency: string; runs: number; tenants: Record<string, number> }[];
 }
-
-const QUEUE_AGE = 'sluice_processor_queue_oldest_age_seconds';
 
 function summed(metrics: readonly MetricJson[], name: string, label: string): Map<string, number> {
   const out = new Map<string, number>();
@@ -47,26 +50,23 @@ function heldByDependency(metrics: readonly MetricJson[]): BackpressureGauges['h
 }
 
 /**
- * The Backpressure page's gauges out of a registry read right after its scrape-time reads: the
- * permit gauges are Redis's cluster-wide counts (see registerPermitGauges), the paused partitions,
- * held runs and waiting ages this process's own.
+ * The Backpressure page's gauges out of a registry read right after its scrape-time reads, and
+ * the oldest waiters every processor published (or why they could not be read): the permit
+ * gauges are Redis's cluster-wide counts (see registerPermitGauges), the paused partitions and
+ * held runs this process's own.
  */
-export function backpressureGauges(metrics: readonly MetricJson[]): BackpressureGauges {
+export function backpressureGauges(metrics: readonly MetricJson[], oldestWaiting: ReadonlyMap<string, number> | string): BackpressureGauges {
   const limits = summed(metrics, 'sluice_permit_limit', 'scope');
   const inUse = summed(metrics, 'sluice_permits_in_use', 'scope');
-  const ages = new Map(metricValues(metrics, QUEUE_AGE).map((v) => [String(v.labels.class), v.value]));
-  const processorHere = ages.size > 0;
-  const oldest = (scope: string): number | undefined => {
-    if (!processorHere) return undefined;
-    if (scope === 'global') return Math.max(...ages.values());
-    return scope.startsWith('class:') ? ages.get(scope.slice('class:'.length)) : undefined;
-  };
+  const ages = typeof oldestWaiting === 'string' ? new Map<string, number>() : oldestWaiting;
   return {
     permits: [...limits].map(([scope, limit]) => {
-      const age = oldest(scope);
+      const age = ages.get(scope);
       return { scope, inUse: inUse.get(scope) ?? 0, limit, ...(age !== undefined ? { oldestWaitingSec: age } : {}) };
     }),
-    processorHere,
+    oldestWaiters: { everySec: OLDEST_WAITERS_EVERY_MS / 1000, why: typeof oldestWaiting === 'string' ? oldestWaiting : null },
+    // The processor's own gauges are in this registry only when it runs in this process.
+    processorHere: metricValues(metrics, 'sluice_processor_queue_oldest_age_seconds').length > 0,
     paused: [...summed(metrics, 'sluice_processor_paused_partitions', 'reason')].filter(([, partitions]) => partitions > 0).map(([reason, partitions]) => ({ reason, partitions })),
     held: heldByDependency(metrics),
   };

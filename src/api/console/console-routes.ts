@@ -47,6 +47,8 @@ export interface ConsoleDeps {
   lagReport: () => Promise<PublishedReport | string>;
   /** Runs waiting for a dependency, cluster-wide, by tenant and class (the status sink's record in Redis). */
   waitingForDependency: () => Promise<{ tenant: string; runClass: string; runs: number }[]>;
+  /** Per permit scope, seconds its longest waiter has waited, across every processor (what they publish to Redis). */
+  oldestWaiters: () => Promise<ReadonlyMap<string, number>>;
   runs: Pick<RunStore, 'findRuns' | 'listEvents'>;
   cancellations: Pick<RedisCancellations, 'request'>;
   /** Where audit lines go: one per console action, allowed or refused. */
@@ -216,7 +218,8 @@ export function registerConsoleRoutes(app: FastifyInstance, deps: ConsoleDeps): 
   app.get('/console/api/backpressure', { onRequest: requireSession }, async (req) => {
     const failed = await deps.metrics.scrapeCollectors.collect();
     for (const { collector, err } of failed) req.log.warn({ err, collector }, 'a scrape-time read failed; the console shows without it');
-    const gauges = backpressureGauges(await deps.metrics.registry.getMetricsAsJSON());
+    const oldestWaiting = await deps.oldestWaiters().catch((err: unknown) => `Redis unreachable (${(err as Error).message})`);
+    const gauges = backpressureGauges(await deps.metrics.registry.getMetricsAsJSON(), oldestWaiting);
     let lag: PublishedReport | string;
     try {
       lag = await deps.lagReport();

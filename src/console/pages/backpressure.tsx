@@ -50,16 +50,17 @@ export function BackpressurePage({ onLoggedOut }: { onLoggedOut: () => void }) {
   const limits = usePolled(() => get<{ limits: LimitView[] }>('limits'), 15_000, onLoggedOut);
   const reload = () => (state.reload(), limits.reload());
   const bp = state.data;
-  const rows = bp ? permitRows(bp.permits, limits.data?.limits ?? [], bp.processorHere) : [];
+  const rows = bp ? permitRows(bp.permits, limits.data?.limits ?? [], bp.oldestWaiters.why === null) : [];
   return (
     <section>
       <h1>Backpressure</h1>
       {state.error && <p class="error">{state.error}</p>}
       <h2>Permits in use per scope</h2>
       {bp && bp.permits.length === 0 && <p class="muted">the permits could not be read from Redis just now</p>}
+      {bp?.oldestWaiters.why && <p class="muted">the oldest waiters are unknown: {bp.oldestWaiters.why}</p>}
       <table data-testid="permits">
         <thead>
-          <tr><th>scope</th><th>in use</th><th>limit</th><th>usage</th><th title="how long the longest-waiting run of this process's processor has waited for its run permits">oldest waiter</th></tr>
+          <tr><th>scope</th><th>in use</th><th>limit</th><th>usage</th><th title={`how long the longest-waiting run (for its run permits) or call (for a dependency's permit) needing this scope has waited, across every processor, as they publish it every ${bp?.oldestWaiters.everySec ?? '?'} s`}>oldest waiter</th></tr>
         </thead>
         <tbody>
           {rows.map((r) => (
@@ -76,6 +77,7 @@ export function BackpressurePage({ onLoggedOut }: { onLoggedOut: () => void }) {
           ))}
         </tbody>
       </table>
+      {bp && <p class="muted">oldest waiter: the longest wait among every processor's runs and calls needing the scope, as each processor published it at most {bp.oldestWaiters.everySec} s ago</p>}
       <h2>Consumer lag</h2>
       {bp?.lag.why && <p class="muted">{bp.lag.why}</p>}
       {bp?.lag.report && (

@@ -1,5 +1,4 @@
 import { describe, expect, it } from 'vitest';
-import { backpressureGauges } from '../../../src/api/console/backpressure.js';
 import { finishedPointsOf, finishedWindow, pointBetween, pointsOf, tallyAgo, tallyOf, type Tally } from '../../../src/api/console/overview.js';
 import { createMetrics } from '../../../src/obs/metrics.js';
 
@@ -62,48 +61,5 @@ describe('pointBetween', () => {
     const ts = [empty(0), empty(60_000), empty(300_000), empty(360_000)];
     expect(tallyAgo(ts, 300_000)!.at).toBe(60_000);
     expect(tallyAgo(ts, 900_000)!.at).toBe(0);
-  });
-});
-
-describe('backpressureGauges', () => {
-  const permitGauges = (values: { scope: string; limit: number; inUse: number }[]) => [
-    { name: 'sluice_permit_limit', help: '', type: 'gauge', aggregator: 'sum', values: values.map((v) => ({ labels: { scope: v.scope }, value: v.limit })) },
-    { name: 'sluice_permits_in_use', help: '', type: 'gauge', aggregator: 'sum', values: values.map((v) => ({ labels: { scope: v.scope }, value: v.inUse })) },
-  ];
-
-  it('pairs permits in use with limits per scope, and sums paused partitions and held runs per dependency and tenant', async () => {
-    const m = createMetrics();
-    m.pausedPartitions.set({ reason: 'buffer_full' }, 2);
-    m.pausedPartitions.set({ reason: 'breaker_open' }, 0);
-    m.runsHeld.set({ dependency: 'anthropic', tenant: 'a', class: 'interactive' }, 3);
-    m.runsHeld.set({ dependency: 'anthropic', tenant: 'b', class: 'batch' }, 1);
-    m.runsHeld.set({ dependency: 'anthropic', tenant: 'a', class: 'batch' }, 1);
-    m.runsHeld.set({ dependency: 'kb-search', tenant: 'a', class: 'batch' }, 0);
-    const json = [...(await m.registry.getMetricsAsJSON()), ...permitGauges([{ scope: 'global', limit: 10, inUse: 4 }])] as Parameters<typeof backpressureGauges>[0];
-    expect(backpressureGauges(json)).toEqual({
-      permits: [{ scope: 'global', inUse: 4, limit: 10 }],
-      processorHere: false,
-      paused: [{ reason: 'buffer_full', partitions: 2 }],
-      held: [{ dependency: 'anthropic', runs: 5, tenants: { a: 4, b: 1 } }],
-    });
-  });
-
-  it("gives the global and class scopes the oldest waiting run's age when a processor runs in this process, and no other scope one", async () => {
-    const m = createMetrics();
-    m.queueOldestAge.set({ class: 'interactive' }, 4.5);
-    m.queueOldestAge.set({ class: 'batch' }, 12);
-    const scopes = [
-      { scope: 'global', limit: 10, inUse: 10 },
-      { scope: 'class:batch', limit: 5, inUse: 5 },
-      { scope: 'tenant:a', limit: 4, inUse: 4 },
-    ];
-    const json = [...(await m.registry.getMetricsAsJSON()), ...permitGauges(scopes)] as Parameters<typeof backpressureGauges>[0];
-    const gauges = backpressureGauges(json);
-    expect(gauges.processorHere).toBe(true);
-    expect(gauges.permits).toEqual([
-      { scope: 'global', inUse: 10, limit: 10, oldestWaitingSec: 12 },
-      { scope: 'class:batch', inUse: 5, limit: 5, oldestWaitingSec: 12 },
-      { scope: 'tenant:a', inUse: 4, limit: 4 },
-    ]);
   });
 });

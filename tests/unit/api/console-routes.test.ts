@@ -12,6 +12,7 @@ import { OverviewSampler } from '../../../src/api/console/overview-sampler.js';
 import { buildApiServer, type ApiDeps } from '../../../src/api/server.js';
 import { loadConfig } from '../../../src/config/load.js';
 import { createLogger, type Logger } from '../../../src/obs/logger.js';
+import { Gauge } from 'prom-client';
 import { createMetrics } from '../../../src/obs/metrics.js';
 import { redisKeys } from '../../../src/redis/keys.js';
 import type { OperatorRunView } from '../../../src/status/run-store.js';
@@ -67,7 +68,7 @@ let metrics: ReturnType<typeof createMetrics>;
 /** The alert watch's clock. */
 let clock: number;
 
-/** `failing`: Kafka, Postgres and the DLQ store fail as an unreachable one would. */
+/** `failing`: Kafka, Postgres, the DLQ store and the oldest waiters' Redis fail as an unreachable one would. */
 function server(o: { trustProxy?: boolean; failing?: boolean } = {}): FastifyInstance {
   audit = [];
   limitFields = new Map();
@@ -76,6 +77,9 @@ function server(o: { trustProxy?: boolean; failing?: boolean } = {}): FastifyIns
   discards = [];
   breakerAdmin = fakeBreakerAdmin();
   metrics = createMetrics();
+  // What registerPermitGauges shows at scrape time, without Redis.
+  new Gauge({ name: 'sluice_permit_limit', help: 'limit', labelNames: ['scope'], registers: [metrics.registry] }).set({ scope: 'tenant:tenant-a' }, 4);
+  new Gauge({ name: 'sluice_permits_in_use', help: 'in use', labelNames: ['scope'], registers: [metrics.registry] }).set({ scope: 'tenant:tenant-a' }, 4);
   clock = 0;
   sampler = new OverviewSampler(metrics, 60_000);
   alertWatch = new AlertWatch(async () => ({ lag: undefined, backlog: 'unreadable', breakers: [{ name: 'anthropic', state: 'open', retryAt: 1 }], tallies: sampler.history() }), () => clock);
@@ -117,6 +121,10 @@ function server(o: { trustProxy?: boolean; failing?: boolean } = {}): FastifyIns
       metrics,
       lagReport: async () => 'no active lag monitor',
       waitingForDependency: async () => [{ tenant: 'tenant-a', runClass: 'batch', runs: 2 }, { tenant: 'tenant-b', runClass: 'batch', runs: 0 }],
+      oldestWaiters: async () => {
+        if (o.failing) throw new Error('connect ECONNREFUSED');
+        return new Map([['tenant:tenant-a', 7.5]]);
+      },
       runs: { findRuns: async (f) => (f.runId === undefined || f.runId === RUN.runId ? [RUN] : []), listEvents: async () => [] },
       cancellations: { request: async (runId) => void cancelled.push(runId) },
       audit: auditLog,
@@ -251,6 +259,20 @@ describe('console data behind the session', () => {
     const { cookie } = await login(a);
     const body = (await a.inject({ url: '/console/api/backpressure', headers: { cookie } })).json();
     expect(body).toMatchObject({ processorHere: false, waitingForDependency: { counts: [{ tenant: 'tenant-a', runClass: 'batch', runs: 2 }], why: null }, lag: { report: null, why: 'no active lag monitor' } });
+  });
+
+  it("shows each scope's oldest waiter as the processors published it, or why it is unknown", async () => {
+    const a = server();
+    const { cookie } = await login(a);
+    const body = (await a.inject({ url: '/console/api/backpressure', headers: { cookie } })).json();
+    expect(body.permits).toEqual([{ scope: 'tenant:tenant-a', inUse: 4, limit: 4, oldestWaitingSec: 7.5 }]);
+    expect(body.oldestWaiters).toEqual({ everySec: 2, why: null });
+    await a.close();
+    const b = server({ failing: true });
+    const failing = await login(b);
+    const unknown = (await b.inject({ url: '/console/api/backpressure', headers: { cookie: failing.cookie } })).json();
+    expect(unknown.permits).toEqual([{ scope: 'tenant:tenant-a', inUse: 4, limit: 4 }]);
+    expect(unknown.oldestWaiters).toEqual({ everySec: 2, why: 'Redis unreachable (connect ECONNREFUSED)' });
   });
 
   it('finds runs of any tenant and shows one with its events', async () => {

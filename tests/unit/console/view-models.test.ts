@@ -72,7 +72,7 @@ describe('permitRows', () => {
     const rows = permitRows(
       [
         { scope: 'global', inUse: 5, limit: 10, oldestWaitingSec: 75 },
-        { scope: 'class:batch', inUse: 1, limit: 5, oldestWaitingSec: 0 },
+        { scope: 'class:batch', inUse: 1, limit: 5, oldestWaitingSec: 0.25 },
         { scope: 'tenant:a', inUse: 2, limit: 0 },
       ],
       [
@@ -83,12 +83,15 @@ describe('permitRows', () => {
     );
     expect(rows).toEqual([
       { scope: 'global', inUse: 5, limit: 10, usage: 0.5, edit: { scope: 'global' }, configured: 20, oldestWaiter: '1 min 15 s' },
-      { scope: 'class:batch', inUse: 1, limit: 5, usage: 0.2, oldestWaiter: 'none waiting' },
-      { scope: 'tenant:a', inUse: 2, limit: 0, usage: 1, edit: { scope: 'tenant', name: 'a' }, configured: 4, oldestWaiter: 'not tracked per scope' },
+      { scope: 'class:batch', inUse: 1, limit: 5, usage: 0.2, oldestWaiter: '250 ms' },
+      { scope: 'tenant:a', inUse: 2, limit: 0, usage: 1, edit: { scope: 'tenant', name: 'a' }, configured: 4, oldestWaiter: 'none waiting' },
     ]);
   });
-  it('says when no processor runs in this process to know the oldest waiter', () => {
-    expect(oldestWaiterText(undefined, false)).toBe('no processor in this process');
+  it("says a scope's oldest waiter is unknown while the waiters cannot be read, whatever the scope had", () => {
+    expect(permitRows([{ scope: 'global', inUse: 5, limit: 10 }], [], false)[0]!.oldestWaiter).toBe('unknown');
+    expect(oldestWaiterText(12, false)).toBe('unknown');
+    expect(oldestWaiterText(undefined, true)).toBe('none waiting');
+    expect(oldestWaiterText(0, true)).toBe('0 ms');
   });
   it('says why partitions are paused, and whose runs are held', () => {
     expect(pausedWhy('breaker_open')).toContain('open dependency');

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../src/config/load.js';
-import { configuredLimit, dependencyCallScopes, dependencyScope, limitField, runScopes, slotsFor } from '../../../src/permits/permit-scopes.js';
+import { configuredLimit, dependencyCallScopes, dependencyScope, limitField, runScopeNames, runScopes, slotsFor } from '../../../src/permits/permit-scopes.js';
 import { fairShareLimit, limitAtShare } from '../../../src/util/limit-share.js';
 import { redisKeys } from '../../../src/redis/keys.js';
 
@@ -20,6 +20,13 @@ describe('runScopes', () => {
     const scopes = runScopes(config, keys, { tenantId: 'tenant-b', workflow: 'report-digest', runClass: 'batch' });
     expect(scopes.map((s) => s.name)).toEqual(['global', 'class:batch', 'tenant:tenant-b', 'workflow:report-digest']);
     expect(scopes[1]).toEqual({ name: 'class:batch', key: '{ns.sluice:permits}:scope:class:batch', limitField: 'global', defaultLimit: 64, share: 0.8 });
+  });
+
+  it('names the same scopes as runScopeNames, for either class', () => {
+    for (const runClass of ['interactive', 'batch'] as const) {
+      const run = { tenantId: 'tenant-b', workflow: 'report-digest', runClass };
+      expect(runScopeNames(run)).toEqual(runScopes(config, keys, run).map((s) => s.name));
+    }
   });
 
   it('follows per-tenant and per-workflow maxConcurrency from config', () => {

@@ -117,4 +117,16 @@ describe('FairQueue', () => {
     q.putBack(head);
     expect(drain(q)).toEqual(['a1', 'b1']);
   });
+
+  it('lists every waiting run, of both classes, a taken one not until it is put back', () => {
+    const q = new FairQueue<string>();
+    q.push(w('a', 'a1'));
+    q.push(w('a', 'a2'));
+    q.push(w('b', 'b1', 'batch'));
+    const head = q.peek(none)!;
+    q.take(head);
+    expect([...q].map((x) => x.item).sort()).toEqual(['a2', 'b1']);
+    q.putBack(head);
+    expect([...q].map((x) => x.item).sort()).toEqual(['a1', 'a2', 'b1']);
+  });
 });

@@ -191,6 +191,27 @@ describe('RunDispatcher', () => {
     expect(d.waiting).toBe(1);
   });
 
+  it('lists the runs in line for their permits with the scopes each needs, since it was queued, and no longer once they start', async () => {
+    const p = permitSource({ global: 1, perTenant: 10 });
+    const ex = controllableExecutor();
+    let now = NOW;
+    const d = make(p.source, ex.execute, 100, [], () => now);
+    d.submit({ run: run('first', 'a'), source: 'p0', offset: 0, context: ATTEMPT });
+    now += 1_000;
+    d.submit({ run: run('second', 'a'), source: 'p0', offset: 1, context: ATTEMPT });
+    now += 1_000;
+    d.submit({ run: run('third', 'b', 'batch'), source: 'p0', offset: 2, context: ATTEMPT });
+    await settle();
+    expect(ex.started).toEqual(['first']);
+    expect([...d.permitWaiters()]).toEqual([
+      { scopes: ['global', 'tenant:a', 'workflow:wf'], since: NOW + 1_000 },
+      { scopes: ['global', 'class:batch', 'tenant:b', 'workflow:wf'], since: NOW + 2_000 },
+    ]);
+    ex.finish('first');
+    await settle();
+    expect([...d.permitWaiters()].map((w) => w.since)).toEqual([NOW + 2_000]);
+  });
+
   it('stop() waits for running work within the grace period and reports what is left', async () => {
     const p = permitSource({ global: 10, perTenant: 10 });
     const ex = controllableExecutor();
