@@ -124,8 +124,9 @@ describe('the operations console in a browser', () => {
     await page.click('a[href="#/backpressure"]');
     await page.waitForSelector('[data-testid=lag] tbody tr');
     await page.waitForSelector('tr[data-scope="tenant:tenant-b"]');
-    // The processor runs in a process of its own here: the API's process cannot know its waiting runs, and says so.
-    expect(await page.textContent('tr[data-scope="global"] td.oldest')).toBe('no processor in this process');
+    // The processor runs in a process of its own here: its waiters reach the page through Redis.
+    const oldest = (scope: string) => page.textContent(`tr[data-scope="${scope}"] td.oldest`);
+    await expect.poll(() => oldest('global'), { timeout: UI_TIMEOUT_MS }).toBe('none waiting');
     await page.waitForSelector('[data-testid=waiting-dependency] >> text=none');
     // tenant-b to 0 concurrent runs, from the page.
     await page.click('[data-testid="edit-tenant:tenant-b"]');
@@ -139,12 +140,16 @@ describe('the operations console in a browser', () => {
     const free = await submit(TENANT_A_KEY, { message: 'free' });
     await waitForStatus(api, free.body.runId, TENANT_A_KEY, ['completed']);
     expect((await http(`${api}/v1/runs/${held.body.runId}`, { key: TENANT_B_KEY })).body.status).toBe('queued');
+    // ...and shows as the oldest waiter of every scope it needs, once its processor published it, and of no other.
+    for (const scope of ['tenant:tenant-b', 'global', 'workflow:support-reply']) await expect.poll(() => oldest(scope), { timeout: UI_TIMEOUT_MS }).toMatch(/^\d[\d.]* (ms|s)$/);
+    expect(await oldest('tenant:tenant-a')).toBe('none waiting');
     await shot('backpressure');
     // ...until the limit is raised again, from the page.
     await page.click('[data-testid="edit-tenant:tenant-b"]');
     await page.fill('[data-testid="limit-tenant:tenant-b"]', '2');
     await page.click('tr[data-scope="tenant:tenant-b"] button[type=submit]');
     await waitForStatus(api, held.body.runId, TENANT_B_KEY, ['completed']);
+    await expect.poll(() => oldest('tenant:tenant-b'), { timeout: UI_TIMEOUT_MS }).toBe('none waiting');
   });
 
   it('shows a breaker opened by the simulator on Dependencies as it happens, and forces it closed and open from the page', async () => {
