@@ -83,6 +83,8 @@ export class RunDispatcher {
   private readonly ending = new Set<DispatchTask>();
   private readonly now: () => number;
   private readonly random: () => number;
+  /** The batch whose permits are being asked for: out of the queue meanwhile, but still waiting. */
+  private asking: readonly Waiting<DispatchTask>[] = [];
   private pumping = false;
   private pumpAgain = false;
   private stopped = false;
@@ -135,7 +137,7 @@ export class RunDispatcher {
    * Held runs wait for a breaker and backing-off ones for their backoff, not for permits.
    */
   *permitWaiters(): IterableIterator<PermitWaiter> {
-    for (const w of this.queue) yield { scopes: runScopeNames({ tenantId: w.tenant, workflow: w.item.run.workflow, runClass: w.runClass }), since: w.enqueuedAt };
+    for (const w of [...this.queue, ...this.asking]) yield { scopes: runScopeNames({ tenantId: w.tenant, workflow: w.item.run.workflow, runClass: w.runClass }), since: w.enqueuedAt };
   }
 
   submit(task: DispatchTask): void {
@@ -225,7 +227,9 @@ export class RunDispatcher {
       if (batch.length === 0) return;
       // One failed request (a Redis timeout) must not lose the batch: that run backs off and is
       // asked again, as any attempt that failed on the infrastructure.
+      this.asking = batch;
       const settled = await Promise.allSettled(batch.map((w) => this.deps.permits.tryAcquire(w.item.run)));
+      this.asking = [];
       const refused: boolean[] = settled.map((result, i) => {
         const w = batch[i]!;
         if (result.status === 'rejected') {

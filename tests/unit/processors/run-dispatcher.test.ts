@@ -212,6 +212,18 @@ describe('RunDispatcher', () => {
     expect([...d.permitWaiters()].map((w) => w.since)).toEqual([NOW + 2_000]);
   });
 
+  it('still lists a run while its permits are being asked for, out of the line meanwhile', async () => {
+    let answer: (a: RunPermitAnswer) => void = () => undefined;
+    const asked: RunPermitSource = { tryAcquire: () => new Promise((resolve) => (answer = resolve)), onWake: () => () => undefined };
+    const d = make(asked, async () => undefined);
+    d.submit({ run: run('r', 'a'), source: 'p0', offset: 0, context: ATTEMPT });
+    await settle();
+    expect([...d.permitWaiters()]).toEqual([{ scopes: ['global', 'tenant:a', 'workflow:wf'], since: NOW }]);
+    answer({ granted: false, blockedBy: 'tenant' });
+    await settle();
+    expect([...d.permitWaiters()]).toEqual([{ scopes: ['global', 'tenant:a', 'workflow:wf'], since: NOW }]);
+  });
+
   it('stop() waits for running work within the grace period and reports what is left', async () => {
     const p = permitSource({ global: 10, perTenant: 10 });
     const ex = controllableExecutor();
