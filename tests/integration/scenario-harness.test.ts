@@ -37,6 +37,10 @@ describe('the scenario harness', () => {
       expect(f.offeredCalls, name).toBe(f.offered * 2);
       expect(f.backlogPeak, name).toBeGreaterThan(0);
       expect(f.completedRequests, name).toBeGreaterThan(0);
+      // Every process of the system is counted, and the system used some of the machine while sending.
+      expect(Object.keys(f.cpuWhileSending!.byProcess).sort(), name).toEqual(['api', 'harness (load generator)', 'processor', 'provider-sim', 'rest of the machine', 'status-sink,dlq-sink']);
+      expect(f.cpuWhileSending!.byProcess.api, name).toBeGreaterThan(0);
+      expect(f.cpuWhileSending!.machineBusyPercent, name).toBeGreaterThanOrEqual(f.cpuWhileSending!.byProcess.api!);
     }
     expect(report.systems.sluice!.backlogBound).toBe(5_000);
     expect(report.systems.naive!.backlogBound).toBeNull();

@@ -1,5 +1,5 @@
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { stringify } from 'yaml';
@@ -9,6 +9,7 @@ import { packageRoot } from '../../util/package-root.js';
 import { localConfig } from './bench-harness.js';
 import { runOpenLoop, type OpenLoopResult } from './open-loop.js';
 import { freePort } from '../../util/free-port.js';
+import { processCpuMs } from './cpu-time.js';
 
 export const ADMISSION_TARGETS = ['baseline', 'reject', 'accept'] as const;
 export type AdmissionTarget = (typeof ADMISSION_TARGETS)[number];
@@ -87,17 +88,6 @@ function startChild(script: string, args: string[], env: NodeJS.ProcessEnv, node
 }
 
 const fmt = (n: number, digits = 2) => n.toFixed(digits).padStart(8);
-
-const CLOCK_TICKS_PER_SEC = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
-
-/** CPU time (user + system) a process has used so far, in ms, from /proc (Linux). */
-export function processCpuMs(pid: number): number {
-  // Fields after the command name, which is in parentheses and may itself hold spaces.
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  // utime and stime are fields 14 and 15 of the whole line, 12 and 13 after the name.
-  return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS_PER_SEC;
-}
 
 interface Cell {
   result: OpenLoopResult;

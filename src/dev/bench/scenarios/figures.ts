@@ -3,6 +3,7 @@
  * (traffic.ts) and the simulator's counters once a second (provider-timeline.ts). Pure, so each
  * definition below is unit-tested; docs/scenarios.md gives them in words.
  */
+import type { CpuShares } from '../cpu-time.js';
 import { latencySummary, type LatencySummary } from '../latency-summary.js';
 import type { TimelineSecond } from './chart.js';
 import type { ProviderSample } from './provider-timeline.js';
@@ -46,6 +47,8 @@ export interface SystemFigures {
   peakAfterRatio: number | null;
   lost: number;
   duplicates: number;
+  /** Where the machine's CPU went while the scenario sent (not while runs were followed after); null when not measured. */
+  cpuWhileSending: CpuShares | null;
 }
 
 export interface FigureInputs {
@@ -58,6 +61,7 @@ export interface FigureInputs {
   backlogBound: number | null;
   /** When the harness stopped following runs, ms from the start. */
   endMs: number;
+  cpu?: CpuShares;
 }
 
 /** A stretch of the run, ms from the start (scaled). */
@@ -243,6 +247,7 @@ export function systemFigures(inputs: FigureInputs): SystemFigures {
     peakAfterRatio: peakAfterRatio(inputs, end),
     lost: accepted.filter((s) => s.terminalMs === undefined).length,
     duplicates: last?.repeatedToolCalls ?? 0,
+    cpuWhileSending: inputs.cpu ?? null,
   };
 }
 

@@ -19,6 +19,7 @@ import { createKafka } from '../../../kafka/client.js';
 import { ensureTopics, groupId, topicNames, type GroupRole } from '../../../kafka/topics.js';
 import { freePort } from '../../../util/free-port.js';
 import { waitForHttp } from '../admission-bench.js';
+import { cpuShares, processCpuMs, readCpu } from '../cpu-time.js';
 import { deleteKeys } from '../bench-redis.js';
 import { DEMO_TENANT_KEYS, childEnv, localConfig, withBenchHarness, writeYaml, type BenchHarness } from '../bench-harness.js';
 import { runOpenLoop } from '../open-loop.js';
@@ -61,6 +62,17 @@ interface SystemRun {
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** CPU counters of the system's processes (started in PROCESS_ROLES order after the simulator) and of this one, the load generator. */
+function cpuSourcesOf(procs: readonly ChildProcess[]): Record<string, () => number> {
+  const names = ['provider-sim', ...PROCESS_ROLES];
+  const sources: Record<string, () => number> = Object.fromEntries(procs.map((p, i) => [names[i]!, () => processCpuMs(p.pid!)]));
+  sources['harness (load generator)'] = () => {
+    const { user, system } = process.cpuUsage();
+    return (user + system) / 1_000;
+  };
+  return sources;
+}
 
 const deadlinesMs = (s: Pick<Scenario, 'deadlineSec'>): Record<RunClass, number> => ({ interactive: s.deadlineSec.interactive * 1000, batch: s.deadlineSec.batch * 1000 });
 
@@ -127,6 +139,11 @@ async function runSystem(h: BenchHarness, scenario: Scenario, label: RunLabel, o
     );
     const first = await readProviderSample(simulatorUrl, 0);
     const provider = driveProvider(simulatorUrl, scenario.faults, opts.timeScale, () => traffic.nowMs());
+    // Which processes the machine's cores went to while the scenario sent: on a machine shared by
+    // the load generator, the system and its infrastructure, a figure to read every latency with.
+    const cpuSources = cpuSourcesOf(procs);
+    const cpuBefore = readCpu(cpuSources);
+    const cpuWhileSending = sleep((scenario.durationSec * 1_000) / opts.timeScale).then(() => cpuShares(cpuBefore, readCpu(cpuSources)));
     const result = await Promise.race([traffic.run(Math.max(...Object.values(deadlinesMs(scenario))) + FOLLOW_GRACE_MS), died]);
     const endMs = traffic.nowMs();
     const samples = [first, ...(await provider.stop())];
@@ -139,6 +156,7 @@ async function runSystem(h: BenchHarness, scenario: Scenario, label: RunLabel, o
       llmCallsPerRun: llmCallsPerRun(doc),
       backlogBound: system === 'naive' ? null : config.admission.maxBacklog,
       endMs,
+      cpu: await cpuWhileSending,
     };
     return { figures: systemFigures(inputs), chart: { system: label, backlogBound: inputs.backlogBound, seconds: timeline(inputs) } };
   } finally {

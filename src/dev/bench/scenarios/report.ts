@@ -2,6 +2,7 @@
  * A scenario run's verdict on its targets and its printed table (pure). Targets are Sluice's: the
  * naive system is the baseline the figures are compared with, side by side.
  */
+import type { CpuShares } from '../cpu-time.js';
 import type { SystemFigures } from './figures.js';
 import type { RunLabel } from './systems.js';
 import type { Scenario, ScenarioTargets } from './scenario.js';
@@ -67,6 +68,12 @@ const tally = (r: Record<string, number>): string =>
     .map(([k, n]) => `${k} ${n}`)
     .join(', ');
 
+function cpuCell(c: CpuShares | null): string {
+  if (c === null) return 'n/a';
+  const parts = Object.entries(c.byProcess).map(([name, percent]) => `${name} ${percent.toFixed(0)}`);
+  return `machine ${c.machineBusyPercent.toFixed(0)} of ${c.cores * 100}: ${parts.join(', ')}`;
+}
+
 const ROWS: [string, (f: SystemFigures) => string][] = [
   ['sends offered (client retries included) / requests', (f) => `${f.offered} / ${f.requests}`],
   ['answers', (f) => tally(f.answers)],
@@ -85,6 +92,7 @@ const ROWS: [string, (f: SystemFigures) => string][] = [
   ['lost (accepted, never ended)', (f) => String(f.lost)],
   ['repeated tool calls (duplicates)', (f) => String(f.duplicates)],
   ['client sends dropped (client behind)', (f) => String(f.dropped)],
+  ['CPU while sending, % of one core (machine: cores × 100)', (f) => cpuCell(f.cpuWhileSending)],
 ];
 
 export function scenarioTable(r: ScenarioReport): string {

@@ -104,6 +104,7 @@ describe('scenario figures', () => {
     expect(f.providerCallsPerOfferedDuringFault).toBe(2);
     expect(f.lost).toBe(1);
     expect(f.duplicates).toBe(1);
+    expect(f.cpuWhileSending).toBeNull();
     expect(f.answers).toEqual({ accepted: 3, '429 rate_limited': 1 });
     expect(f.terminal).toEqual({ completed: 2, none: 1 });
     expect(f.completedRequests).toBe(2);

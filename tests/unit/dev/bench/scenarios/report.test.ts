@@ -29,6 +29,7 @@ const figures = (over: Partial<SystemFigures>): SystemFigures => ({
   peakAfterRatio: 1.2,
   lost: 0,
   duplicates: 0,
+  cpuWhileSending: null,
   ...over,
 });
 
@@ -64,6 +65,13 @@ describe('scenario report', () => {
     expect(table).toContain('| figure | sluice | naive |');
     expect(table).toContain('| answerP99Ms | <= 100 | 20.00 | met |');
     expect(table).toContain('| backlog peak / bound | 4 / 5000 | 4 / 5000 |');
+    expect(table).toContain('| CPU while sending, % of one core (machine: cores × 100) | n/a | n/a |');
+  });
+
+  it('prints where the CPU went while the scenario sent', () => {
+    const cpu = { windowSec: 30, cores: 2, machineBusyPercent: 187.4, byProcess: { api: 28.2, processor: 39.6, 'rest of the machine': 60 } };
+    const table = scenarioTable({ scenario: 'spike', timeScale: 2, seed: 1, systems: { sluice: figures({ cpuWhileSending: cpu }) }, targets: [] });
+    expect(table).toContain('| CPU while sending, % of one core (machine: cores × 100) | machine 187 of 200: api 28, processor 40, rest of the machine 60 |');
   });
 
   it('changes the faults at each window\'s start and end, scaled, once per instant', () => {
