@@ -4,6 +4,7 @@
  */
 import type { ActiveAlert, PendingAlert } from '../api/console/alerts.js';
 import type { PermitUse } from '../api/console/backpressure.js';
+import type { PausedPartitions } from '../processors/processor-state.js';
 import type { FinishedPoint, FinishedSeries, OverviewPoint } from '../api/console/overview.js';
 import type { LimitView } from '../api/routes/admin-limits.js';
 import type { LagReport } from '../lag/lag-report.js';
@@ -165,6 +166,21 @@ const PAUSE_REASONS: Record<string, string> = {
 /** Why partitions are paused, in words (an unknown reason as it is). */
 export function pausedWhy(reason: string): string {
   return PAUSE_REASONS[reason] ?? reason;
+}
+
+const plural = (n: number, one: string, many: string) => `${n} ${n === 1 ? one : many}`;
+
+/** How many partitions are paused for one reason, and by how many processors: `3 partitions paused by 2 processors`. */
+export function pausedCount(p: Pick<PausedPartitions, 'partitions' | 'processors'>): string {
+  return `${plural(p.partitions, 'partition', 'partitions')} paused by ${plural(p.processors, 'processor', 'processors')}`;
+}
+
+/** Which partitions, by topic: `runs.batch 0, 1; runs.interactive 2`, and how many more the processors left unnamed. */
+export function pausedPartitionList(p: Pick<PausedPartitions, 'topics' | 'unlisted'>): string {
+  const named = p.topics.map((t) => `${t.topic} ${t.partitions.join(', ')}`).join('; ');
+  if (p.unlisted <= 0) return named;
+  const more = `${p.unlisted} more not named`;
+  return named ? `${named}; ${more}` : more;
 }
 
 /** Held runs of one dependency by tenant, largest first: `tenant-a 3, tenant-b 1`. */

@@ -9,8 +9,9 @@ import type { Logger } from '../obs/logger.js';
 import type { Metrics } from '../obs/metrics.js';
 import { PartitionProgress } from './partition-progress.js';
 import type { PermitWaiter } from '../permits/oldest-waiters.js';
+import type { PausedPartition, PauseReason } from './processor-state.js';
 import type { RunPermitSource } from '../permits/run-permit-source.js';
-import type { DispatchBreakers } from './breaker-holds.js';
+import type { DispatchBreakers, HeldCount } from './breaker-holds.js';
 import { RunDispatcher, type DispatchTask } from './run-dispatcher.js';
 import { RUN_CLASSES } from '../events/schemas.js';
 import type { AttemptContext } from '../execution/attempt.js';
@@ -62,7 +63,7 @@ export class RunConsumer {
   private readonly poison: PoisonRoute;
   private readonly progress = new Map<string, PartitionProgress>();
   /** Paused partitions and why: a full read-ahead buffer, or buffered work all waiting on open breakers. */
-  private readonly paused = new Map<string, 'buffer_full' | 'breaker_open'>();
+  private readonly paused = new Map<string, PauseReason>();
   private readonly dispatcher: RunDispatcher;
   /** Labels of every held-runs series reported so far, by the dispatcher's key. */
   private readonly heldSeries = new Map<string, { dependency: string; tenant: string; class: RunClass }>();
@@ -144,6 +145,19 @@ export class RunConsumer {
   /** The runs in line for their run permits (see RunDispatcher.permitWaiters). */
   permitWaiters(): Iterable<PermitWaiter> {
     return this.dispatcher.permitWaiters();
+  }
+
+  /** The partitions this instance holds paused, and why: only ones it owns (revoked ones are forgotten). */
+  *pausedPartitions(): IterableIterator<PausedPartition> {
+    for (const [key, reason] of this.paused) {
+      const [topic, partition] = splitPartitionKey(key);
+      yield { topic, partition, reason };
+    }
+  }
+
+  /** Runs held for open dependencies, per dependency, tenant and class. */
+  heldRuns(): Iterable<HeldCount> {
+    return this.dispatcher.heldCounts().values();
   }
 
   private async onBatch({ batch, resolveOffset, heartbeat, isRunning, isStale }: EachBatchPayload): Promise<void> {
@@ -229,7 +243,7 @@ export class RunConsumer {
     for (const [reason, n] of Object.entries(counts)) this.deps.metrics.pausedPartitions.set({ reason }, n);
   }
 
-  private pause(topic: string, partition: number, reason: 'buffer_full' | 'breaker_open'): void {
+  private pause(topic: string, partition: number, reason: PauseReason): void {
     const key = partitionKey(topic, partition);
     if (this.paused.has(key)) return;
     this.paused.set(key, reason);

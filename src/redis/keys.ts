@@ -50,10 +50,10 @@ export function redisKeys(namespace: string) {
     /** One tenant's calls waiting for a dependency's permits (zset: caller → claim expiry ms). */
     permitWaitingCalls: (dependency: string, tenantId: string) => `${permits}:waiting:${dependency}:tenant:${tenantId}`,
     /**
-     * Each processor's oldest waiter per permit scope (hash: instance → JSON {until, since: {scope → ms}}),
-     * written by oldest-waiters-publish.lua. One key, so no hash tag: it stays out of the busy permit slot.
+     * Each processor's state for the console (hash: instance → JSON {until, since: {scope → ms}, paused,
+     * held}), written by processor-state-publish.lua. One key, so no hash tag: it stays out of the busy permit slot.
      */
-    oldestWaiters: () => `${ns}:oldest-waiters`,
+    processorState: () => `${ns}:processor-state`,
     /** Sharded pub/sub channel announcing released permits (payload: the scopes, space-separated), in the permit slot. */
     permitReleased: () => `${permits}:released`,
     /** Shared breaker state of a dependency (hash: state, retryAt); written by the breaker scripts. */

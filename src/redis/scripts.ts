@@ -31,7 +31,7 @@ export const SCRIPTS = {
   pacingObserve: { file: 'pacing-observe.lua', keys: 2 },
   runProgressOpen: { file: 'run-progress-open.lua', keys: 3 },
   runProgressRecord: { file: 'run-progress-record.lua', keys: 2 },
-  oldestWaitersPublish: { file: 'oldest-waiters-publish.lua', keys: 1 },
+  processorStatePublish: { file: 'processor-state-publish.lua', keys: 1 },
 } as const satisfies Record<string, { file: string; keys: number | 'any' }>;
 
 export type ScriptName = keyof typeof SCRIPTS;

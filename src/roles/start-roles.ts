@@ -42,8 +42,9 @@ import { AdaptiveLimitStore } from '../permits/adaptive-limit-store.js';
 import { RedisDependencyPermits, RedisRunPermits } from '../permits/run-permits.js';
 import { UnlimitedPermits } from '../permits/unlimited-permits.js';
 import { configuredScopes, registerPermitGauges } from '../permits/permit-metrics.js';
-import { OLDEST_WAITERS_EVERY_MS, OldestWaitersStore } from '../permits/oldest-waiters-store.js';
-import { OldestWaitersPublisher } from '../permits/oldest-waiters-publisher.js';
+import { PROCESSOR_STATE_EVERY_MS } from '../processors/processor-state.js';
+import { ProcessorStateStore } from '../processors/processor-state-store.js';
+import { ProcessorStatePublisher } from '../processors/processor-state-publisher.js';
 import { BreakerBoard } from '../breakers/breaker-board.js';
 import { DeadLetterStore } from '../dlq/dead-letter-store.js';
 import { DeadLetterReplayer } from '../dlq/replay-runner.js';
@@ -238,21 +239,21 @@ async function startProcessor(ctx: RoleContext, simulatorUrl: string): Promise<v
   });
   await consumer.start();
   onStop(() => consumer.stop(config.processor.shutdownGraceMs));
-  // Without caps nothing waits for a permit, and there is nothing to publish.
-  if (!unlimited) {
-    const publisher = new OldestWaitersPublisher({
-      store: new OldestWaitersStore(clients.scripts, clients.redis, clients.keys),
-      // Random too: two processors in one process (tests) or a reused instance id must not share a field.
-      instance: `${config.instanceId ?? `${hostname()}-${process.pid}`}-${randomBytes(4).toString('hex')}`,
-      waiters: () => [...consumer.permitWaiters(), ...dependencyPermits.waiters()],
-      scopes: new Set(configuredScopes(config).map((s) => s.name)),
-      everyMs: OLDEST_WAITERS_EVERY_MS,
-      logger: log,
-    });
-    publisher.start();
-    // Stops before the consumer (stops run in reverse), removing the entry: what is still in line is redelivered elsewhere.
-    onStop(() => publisher.stop());
-  }
+  const publisher = new ProcessorStatePublisher({
+    store: new ProcessorStateStore(clients.scripts, clients.redis, clients.keys),
+    // Random too: two processors in one process (tests) or a reused instance id must not share a field.
+    instance: `${config.instanceId ?? `${hostname()}-${process.pid}`}-${randomBytes(4).toString('hex')}`,
+    // Without caps nothing waits for a permit; partitions still pause and runs are still held.
+    waiters: () => (unlimited ? [] : [...consumer.permitWaiters(), ...dependencyPermits.waiters()]),
+    scopes: new Set(configuredScopes(config).map((s) => s.name)),
+    paused: () => consumer.pausedPartitions(),
+    held: () => consumer.heldRuns(),
+    everyMs: PROCESSOR_STATE_EVERY_MS,
+    logger: log,
+  });
+  publisher.start();
+  // Stops before the consumer (stops run in reverse), removing the entry: what is still in line is redelivered elsewhere.
+  onStop(() => publisher.stop());
   // Each processor also forwards due retries back to the work topics (their own consumer group).
   const forwarder = new RetryForwarder({ kafka: clients.kafka, config, codec: clients.codec, deadLetters: producer, logger: log, metrics });
   await forwarder.start();
@@ -332,7 +333,7 @@ async function startApi(ctx: RoleContext): Promise<string> {
   const board = await ctx.breakerBoard();
   const lagReport = () => readPublishedReport(clients.redis, clients.keys);
   const waitingRuns = new WaitingRuns(clients.redis, clients.keys, config.admission.leaseGraceMs);
-  const oldestWaiters = new OldestWaitersStore(clients.scripts, clients.redis, clients.keys);
+  const processorState = new ProcessorStateStore(clients.scripts, clients.redis, clients.keys);
   const sampler = new OverviewSampler(metrics, config.api.console.sampleMs);
   const pool = await clients.pool();
   const finishedRuns = new FinishedRunsSampler({
@@ -385,7 +386,7 @@ async function startApi(ctx: RoleContext): Promise<string> {
         metrics,
         lagReport,
         waitingForDependency: () => waitingRuns.counts(Object.keys(config.tenants), RUN_CLASSES),
-        oldestWaiters: () => oldestWaiters.read(),
+        processorState: () => processorState.read(),
         runs: store,
         cancellations,
         audit: log.child({ component: 'console' }),

@@ -128,6 +128,9 @@ describe('the operations console in a browser', () => {
     const oldest = (scope: string) => page.textContent(`tr[data-scope="${scope}"] td.oldest`);
     await expect.poll(() => oldest('global'), { timeout: UI_TIMEOUT_MS }).toBe('none waiting');
     await page.waitForSelector('[data-testid=waiting-dependency] >> text=none');
+    // Nothing paused or held in any processor, though none runs in the API's process.
+    await page.waitForSelector('[data-testid=paused] >> text=none');
+    await page.waitForSelector('[data-testid=held] >> text=none');
     // tenant-b to 0 concurrent runs, from the page.
     await page.click('[data-testid="edit-tenant:tenant-b"]');
     await page.fill('[data-testid="limit-tenant:tenant-b"]', '0');

@@ -1,4 +1,4 @@
-import { OLDEST_WAITERS_EVERY_MS } from '../../permits/oldest-waiters-store.js';
+import { PROCESSOR_STATE_EVERY_MS, type ClusterProcessorState, type HeldRuns, type PausedPartitions } from '../../processors/processor-state.js';
 import { metricValues, type MetricJson } from './overview.js';
 
 /** Permits of one scope (global, class:batch, tenant:<id>, workflow:<name>, dependency:<name>), cluster-wide. */
@@ -10,8 +10,8 @@ export interface PermitUse {
    * Seconds the longest waiter for this scope has waited, across every processor, as they last
    * published it: a run in a processor's line for its run permits counts for each scope it needs
    * (global, its class's, its tenant's and its workflow's), a call waiting for a dependency's
-   * permit for the dependency. Absent when none waits, and when the waiters could not be read
-   * (`oldestWaiters.why`).
+   * permit for the dependency. Absent when none waits, and when the processors' state could not
+   * be read (`processorState.why`).
    */
   oldestWaitingSec?: number;
 }
@@ -19,14 +19,15 @@ export interface PermitUse {
 export interface BackpressureGauges {
   /** Empty when the permits could not be read from Redis at this request. */
   permits: PermitUse[];
-  /** How often every processor publishes its waiters (the most the figures lag behind), and why they are unknown, if they are. */
-  oldestWaiters: { everySec: number; why: string | null };
-  /** Whether a processor runs in this process: paused partitions and held runs are only seen there. */
-  processorHere: boolean;
-  /** Partitions this process's consumers hold paused, by why (reasons with none left out). */
-  paused: { reason: string; partitions: number }[];
-  /** Runs this process holds because a dependency they need is open, by dependency, and by tenant within it. */
-  held: { dependency: string; runs: number; tenants: Record<string, number> }[];
+  /**
+   * How often every processor publishes its waiters, paused partitions and held runs (the most
+   * those figures lag behind), and why they are unknown, if they are.
+   */
+  processorState: { everySec: number; why: string | null };
+  /** Partitions paused by every processor, by why (reasons with none left out). */
+  paused: PausedPartitions[];
+  /** Runs every processor holds because a dependency they need is open, by dependency, and by tenant within it. */
+  held: HeldRuns[];
 }
 
 function summed(metrics: readonly MetricJson[], name: string, label: string): Map<string, number> {
@@ -35,39 +36,22 @@ function summed(metrics: readonly MetricJson[], name: string, label: string): Ma
   return out;
 }
 
-function heldByDependency(metrics: readonly MetricJson[]): BackpressureGauges['held'] {
-  const out = new Map<string, { dependency: string; runs: number; tenants: Record<string, number> }>();
-  for (const v of metricValues(metrics, 'sluice_processor_runs_held')) {
-    if (v.value <= 0) continue;
-    const dependency = String(v.labels.dependency);
-    const entry = out.get(dependency) ?? { dependency, runs: 0, tenants: {} };
-    const tenant = String(v.labels.tenant);
-    entry.runs += v.value;
-    entry.tenants[tenant] = (entry.tenants[tenant] ?? 0) + v.value;
-    out.set(dependency, entry);
-  }
-  return [...out.values()];
-}
-
 /**
- * The Backpressure page's gauges out of a registry read right after its scrape-time reads, and
- * the oldest waiters every processor published (or why they could not be read): the permit
- * gauges are Redis's cluster-wide counts (see registerPermitGauges), the paused partitions and
- * held runs this process's own.
+ * The Backpressure page's gauges out of a registry read right after its scrape-time reads (the
+ * permit gauges are Redis's cluster-wide counts, see registerPermitGauges), and what every
+ * processor published of its state, or why that could not be read.
  */
-export function backpressureGauges(metrics: readonly MetricJson[], oldestWaiting: ReadonlyMap<string, number> | string): BackpressureGauges {
+export function backpressureGauges(metrics: readonly MetricJson[], processors: ClusterProcessorState | string): BackpressureGauges {
   const limits = summed(metrics, 'sluice_permit_limit', 'scope');
   const inUse = summed(metrics, 'sluice_permits_in_use', 'scope');
-  const ages = typeof oldestWaiting === 'string' ? new Map<string, number>() : oldestWaiting;
+  const known = typeof processors === 'string' ? undefined : processors;
   return {
     permits: [...limits].map(([scope, limit]) => {
-      const age = ages.get(scope);
+      const age = known?.oldestWaitingSec.get(scope);
       return { scope, inUse: inUse.get(scope) ?? 0, limit, ...(age !== undefined ? { oldestWaitingSec: age } : {}) };
     }),
-    oldestWaiters: { everySec: OLDEST_WAITERS_EVERY_MS / 1000, why: typeof oldestWaiting === 'string' ? oldestWaiting : null },
-    // The processor's own gauges are in this registry only when it runs in this process.
-    processorHere: metricValues(metrics, 'sluice_processor_queue_oldest_age_seconds').length > 0,
-    paused: [...summed(metrics, 'sluice_processor_paused_partitions', 'reason')].filter(([, partitions]) => partitions > 0).map(([reason, partitions]) => ({ reason, partitions })),
-    held: heldByDependency(metrics),
+    processorState: { everySec: PROCESSOR_STATE_EVERY_MS / 1000, why: typeof processors === 'string' ? processors : null },
+    paused: known?.paused ?? [],
+    held: known?.held ?? [],
   };
 }

@@ -8,6 +8,7 @@ import { outcomeLine, rowJson, summaryLine } from '../../dlq/replay-text.js';
 import type { PublishedReport } from '../../lag/lag-monitor.js';
 import type { Logger } from '../../obs/logger.js';
 import type { Metrics } from '../../obs/metrics.js';
+import type { ClusterProcessorState } from '../../processors/processor-state.js';
 import type { RedisCancellations } from '../../runs/cancellation.js';
 import type { RunStore } from '../../status/run-store.js';
 import type { KeyDirectory } from '../auth.js';
@@ -47,8 +48,8 @@ export interface ConsoleDeps {
   lagReport: () => Promise<PublishedReport | string>;
   /** Runs waiting for a dependency, cluster-wide, by tenant and class (the status sink's record in Redis). */
   waitingForDependency: () => Promise<{ tenant: string; runClass: string; runs: number }[]>;
-  /** Per permit scope, seconds its longest waiter has waited, across every processor (what they publish to Redis). */
-  oldestWaiters: () => Promise<ReadonlyMap<string, number>>;
+  /** Every processor's oldest waiters, paused partitions and held runs, merged (what they publish to Redis). */
+  processorState: () => Promise<ClusterProcessorState>;
   runs: Pick<RunStore, 'findRuns' | 'listEvents'>;
   cancellations: Pick<RedisCancellations, 'request'>;
   /** Where audit lines go: one per console action, allowed or refused. */
@@ -218,8 +219,8 @@ export function registerConsoleRoutes(app: FastifyInstance, deps: ConsoleDeps): 
   app.get('/console/api/backpressure', { onRequest: requireSession }, async (req) => {
     const failed = await deps.metrics.scrapeCollectors.collect();
     for (const { collector, err } of failed) req.log.warn({ err, collector }, 'a scrape-time read failed; the console shows without it');
-    const oldestWaiting = await deps.oldestWaiters().catch((err: unknown) => `Redis unreachable (${(err as Error).message})`);
-    const gauges = backpressureGauges(await deps.metrics.registry.getMetricsAsJSON(), oldestWaiting);
+    const processors = await deps.processorState().catch((err: unknown) => `Redis unreachable (${(err as Error).message})`);
+    const gauges = backpressureGauges(await deps.metrics.registry.getMetricsAsJSON(), processors);
     let lag: PublishedReport | string;
     try {
       lag = await deps.lagReport();

@@ -4,7 +4,7 @@ import type { LimitView } from '../../api/routes/admin-limits.js';
 import type { PublishedReport } from '../../lag/lag-monitor.js';
 import { get, put } from '../api.js';
 import { usePolled } from '../hooks.js';
-import { heldTenants, lagRows, parseLimit, pausedWhy, permitRows, type PermitRow } from '../view-models.js';
+import { heldTenants, lagRows, parseLimit, pausedCount, pausedPartitionList, pausedWhy, permitRows, type PermitRow } from '../view-models.js';
 
 type Backpressure = BackpressureGauges & {
   lag: { report: PublishedReport | null; why: string | null };
@@ -50,17 +50,19 @@ export function BackpressurePage({ onLoggedOut }: { onLoggedOut: () => void }) {
   const limits = usePolled(() => get<{ limits: LimitView[] }>('limits'), 15_000, onLoggedOut);
   const reload = () => (state.reload(), limits.reload());
   const bp = state.data;
-  const rows = bp ? permitRows(bp.permits, limits.data?.limits ?? [], bp.oldestWaiters.why === null) : [];
+  const rows = bp ? permitRows(bp.permits, limits.data?.limits ?? [], bp.processorState.why === null) : [];
+  // Whether every processor's published state was read: only then does an empty list mean none.
+  const known = bp?.processorState.why === null;
   return (
     <section>
       <h1>Backpressure</h1>
       {state.error && <p class="error">{state.error}</p>}
       <h2>Permits in use per scope</h2>
       {bp && bp.permits.length === 0 && <p class="muted">the permits could not be read from Redis just now</p>}
-      {bp?.oldestWaiters.why && <p class="muted">the oldest waiters are unknown: {bp.oldestWaiters.why}</p>}
+      {bp?.processorState.why && <p class="muted">the processors' oldest waiters, paused partitions and held runs are unknown: {bp.processorState.why}</p>}
       <table data-testid="permits">
         <thead>
-          <tr><th>scope</th><th>in use</th><th>limit</th><th>usage</th><th title={`how long the longest-waiting run (for its run permits) or call (for a dependency's permit) needing this scope has waited, across every processor, as they publish it every ${bp?.oldestWaiters.everySec ?? '?'} s`}>oldest waiter</th></tr>
+          <tr><th>scope</th><th>in use</th><th>limit</th><th>usage</th><th title={`how long the longest-waiting run (for its run permits) or call (for a dependency's permit) needing this scope has waited, across every processor, as they publish it every ${bp?.processorState.everySec ?? '?'} s`}>oldest waiter</th></tr>
         </thead>
         <tbody>
           {rows.map((r) => (
@@ -77,7 +79,7 @@ export function BackpressurePage({ onLoggedOut }: { onLoggedOut: () => void }) {
           ))}
         </tbody>
       </table>
-      {bp && <p class="muted">oldest waiter: the longest wait among every processor's runs and calls needing the scope, as each processor published it at most {bp.oldestWaiters.everySec} s ago</p>}
+      {bp && <p class="muted">oldest waiter: the longest wait among every processor's runs and calls needing the scope, as each processor published it at most {bp.processorState.everySec} s ago</p>}
       <h2>Consumer lag</h2>
       {bp?.lag.why && <p class="muted">{bp.lag.why}</p>}
       {bp?.lag.report && (
@@ -100,25 +102,26 @@ export function BackpressurePage({ onLoggedOut }: { onLoggedOut: () => void }) {
           </table>
         </>
       )}
-      <h2>Paused partitions (this process)</h2>
-      {bp && !bp.processorHere && <p class="muted">no processor runs in this API's process: its paused partitions and held runs are on its own /metrics</p>}
+      <h2>Paused partitions (every processor)</h2>
       <ul data-testid="paused">
         {bp?.paused.map((p) => (
-          <li key={p.reason}>
-            {p.partitions} partitions paused: {pausedWhy(p.reason)}
+          <li key={p.reason} data-reason={p.reason}>
+            {pausedCount(p)}: {pausedWhy(p.reason)}
+            <div class="muted partitions">{pausedPartitionList(p)}</div>
           </li>
         ))}
-        {bp?.processorHere && bp.paused.length === 0 && <li class="muted">none</li>}
+        {known && bp.paused.length === 0 && <li class="muted">none</li>}
       </ul>
-      <h2>Held runs per dependency (this process)</h2>
+      <h2>Held runs per dependency (every processor)</h2>
       <ul data-testid="held">
         {bp?.held.map((h) => (
-          <li key={h.dependency}>
+          <li key={h.dependency} data-dependency={h.dependency}>
             {h.runs} runs held for {h.dependency} ({heldTenants(h.tenants)})
           </li>
         ))}
-        {bp?.processorHere && bp.held.length === 0 && <li class="muted">none</li>}
+        {known && bp.held.length === 0 && <li class="muted">none</li>}
       </ul>
+      {bp && <p class="muted">paused partitions and held runs: as each processor published them at most {bp.processorState.everySec} s ago</p>}
       <h2>Runs waiting for a dependency (cluster-wide)</h2>
       {bp?.waitingForDependency.why && <p class="muted">{bp.waitingForDependency.why}</p>}
       <ul data-testid="waiting-dependency">

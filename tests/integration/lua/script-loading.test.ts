@@ -65,7 +65,7 @@ async function runEveryScript(scripts: LuaScripts): Promise<void> {
   await scripts.run('pacingObserve', [keys.paceObserved('d'), keys.paceNotBefore('d')], [1_000, 0, 'requests', 60]);
   await scripts.run('runProgressOpen', [keys.runSteps('r1'), keys.cancelRequested('r1'), keys.answerPending('r1')], []);
   await scripts.run('runProgressRecord', [keys.runSteps('r1'), keys.cancelRequested('r1')], ['step', '{}', 10_000]);
-  await scripts.run('oldestWaitersPublish', [keys.oldestWaiters()], ['p1', 10_000, 'global', 5]);
+  await scripts.run('processorStatePublish', [keys.processorState()], ['p1', 10_000, '{}', 'global', 5]);
 }
 
 let r: Redis;

@@ -68,7 +68,7 @@ let metrics: ReturnType<typeof createMetrics>;
 /** The alert watch's clock. */
 let clock: number;
 
-/** `failing`: Kafka, Postgres, the DLQ store and the oldest waiters' Redis fail as an unreachable one would. */
+/** `failing`: Kafka, Postgres, the DLQ store and the processors' state's Redis fail as an unreachable one would. */
 function server(o: { trustProxy?: boolean; failing?: boolean } = {}): FastifyInstance {
   audit = [];
   limitFields = new Map();
@@ -121,9 +121,9 @@ function server(o: { trustProxy?: boolean; failing?: boolean } = {}): FastifyIns
       metrics,
       lagReport: async () => 'no active lag monitor',
       waitingForDependency: async () => [{ tenant: 'tenant-a', runClass: 'batch', runs: 2 }, { tenant: 'tenant-b', runClass: 'batch', runs: 0 }],
-      oldestWaiters: async () => {
+      processorState: async () => {
         if (o.failing) throw new Error('connect ECONNREFUSED');
-        return new Map([['tenant:tenant-a', 7.5]]);
+        return { oldestWaitingSec: new Map([['tenant:tenant-a', 7.5]]), paused: [], held: [{ dependency: 'anthropic', runs: 1, tenants: { 'tenant-b': 1 } }] };
       },
       runs: { findRuns: async (f) => (f.runId === undefined || f.runId === RUN.runId ? [RUN] : []), listEvents: async () => [] },
       cancellations: { request: async (runId) => void cancelled.push(runId) },
@@ -258,21 +258,22 @@ describe('console data behind the session', () => {
     const a = server();
     const { cookie } = await login(a);
     const body = (await a.inject({ url: '/console/api/backpressure', headers: { cookie } })).json();
-    expect(body).toMatchObject({ processorHere: false, waitingForDependency: { counts: [{ tenant: 'tenant-a', runClass: 'batch', runs: 2 }], why: null }, lag: { report: null, why: 'no active lag monitor' } });
+    expect(body).toMatchObject({ held: [{ dependency: 'anthropic', runs: 1, tenants: { 'tenant-b': 1 } }], waitingForDependency: { counts: [{ tenant: 'tenant-a', runClass: 'batch', runs: 2 }], why: null }, lag: { report: null, why: 'no active lag monitor' } });
   });
 
-  it("shows each scope's oldest waiter as the processors published it, or why it is unknown", async () => {
+  it("shows each scope's oldest waiter and the held runs as the processors published them, or why they are unknown", async () => {
     const a = server();
     const { cookie } = await login(a);
     const body = (await a.inject({ url: '/console/api/backpressure', headers: { cookie } })).json();
     expect(body.permits).toEqual([{ scope: 'tenant:tenant-a', inUse: 4, limit: 4, oldestWaitingSec: 7.5 }]);
-    expect(body.oldestWaiters).toEqual({ everySec: 2, why: null });
+    expect(body.processorState).toEqual({ everySec: 2, why: null });
     await a.close();
     const b = server({ failing: true });
     const failing = await login(b);
     const unknown = (await b.inject({ url: '/console/api/backpressure', headers: { cookie: failing.cookie } })).json();
     expect(unknown.permits).toEqual([{ scope: 'tenant:tenant-a', inUse: 4, limit: 4 }]);
-    expect(unknown.oldestWaiters).toEqual({ everySec: 2, why: 'Redis unreachable (connect ECONNREFUSED)' });
+    expect(unknown.processorState).toEqual({ everySec: 2, why: 'Redis unreachable (connect ECONNREFUSED)' });
+    expect(unknown.held).toEqual([]);
   });
 
   it('finds runs of any tenant and shows one with its events', async () => {

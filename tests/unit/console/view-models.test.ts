@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { FinishedPoint, FinishedSeries, OverviewPoint } from '../../../src/api/console/overview.js';
-import { alertBanner, chartData, finishedNotice, formatSeconds, lagRows, latencyPick, latestFigures, heldTenants, oldestWaiterText, parseLimit, pausedWhy, pendingLines, permitRows, filterQuery, runTimeline } from '../../../src/console/view-models.js';
+import { alertBanner, chartData, finishedNotice, formatSeconds, lagRows, latencyPick, latestFigures, heldTenants, oldestWaiterText, parseLimit, pausedCount, pausedPartitionList, pausedWhy, pendingLines, permitRows, filterQuery, runTimeline } from '../../../src/console/view-models.js';
 
 const point = (at: number, admission: Record<string, number>): OverviewPoint => ({ at, admission, refusals: {} });
 const finishedPoint = (at: number, completed: number, p50: Record<string, number | null> = {}): FinishedPoint => ({ at, finished: { completed }, p50, p99: {} });
@@ -97,6 +97,14 @@ describe('permitRows', () => {
     expect(pausedWhy('breaker_open')).toContain('open dependency');
     expect(pausedWhy('something_new')).toBe('something_new');
     expect(heldTenants({ 'tenant-b': 1, 'tenant-a': 3, 'tenant-c': 1 })).toBe('tenant-a 3, tenant-b 1, tenant-c 1');
+  });
+  it('says how many partitions are paused by how many processors, and which', () => {
+    expect(pausedCount({ partitions: 1, processors: 1 })).toBe('1 partition paused by 1 processor');
+    expect(pausedCount({ partitions: 3, processors: 2 })).toBe('3 partitions paused by 2 processors');
+    const topics = [{ topic: 'runs.batch', partitions: [0, 1] }, { topic: 'runs.interactive', partitions: [2] }];
+    expect(pausedPartitionList({ topics, unlisted: 0 })).toBe('runs.batch 0, 1; runs.interactive 2');
+    expect(pausedPartitionList({ topics, unlisted: 5 })).toBe('runs.batch 0, 1; runs.interactive 2; 5 more not named');
+    expect(pausedPartitionList({ topics: [], unlisted: 5 })).toBe('5 more not named');
   });
   it('accepts only limits the admin API accepts', () => {
     expect(parseLimit(' 12 ')).toEqual({ limit: 12 });

@@ -1,8 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { createLogger } from '../../../src/obs/logger.js';
 import { oldestPerScope, WaiterBook, type PermitWaiter } from '../../../src/permits/oldest-waiters.js';
-import { OldestWaitersPublisher } from '../../../src/permits/oldest-waiters-publisher.js';
-import { oldestAges } from '../../../src/permits/oldest-waiters-store.js';
 
 const waiter = (since: number, ...scopes: string[]): PermitWaiter => ({ scopes, since });
 
@@ -57,88 +54,5 @@ describe('WaiterBook', () => {
     book.enter(scopes, 100);
     scopes[0] = 'dependency:other';
     expect(oldestOf(book)).toEqual({ 'dependency:llm': 100 });
-  });
-});
-
-describe('oldestAges', () => {
-  const entry = (until: number, since: Record<string, number>) => JSON.stringify({ until, since });
-
-  it('takes the earliest start per scope across live entries, as seconds waited at now', () => {
-    const ages = oldestAges({ p1: entry(20_000, { global: 4_000, 'tenant:a': 9_000 }), p2: entry(12_000, { global: 7_000, 'dependency:llm': 9_500 }) }, 10_000);
-    expect(Object.fromEntries(ages)).toEqual({ global: 6, 'tenant:a': 1, 'dependency:llm': 0.5 });
-  });
-
-  it('leaves out lapsed entries (a dead processor) and unreadable ones', () => {
-    const ages = oldestAges({ dead: entry(10_000, { global: 1_000 }), live: entry(10_001, { global: 8_000 }), junk: 'not json', odd: JSON.stringify({ since: { global: 0 } }), bad: entry(20_000, { global: 'x' } as never) }, 10_000);
-    expect(Object.fromEntries(ages)).toEqual({ global: 2 });
-  });
-
-  it('never answers a negative wait (a start after now, from another clock)', () => {
-    expect(Object.fromEntries(oldestAges({ p: entry(20_000, { global: 10_500 }) }, 10_000))).toEqual({ global: 0 });
-  });
-});
-
-describe('OldestWaitersPublisher', () => {
-  function fixture(opts: { failing?: () => boolean } = {}) {
-    const published: { instance: string; oldest: Record<string, number>; now: number }[] = [];
-    let waiters: PermitWaiter[] = [];
-    const publisher = new OldestWaitersPublisher({
-      store: {
-        publish: async (instance, oldest, now) => {
-          if (opts.failing?.()) throw new Error('Redis unreachable');
-          published.push({ instance, oldest: Object.fromEntries(oldest), now });
-          return 1;
-        },
-      },
-      instance: 'p1',
-      waiters: () => waiters,
-      scopes: new Set(['global', 'tenant:a', 'dependency:llm']),
-      everyMs: 60_000,
-      logger: createLogger('silent'),
-      now: () => 5_000,
-    });
-    return { publisher, published, setWaiters: (w: PermitWaiter[]) => (waiters = w) };
-  }
-
-  it('publishes the oldest waiter of each configured scope, leaving out scopes not in the config', async () => {
-    const f = fixture();
-    f.setWaiters([waiter(1_000, 'global', 'tenant:a', 'workflow:unknown'), waiter(2_000, 'dependency:llm', 'dependency:llm:tenant:a')]);
-    await f.publisher.tick();
-    expect(f.published).toEqual([{ instance: 'p1', oldest: { global: 1_000, 'tenant:a': 1_000, 'dependency:llm': 2_000 }, now: 5_000 }]);
-  });
-
-  it('writes nothing while nothing waits, but once to remove its entry when the last waiter left', async () => {
-    const f = fixture();
-    await f.publisher.tick();
-    expect(f.published).toEqual([]);
-    f.setWaiters([waiter(1_000, 'global')]);
-    await f.publisher.tick();
-    f.setWaiters([]);
-    await f.publisher.tick();
-    await f.publisher.tick();
-    expect(f.published.map((p) => p.oldest)).toEqual([{ global: 1_000 }, {}]);
-  });
-
-  it('keeps trying to remove its entry after a failure, and removes it on stop', async () => {
-    let failing = true;
-    const f = fixture({ failing: () => failing });
-    f.setWaiters([waiter(500, 'global')]);
-    await f.publisher.tick();
-    failing = false;
-    f.setWaiters([]);
-    await f.publisher.tick();
-    await f.publisher.tick();
-    expect(f.published.map((p) => p.oldest)).toEqual([{}]);
-    f.setWaiters([waiter(1_000, 'global')]);
-    await f.publisher.tick();
-    await f.publisher.stop();
-    expect(f.published.map((p) => p.oldest)).toEqual([{}, { global: 1_000 }, {}]);
-  });
-
-  it('does not start a publication while one is in flight', async () => {
-    const f = fixture();
-    f.setWaiters([waiter(1_000, 'global')]);
-    await Promise.all([f.publisher.tick(), f.publisher.tick()]);
-    expect(f.published).toHaveLength(1);
   });
 });

@@ -9,7 +9,7 @@ import { createMetrics } from '../../../src/obs/metrics.js';
 import { createLogger } from '../../../src/obs/logger.js';
 import { PacingStore, PACE_BUCKETS } from '../../../src/pacing/pacing-store.js';
 import { AdaptiveLimitStore } from '../../../src/permits/adaptive-limit-store.js';
-import { OldestWaitersStore } from '../../../src/permits/oldest-waiters-store.js';
+import { ProcessorStateStore } from '../../../src/processors/processor-state-store.js';
 import { dependencyScope, runScopes } from '../../../src/permits/permit-scopes.js';
 import { PermitStore } from '../../../src/permits/permit-store.js';
 import { keySlot, keysOutsideFirstSlot } from '../../../src/redis/key-slot.js';
@@ -89,7 +89,7 @@ async function everyInvocation(namespace: string, tenant: string, workflow: stri
   const progress = new RedisRunProgress({} as never, scripts, keys, createLogger('silent'), { produceTimeoutMs: 5_000 });
   await progress.open('run-1');
   await progress.record('run-1', 'understand', { text: 'a' }, Date.now() + 60_000);
-  await new OldestWaitersStore(scripts, {} as never, keys).publish('processor-1', new Map([['global', 0]]), 1_000);
+  await new ProcessorStateStore(scripts, {} as never, keys).publish('processor-1', { oldest: new Map([['global', 0]]), paused: [{ topic: 't', partition: 0, reason: 'buffer_full' }], held: [] }, 1_000);
   return calls;
 }
 
