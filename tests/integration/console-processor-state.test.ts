@@ -82,7 +82,16 @@ describe("the console's processor state, from a processor in another process", (
       // Batch runs are admitted while the breaker is open, and wait for it in the processor.
       const runs = await Promise.all(Array.from({ length: 3 }, (_, i) => http(`${api}/v1/runs`, { method: 'POST', key: TENANT_B_KEY, json: { workflow: 'report-digest', input: { day: `held${i}` }, deadlineMs: 120_000 } })));
       expect(runs.map((r) => r.status)).toEqual([202, 202, 202]);
-      await expect.poll(async () => (await backpressure()).held, { timeout: 20_000, interval: 500 }).toEqual([{ dependency: 'anthropic', runs: 3, tenants: { 'tenant-b': 3 } }]);
+      // The partition pauses once all it buffered waits for the breaker, so a run produced after
+      // that may stay in Kafka, unread and `queued`: every run read is held, at least the first.
+      const heldVsRead = async () => {
+        const statuses = await Promise.all(runs.map(async (r) => (await http(`${api}/v1/runs/${r.body.runId}`, { key: TENANT_B_KEY })).body.status as string));
+        const read = statuses.filter((st) => st === 'waiting_dependency').length;
+        const held = (await backpressure()).held;
+        const expected = [{ dependency: 'anthropic', runs: read, tenants: { 'tenant-b': read } }];
+        return read >= 1 && statuses.every((st) => st === 'waiting_dependency' || st === 'queued') && JSON.stringify(held) === JSON.stringify(expected) ? 'every run read is held' : JSON.stringify({ statuses, held });
+      };
+      await expect.poll(heldVsRead, { timeout: 20_000, interval: 500 }).toBe('every run read is held');
       // Every run buffered from their partitions waits for the breaker, so those partitions are paused.
       await expect.poll(async () => (await backpressure()).paused.map((p) => ({ reason: p.reason, processors: p.processors, topics: p.topics.map((t) => t.topic) })), { timeout: 20_000, interval: 500 }).toEqual([
         { reason: 'breaker_open', processors: 1, topics: [topicNames(namespace).batch] },
