@@ -19,7 +19,7 @@ import { createKafka } from '../../../kafka/client.js';
 import { ensureTopics, groupId, topicNames, type GroupRole } from '../../../kafka/topics.js';
 import { freePort } from '../../../util/free-port.js';
 import { waitForHttp } from '../admission-bench.js';
-import { cpuShares, processCpuMs, readCpu } from '../cpu-time.js';
+import { cpuShares, processCpuMs, readCpu, type CpuShares } from '../cpu-time.js';
 import { deleteKeys } from '../bench-redis.js';
 import { DEMO_TENANT_KEYS, childEnv, localConfig, withBenchHarness, writeYaml, type BenchHarness } from '../bench-harness.js';
 import { runOpenLoop } from '../open-loop.js';
@@ -53,8 +53,8 @@ const MAX_OUTSTANDING = 2_000;
 const WARMUP_RUNS = 6;
 const WARMUP_TIMEOUT_MS = 90_000;
 const HTTP_WARMUP_SEC = 2;
-/** The processes of one system, each its own process as in production. */
-const PROCESS_ROLES = ['api', 'processor', 'status-sink,dlq-sink'] as const;
+/** The processes of one system, each its own process as in production, in the order they start. */
+const SYSTEM_PROCESSES = ['provider-sim', 'api', 'processor', 'status-sink,dlq-sink'] as const;
 
 interface SystemRun {
   figures: SystemFigures;
@@ -63,10 +63,9 @@ interface SystemRun {
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
-/** CPU counters of the system's processes (started in PROCESS_ROLES order after the simulator) and of this one, the load generator. */
+/** CPU counters of the system's processes (started in SYSTEM_PROCESSES order) and of this one, the load generator. */
 function cpuSourcesOf(procs: readonly ChildProcess[]): Record<string, () => number> {
-  const names = ['provider-sim', ...PROCESS_ROLES];
-  const sources: Record<string, () => number> = Object.fromEntries(procs.map((p, i) => [names[i]!, () => processCpuMs(p.pid!)]));
+  const sources: Record<string, () => number> = Object.fromEntries(procs.map((p, i) => [SYSTEM_PROCESSES[i]!, () => processCpuMs(p.pid!)]));
   sources['harness (load generator)'] = () => {
     const { user, system } = process.cpuUsage();
     return (user + system) / 1_000;
@@ -107,14 +106,14 @@ async function runSystem(h: BenchHarness, scenario: Scenario, label: RunLabel, o
   await admin.connect();
   const procs: ChildProcess[] = [];
   let follower: StatusFollower | undefined;
+  let cpuTimer: NodeJS.Timeout | undefined;
   try {
     await ensureTopics(admin, config.kafka, namespace);
     const start = async (roles: string, i: number) => {
       const path = writeYaml(dir, `${label}-${i}.yaml`, { ...doc, opsPort: await freePort() });
       return children.start('cli/main.js', ['start', '--config', path, '--roles', roles], childEnv(env));
     };
-    procs.push(await start('provider-sim', 0));
-    for (const [i, roles] of PROCESS_ROLES.entries()) procs.push(await start(roles, i + 1));
+    for (const [i, roles] of SYSTEM_PROCESSES.entries()) procs.push(await start(roles, i));
     const died = Promise.race(procs.map((p, i) => children.exited(p, `${label} process ${i}`)));
     await Promise.race([Promise.all([waitForHttp(`${simulatorUrl}/healthz`, 60_000), waitForHttp(`http://127.0.0.1:${apiPort}/healthz`, 90_000)]), died]);
 
@@ -143,7 +142,9 @@ async function runSystem(h: BenchHarness, scenario: Scenario, label: RunLabel, o
     // the load generator, the system and its infrastructure, a figure to read every latency with.
     const cpuSources = cpuSourcesOf(procs);
     const cpuBefore = readCpu(cpuSources);
-    const cpuWhileSending = sleep((scenario.durationSec * 1_000) / opts.timeScale).then(() => cpuShares(cpuBefore, readCpu(cpuSources)));
+    const cpuWhileSending = new Promise<CpuShares>((resolve) => {
+      cpuTimer = setTimeout(() => resolve(cpuShares(cpuBefore, readCpu(cpuSources))), (scenario.durationSec * 1_000) / opts.timeScale);
+    });
     const result = await Promise.race([traffic.run(Math.max(...Object.values(deadlinesMs(scenario))) + FOLLOW_GRACE_MS), died]);
     const endMs = traffic.nowMs();
     const samples = [first, ...(await provider.stop())];
@@ -160,6 +161,7 @@ async function runSystem(h: BenchHarness, scenario: Scenario, label: RunLabel, o
     };
     return { figures: systemFigures(inputs), chart: { system: label, backlogBound: inputs.backlogBound, seconds: timeline(inputs) } };
   } finally {
+    clearTimeout(cpuTimer);
     await follower?.stop().catch(() => undefined);
     await Promise.all(procs.map((p) => children.stop(p, 10_000)));
     await admin.deleteTopics({ topics: Object.values(topicNames(namespace)), timeout: 10_000 }).catch(() => undefined);
