@@ -46,6 +46,8 @@ export interface AwaitOptions {
 
 /** Fetching for the status follower: short waits, so an outcome is seen soon after it is written. */
 const STATUS_MAX_WAIT_MS = 100;
+/** Bound on deleting the follower's group at close. */
+const GROUP_DELETE_TIMEOUT_MS = 5_000;
 
 /**
  * Submits runs through Sluice's Kafka ingress (`sluice.runs.requests`), under the same admission
@@ -66,7 +68,7 @@ export class SluiceProducer {
   private readonly book: OutcomeBook;
   private readonly clientId: string;
   private producer: EventProducer | undefined;
-  private follower: Consumer | undefined;
+  private follower: { consumer: Consumer; groupId: string } | undefined;
   private starting: Promise<void> | undefined;
   private closed = false;
 
@@ -115,13 +117,37 @@ export class SluiceProducer {
     return this.book.wait(requestId, opts.until ?? 'admission', opts.timeoutMs);
   }
 
-  /** Stops following and disconnects; waits still open end with OutcomeUnavailableError. */
+  /**
+   * Stops following, deletes the follower's group and disconnects; waits still open end with
+   * OutcomeUnavailableError.
+   */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     this.book.fail(new OutcomeUnavailableError('the producer is closed'));
     await this.starting?.catch(() => undefined);
-    await Promise.allSettled([this.follower?.disconnect(), this.producer?.close()]);
+    await Promise.allSettled([this.stopFollowing(), this.producer?.close()]);
+  }
+
+  /**
+   * Every producer's group is new, so one left behind is clutter in the broker and in every tool
+   * that lists groups. It commits no offsets, so the broker drops it by itself at its next cleanup
+   * of groups (`offsets.retention.check.interval.ms`, 10 minutes by default) once it is empty; a
+   * clean close deletes it at once. Deleting is best effort: a cluster whose ACLs refuse it leaves
+   * the group to that cleanup.
+   */
+  private async stopFollowing(): Promise<void> {
+    if (!this.follower) return;
+    const { consumer, groupId } = this.follower;
+    await consumer.disconnect();
+    const admin = this.kafka.admin();
+    const deleting = (async () => {
+      await admin.connect();
+      await admin.deleteGroups([groupId]);
+    })();
+    await withTimeout(deleting, GROUP_DELETE_TIMEOUT_MS, `deleting consumer group ${groupId}`)
+      .catch(() => undefined)
+      .finally(() => admin.disconnect().catch(() => undefined));
   }
 
   private start(): Promise<void> {
@@ -153,7 +179,8 @@ export class SluiceProducer {
     } finally {
       await admin.disconnect();
     }
-    const consumer = this.kafka.consumer({ groupId: `${this.opts.namespace ?? ''}sluice-producer.${this.clientId}.${randomUUID()}`, maxWaitTimeInMs: STATUS_MAX_WAIT_MS });
+    const groupId = `${this.opts.namespace ?? ''}sluice-producer.${this.clientId}.${randomUUID()}`;
+    const consumer = this.kafka.consumer({ groupId, maxWaitTimeInMs: STATUS_MAX_WAIT_MS });
     try {
       await consumer.connect();
       await consumer.subscribe({ topics: [this.topics.status] });
@@ -164,7 +191,9 @@ export class SluiceProducer {
     consumer.on(consumer.events.CRASH, ({ payload }) => {
       if (!payload.restart) this.book.fail(new OutcomeUnavailableError(`following ${this.topics.status} stopped: ${payload.error.message}`));
     });
+    // Positions are set by seeking to the ends at start; a committed offset would only keep the group.
     const running = consumer.run({
+      autoCommit: false,
       eachMessage: async ({ message }) => {
         let event: RunStatusChanged;
         try {
@@ -179,6 +208,6 @@ export class SluiceProducer {
     // run() has made its consumer group by now, so these apply to its first fetch.
     for (const { partition, offset } of ends) consumer.seek({ topic: this.topics.status, partition, offset });
     running.catch((err: Error) => this.book.fail(new OutcomeUnavailableError(`could not follow ${this.topics.status}: ${err.message}`)));
-    this.follower = consumer;
+    this.follower = { consumer, groupId };
   }
 }

@@ -2,7 +2,9 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Kafka, logLevel } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { topicNames } from '../../src/kafka/topics.js';
 import { OutcomeTimeoutError, SluiceProducer, UnknownRequestError } from '../../src/producers/index.js';
 import { freePort, startSluice, testNamespace, writeTestConfig, type SluiceProcess } from './harness.js';
 
@@ -89,4 +91,27 @@ describe('SluiceProducer against Sluice', () => {
     await expect(tenantC.awaitOutcome(requestId, { timeoutMs: 2_000 })).rejects.toBeInstanceOf(OutcomeTimeoutError);
     await expect(tenantA.awaitOutcome(requestId, { timeoutMs: 2_000 })).rejects.toBeInstanceOf(UnknownRequestError);
   }, 30_000);
+
+  it('leaves no consumer group behind: its follower commits no offsets, and a close deletes its group', async () => {
+    const brokers = inject('infra').kafkaBrokers;
+    const admin = new Kafka({ clientId: 'producer-groups-test', brokers, logLevel: logLevel.NOTHING }).admin();
+    await admin.connect();
+    const producer = new SluiceProducer({ brokers, tenantId: 'tenant-c', secret: SECRET_C, registry, namespace, clientId: 'groups-check' });
+    const ownGroups = async () => (await admin.listGroups()).groups.map((g) => g.groupId).filter((id) => id.startsWith(`${namespace}sluice-producer.groups-check.`));
+    try {
+      const { requestId } = await producer.submit({ workflow: 'support-reply', input: INPUT, idempotencyKey: randomUUID(), deadlineMs: 30_000 });
+      expect((await producer.awaitOutcome(requestId, { until: 'terminal', timeoutMs: 30_000 })).status).toBe('completed');
+      const [groupId, ...others] = await ownGroups();
+      expect(groupId).toBeDefined();
+      expect(others).toEqual([]);
+      // It has read the status records of its run by now; a commit would show here.
+      const offsets = await admin.fetchOffsets({ groupId: groupId!, topics: [topicNames(namespace).status] });
+      expect(offsets.flatMap((t) => t.partitions.map((p) => p.offset)).every((o) => o === '-1')).toBe(true);
+      await producer.close();
+      expect(await ownGroups()).toEqual([]);
+    } finally {
+      await producer.close();
+      await admin.disconnect();
+    }
+  }, 60_000);
 });
