@@ -7,6 +7,7 @@ import { http } from '../harness.js';
 import { keepEvidenceOnFailure } from '../../support/drill-evidence.js';
 import { DrillLog, MIXED_TENANTS, steadyLoad } from '../../support/drill-load.js';
 import { startDrillStack, type DrillStack } from '../../support/drill-stack.js';
+import { statusRecordsFor, type StatusRecordSeen } from '../../support/status-records.js';
 import { startThrowawayKafka, type ThrowawayKafka } from '../../support/throwaway-kafka.js';
 
 const { ConfigResourceTypes } = kafkajs;
@@ -22,12 +23,14 @@ const { ConfigResourceTypes } = kafkajs;
 describe('drill: one Kafka broker of three killed', () => {
   let kafka: ThrowawayKafka;
   let stack: DrillStack;
+  let client: Kafka;
   let admin: Admin;
 
   beforeAll(async () => {
     kafka = await startThrowawayKafka({ brokers: 3 });
     stack = await startDrillStack({ label: 'drill-kafka-kill', env: { KAFKA_BROKERS: kafka.brokers.join(',') } });
-    admin = new Kafka({ clientId: 'drill-kafka-kill', brokers: kafka.brokers, logLevel: logLevel.NOTHING }).admin();
+    client = new Kafka({ clientId: 'drill-kafka-kill', brokers: kafka.brokers, logLevel: logLevel.NOTHING });
+    admin = client.admin();
     await admin.connect();
   }, 240_000);
 
@@ -47,10 +50,10 @@ describe('drill: one Kafka broker of three killed', () => {
 
   it('keeps its contract while the work partition leader dies, and loses no admitted run', async () => {
     const log = new DrillLog(stack.api);
-    const seen: { killed?: { node: number; controller: number | null; at: number }; verdict?: DrillVerdict; refused?: Awaited<ReturnType<typeof refusedSubmissions>>; metrics?: string } = {};
+    const seen: { killed?: { node: number; controller: number | null; at: number }; verdict?: DrillVerdict; refused?: Awaited<ReturnType<typeof refusedSubmissions>>; metrics?: string; statusRecords?: Record<string, StatusRecordSeen[]> | string } = {};
     keepEvidenceOnFailure('broker-kill', {
       processes: { front: stack.front },
-      collected: () => ({ killed: seen.killed ?? null, verdict: seen.verdict ?? null, refused: seen.refused ?? null, accepted: [...log.accepted.values()], exchanges: log.exchanges, metrics: seen.metrics ?? null }),
+      collected: () => ({ killed: seen.killed ?? null, verdict: seen.verdict ?? null, refused: seen.refused ?? null, accepted: [...log.accepted.values()], exchanges: log.exchanges, metrics: seen.metrics ?? null, statusRecords: seen.statusRecords ?? null }),
     });
     await resetSimStats(stack.sim);
     const load = steadyLoad(log, { streams: MIXED_TENANTS, ratePerSec: 5, durationMs: 35_000, maxRequests: 175, readBack: true });
@@ -67,6 +70,10 @@ describe('drill: one Kafka broker of three killed', () => {
     seen.verdict = verdict;
     // What the process holds at the end (runs in flight, queued, backing off): a run left unended shows there or nowhere.
     seen.metrics = await http(`${stack.api}/metrics`).then((r) => String(r.body), (err: unknown) => `unreadable: ${String(err)}`);
+    // A run left unended: was its terminal event on the status topic (not applied by the sink) or never produced?
+    if (verdict.notTerminal.length > 0) {
+      seen.statusRecords = await statusRecordsFor(client, topicNames(stack.namespace).status, verdict.notTerminal.map((r) => r.runId)).catch((err: unknown) => `unreadable: ${String(err)}`);
+    }
     seen.refused = await refusedSubmissions(stack.front, log, MIXED_TENANTS);
     const { refused, landedCancelled, ranAnyway } = seen.refused;
     const admittedAfter = log.exchanges.filter((e) => e.method === 'POST' && e.at > killedAt + 15_000 && e.status === 202).length;
