@@ -1,4 +1,4 @@
-import { Kafka, Partitioners, logLevel, type LogEntry, type Producer } from 'kafkajs';
+import { Kafka, Partitioners, logLevel, type ICustomPartitioner, type LogEntry, type Producer } from 'kafkajs';
 import type { Logger } from '../obs/logger.js';
 import type { SluiceConfig } from '../config/schema.js';
 
@@ -50,12 +50,35 @@ export function needsNewProducerId(err: unknown): boolean {
  * duplicate. Idempotence needs unbounded retries to keep its guarantee; callers bound each send by
  * their own timeout instead. Tenant keys map to partitions as the Java client maps them.
  */
-export function createIdempotentProducer(kafka: Kafka): Producer {
+export function createIdempotentProducer(kafka: Kafka, createPartitioner: ICustomPartitioner = Partitioners.DefaultPartitioner): Producer {
   return kafka.producer({
     idempotent: true,
     maxInFlightRequests: 1,
     allowAutoTopicCreation: false,
-    createPartitioner: Partitioners.DefaultPartitioner,
+    createPartitioner,
     retry: { retries: Number.MAX_SAFE_INTEGER, initialRetryTime: 100, maxRetryTime: 2_000 },
   });
+}
+
+/**
+ * kafkajs's default partitioner (murmur2 of the key, as the Java client), remembering the
+ * partition it chose for each message object it was handed: what EventProducer checks a send's
+ * answer against. Shared by every producer made with `create`, so a replaced producer keeps it.
+ */
+export class RecordingPartitioner {
+  private readonly chosen = new WeakMap<object, number>();
+
+  readonly create: ICustomPartitioner = () => {
+    const choose = Partitioners.DefaultPartitioner();
+    return (args) => {
+      const partition = choose(args);
+      this.chosen.set(args.message, partition);
+      return partition;
+    };
+  };
+
+  /** The partition last chosen for this message object; undefined if it was never partitioned. */
+  partitionOf(message: object): number | undefined {
+    return this.chosen.get(message);
+  }
 }

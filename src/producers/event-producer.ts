@@ -1,11 +1,12 @@
-import type { Kafka, Producer } from 'kafkajs';
-import { createIdempotentProducer, needsNewProducerId } from '../kafka/client.js';
+import type { Kafka, Producer, RecordMetadata } from 'kafkajs';
+import { RecordingPartitioner, createIdempotentProducer, needsNewProducerId } from '../kafka/client.js';
 import type { Logger } from '../obs/logger.js';
 import type { EventCodec } from '../events/codec.js';
 import { SIGNATURE_HEADER, ingressSignature } from '../events/ingress-signature.js';
 import { SUBJECTS, type DeadLetterEnvelope, type RunRequested, type RunStatusChanged, type RunSubmission } from '../events/schemas.js';
 import type { TopicNames } from '../kafka/topics.js';
 import { DEFAULT_MAX_BATCH_BYTES } from '../config/schema.js';
+import { PartitionsNotAcknowledgedError, partitionId, unacknowledged } from './produce-acks.js';
 import { ProduceBatcher, type OutgoingMessage } from './produce-batcher.js';
 
 export interface EventProducerOptions {
@@ -15,9 +16,18 @@ export interface EventProducerOptions {
   /** Bytes of records per produce request; a larger single message is refused with MessageTooLargeError. */
   maxBatchBytes?: number;
   lingerMs?: number;
-  /** Hears of a producer replaced after the broker stopped taking its sequence numbers. */
+  /** Hears of a producer replaced after the broker stopped taking its sequence numbers, and of records sent again. */
   logger?: Pick<Logger, 'warn'>;
 }
+
+/** A kafkajs message, kept as the object handed to the send: the partitioner knows it by identity. */
+interface SentMessage {
+  topic: string;
+  message: { key: string; value: Buffer; headers?: Record<string, string> };
+}
+
+/** Sends of the records an answer left out, before they fail (each caller's timeout bounds them too). */
+const RESEND_ROUNDS = 3;
 
 /**
  * The typed producer library: what the submit adapter uses to turn a request into an event, and
@@ -30,6 +40,7 @@ export class EventProducer {
   private constructor(
     private producer: Producer,
     private readonly newProducer: () => Producer,
+    private readonly partitioner: RecordingPartitioner,
     private readonly codec: EventCodec,
     readonly topics: TopicNames,
     private readonly opts: EventProducerOptions,
@@ -44,10 +55,11 @@ export class EventProducer {
 
   static async connect(kafka: Kafka, codec: EventCodec, topics: TopicNames, opts: EventProducerOptions = {}): Promise<EventProducer> {
     // A message still queued when its caller's timeout fires is withdrawn unsent.
-    const newProducer = () => createIdempotentProducer(kafka);
+    const partitioner = new RecordingPartitioner();
+    const newProducer = () => createIdempotentProducer(kafka, partitioner.create);
     const producer = newProducer();
     await producer.connect();
-    return new EventProducer(producer, newProducer, codec, topics, opts);
+    return new EventProducer(producer, newProducer, partitioner, codec, topics, opts);
   }
 
   get pending(): number {
@@ -98,18 +110,53 @@ export class EventProducer {
     await this.producer.disconnect();
   }
 
-  private async sendBatch(messages: OutgoingMessage[]): Promise<void> {
-    const byTopic = new Map<string, OutgoingMessage[]>();
-    for (const m of messages) {
-      const list = byTopic.get(m.topic);
-      if (list) list.push(m);
-      else byTopic.set(m.topic, [m]);
+  /**
+   * Sends the batch and checks Kafka's answer covers every record's partition; the records it left
+   * out (`unacknowledged` says how kafkajs loses them after a leader moved) are sent again at once,
+   * before anything else, so a key's records keep their order. A record sent again may be in Kafka
+   * twice, as at-least-once delivery allows. Still left out after RESEND_ROUNDS sends, they fail.
+   */
+  private async sendBatch(messages: OutgoingMessage[]): Promise<(Error | undefined)[]> {
+    const records: SentMessage[] = messages.map(({ topic, key, value, headers }) => ({ topic, message: { key, value, headers } }));
+    let pending = records.map((_, i) => i);
+    const failing = (indices: readonly number[], err: Error) => {
+      const failed = new Set(indices);
+      return messages.map((_, i) => (failed.has(i) ? err : undefined));
+    };
+    for (let round = 1; ; round++) {
+      let answers: RecordMetadata[];
+      try {
+        answers = await this.send(pending.map((i) => records[i]!));
+      } catch (err) {
+        // A resend that fails fails only its records: the others were acknowledged.
+        if (round === 1) throw err;
+        return failing(pending, err as Error);
+      }
+      const left = unacknowledged(
+        pending.map((i) => ({ topic: records[i]!.topic, partition: this.partitioner.partitionOf(records[i]!.message) })),
+        answers,
+      ).map((j) => pending[j]!);
+      if (left.length === 0) return [];
+      const partitions = [...new Set(left.map((i) => partitionId(records[i]!.topic, this.partitioner.partitionOf(records[i]!.message) ?? -1)))];
+      if (round >= RESEND_ROUNDS) {
+        const err = new PartitionsNotAcknowledgedError(partitions);
+        this.opts.logger?.warn({ err, records: left.length }, 'Kafka answered without acknowledging some records after every resend; they fail');
+        return failing(left, err);
+      }
+      this.opts.logger?.warn({ partitions, records: left.length, round }, 'Kafka answered without acknowledging some partitions (kafkajs skips them after a leader moved); sending their records again');
+      pending = left;
+    }
+  }
+
+  private async send(records: SentMessage[]): Promise<RecordMetadata[]> {
+    const byTopic = new Map<string, SentMessage['message'][]>();
+    for (const { topic, message } of records) {
+      const list = byTopic.get(topic);
+      if (list) list.push(message);
+      else byTopic.set(topic, [message]);
     }
     try {
-      await this.producer.sendBatch({
-        acks: -1,
-        topicMessages: [...byTopic].map(([topic, ms]) => ({ topic, messages: ms.map(({ key, value, headers }) => ({ key, value, headers })) })),
-      });
+      return await this.producer.sendBatch({ acks: -1, topicMessages: [...byTopic].map(([topic, ms]) => ({ topic, messages: ms })) });
     } catch (err) {
       if (needsNewProducerId(err)) await this.replaceProducer(err);
       throw err;

@@ -13,7 +13,11 @@ export interface OutgoingMessage {
   headers?: Record<string, string>;
 }
 
-export type SendBatch = (messages: OutgoingMessage[]) => Promise<void>;
+/**
+ * Sends one request's messages; resolves once Kafka answered, with the error of each message it
+ * did not acknowledge (by position; none, or undefined, where it did), or rejects for them all.
+ */
+export type SendBatch = (messages: OutgoingMessage[]) => Promise<readonly (Error | undefined)[] | void>;
 
 export interface ProduceBatcherOptions {
   maxBatch: number;
@@ -201,8 +205,8 @@ export class ProduceBatcher {
       this.queuedBytes -= e.bytes;
     }
     try {
-      await this.send(batch.map((e) => e.message));
-      for (const e of batch) this.settle(e);
+      const failures = await this.send(batch.map((e) => e.message));
+      batch.forEach((e, i) => this.settle(e, failures?.[i]));
     } catch (err) {
       for (const e of batch) this.settle(e, err as Error);
     } finally {

@@ -16,7 +16,8 @@ import {
 
 interface SendCall {
   messages: OutgoingMessage[];
-  resolve: () => void;
+  /** Kafka answered: with the errors of the messages it did not acknowledge, by position. */
+  resolve: (failures?: readonly (Error | undefined)[]) => void;
   reject: (err: Error) => void;
 }
 
@@ -24,7 +25,7 @@ interface SendCall {
 function controlledSend(): { send: SendBatch; calls: SendCall[] } {
   const calls: SendCall[] = [];
   const send: SendBatch = (messages) =>
-    new Promise<void>((resolve, reject) => {
+    new Promise<readonly (Error | undefined)[] | void>((resolve, reject) => {
       calls.push({ messages: [...messages], resolve, reject });
     });
   return { send, calls };
@@ -451,6 +452,17 @@ describe('ProduceBatcher send failures', () => {
     calls[1]!.resolve();
     await tick();
     expect(t3.resolved).toBe(true);
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
+  it('settles each message of an answered batch on its own: the ones Kafka did not acknowledge fail, the others resolve', async () => {
+    const { b, calls } = batcher({ lingerMs: 10 });
+    const tracked = [1, 2, 3].map((n) => track(b.produce(msg(n), 10_000)));
+    await vi.advanceTimersByTimeAsync(10);
+    const leftOut = new Error('not acknowledged');
+    calls[0]!.resolve([undefined, leftOut]);
+    await tick();
+    expect(tracked.map((t) => (t.resolved ? 'resolved' : t.error))).toEqual(['resolved', leftOut, 'resolved']);
     expect(vi.getTimerCount()).toBe(0);
   });
 

@@ -1,25 +1,29 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Kafka, ProducerBatch } from 'kafkajs';
+import type { Kafka, ProducerBatch, ProducerConfig } from 'kafkajs';
 import { describe, expect, it } from 'vitest';
 import { EventCodec } from '../../../src/events/codec.js';
 import { FileSchemaRegistry } from '../../../src/events/file-schema-registry.js';
 import { SUBJECTS, type RunSubmission } from '../../../src/events/schemas.js';
 import { signatureMatches } from '../../../src/ingress/ingress-signature.js';
 import { InvalidSubmissionError, ProducerClosedError, SluiceProducer, SubmitFailedError } from '../../../src/producers/index.js';
+import { partitionLeaders } from '../../support/fake-partition-leaders.js';
 
 const SECRET = 'a-secret-of-at-least-sixteen-bytes';
 
 /** A kafkajs client whose producer keeps what it is sent, or never answers. */
 function fakeKafka(opts: { hang?: boolean } = {}): { kafka: Kafka; sent: ProducerBatch[] } {
   const sent: ProducerBatch[] = [];
-  const producer = {
-    connect: async () => undefined,
-    disconnect: async () => undefined,
-    sendBatch: (batch: ProducerBatch) => (opts.hang ? new Promise(() => undefined) : (sent.push(batch), Promise.resolve([]))),
+  const producer = (config?: ProducerConfig) => {
+    const acknowledge = partitionLeaders(config);
+    return {
+      connect: async () => undefined,
+      disconnect: async () => undefined,
+      sendBatch: (batch: ProducerBatch) => (opts.hang ? new Promise(() => undefined) : (sent.push(batch), Promise.resolve(acknowledge(batch)))),
+    };
   };
-  return { kafka: { producer: () => producer } as unknown as Kafka, sent };
+  return { kafka: { producer } as unknown as Kafka, sent };
 }
 
 describe('SluiceProducer.submit', () => {
