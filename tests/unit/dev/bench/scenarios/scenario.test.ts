@@ -7,7 +7,7 @@ import { ANTHROPIC_TARGET } from '../../../../../src/dev/sim/fault-profile.js';
 import { loadScenario, loadScenarios, parseScenario, scenariosDir } from '../../../../../src/dev/bench/scenarios/scenario.js';
 import { packageRoot } from '../../../../../src/util/package-root.js';
 
-const NAMES = ['avalanche', 'baseline', 'hang', 'noisy-neighbour', 'provider-429-storm', 'slow-provider', 'spike'];
+const NAMES = ['avalanche', 'baseline', 'capacity-avalanche', 'hang', 'noisy-neighbour', 'provider-429-storm', 'slow-provider', 'spike'];
 
 function avalancheJson(): Record<string, unknown> {
   return JSON.parse(readFileSync(join(scenariosDir(), 'avalanche.json'), 'utf8')) as Record<string, unknown>;
