@@ -5,8 +5,8 @@ import type { EventCodec } from '../../src/events/codec.js';
 import { createIdempotentProducer } from '../../src/kafka/client.js';
 import { topicNames } from '../../src/kafka/topics.js';
 import { EventProducer } from '../../src/producers/event-producer.js';
-import { statusEvent } from '../unit/producers/status-event.js';
 import { keysOnPartitions } from '../support/fake-partition-leaders.js';
+import { statusEvent } from '../support/status-event.js';
 import { eventually } from './harness.js';
 import { startThrowawayKafka, type ThrowawayKafka } from '../support/throwaway-kafka.js';
 
@@ -76,13 +76,13 @@ describe('producing while a partition leader dies and its partition moves to a b
     try {
       // Both learn the leaders before the kill, so their next sends go to the dead one first.
       await raw.send({ topic: 'leader-move.raw', acks: -1, messages: [{ key: `${onVictim}-before`, value: 'x' }, { key: `${onSurvivor}-before`, value: 'x' }] });
-      await Promise.all([onVictim, onSurvivor].map((runId) => events.publishStatus(statusEvent({ runId: `${runId}-before` }), 30_000)));
+      await Promise.all([onVictim, onSurvivor].map((runId) => events.publishStatus(statusEvent({ runId: `${runId}-before`, sequence: 0, status: 'queued' }), 30_000)));
 
       // Stopped, the victim takes both requests and answers neither; killed, it closes their connections.
       process.kill(cluster.nodes().find((n) => n.nodeId === victim)!.pid!, 'SIGSTOP');
       const sends = Promise.all([
         raw.send({ topic: 'leader-move.raw', acks: -1, messages: [{ key: `${onVictim}-after`, value: 'x' }, { key: `${onSurvivor}-after`, value: 'x' }] }),
-        ...[onVictim, onSurvivor].map((runId) => events.publishStatus(statusEvent({ runId: `${runId}-after` }), 60_000)),
+        ...[onVictim, onSurvivor].map((runId) => events.publishStatus(statusEvent({ runId: `${runId}-after`, sequence: 0, status: 'queued' }), 60_000)),
       ]);
       await sleep(1_000);
       await cluster.kill(victim);
