@@ -583,7 +583,8 @@ describe.each(REDIS_BACKENDS)('on %s', (backend) => {
       expect(await f.A.record(DEP, undefined, 'failure', 1)).toEqual({ state: 'open', changed: true });
       const { until } = await f.A.force(DEP, 'closed', 150);
       expect(await f.B.admit(DEP, 't1')).toEqual({ allowed: true, probe: false });
-      await untilRedisTime(until);
+      // Redis expires a key once its clock is past the expiry, not at it.
+      await untilRedisTime(until + 1);
       expect(await a.exists(f.keys.breakerForced(DEP))).toBe(0);
       const after = await f.B.admit(DEP, 't2');
       // openMs (200) may have passed meanwhile: then t2 is the first probe of the half-open breaker.
