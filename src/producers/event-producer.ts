@@ -132,12 +132,11 @@ export class EventProducer {
         if (round === 1) throw err;
         return failing(pending, err as Error);
       }
-      const left = unacknowledged(
-        pending.map((i) => ({ topic: records[i]!.topic, partition: this.partitioner.partitionOf(records[i]!.message) })),
-        answers,
-      ).map((j) => pending[j]!);
-      if (left.length === 0) return [];
-      const partitions = [...new Set(left.map((i) => partitionId(records[i]!.topic, this.partitioner.partitionOf(records[i]!.message) ?? -1)))];
+      const sent = pending.map((i) => ({ topic: records[i]!.topic, partition: this.partitioner.partitionOf(records[i]!.message) }));
+      const missing = unacknowledged(sent, answers);
+      if (missing.length === 0) return [];
+      const left = missing.map((j) => pending[j]!);
+      const partitions = [...new Set(missing.map((j) => partitionId(sent[j]!.topic, sent[j]!.partition ?? -1)))];
       if (round >= RESEND_ROUNDS) {
         const err = new PartitionsNotAcknowledgedError(partitions);
         this.opts.logger?.warn({ err, records: left.length }, 'Kafka answered without acknowledging some records after every resend; they fail');

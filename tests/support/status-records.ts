@@ -10,15 +10,21 @@ export interface StatusRecordSeen {
 }
 
 /**
- * Every record on the status topic keyed by one of `runIds` (a status event's key is its run id),
- * read from the start to the high watermarks as they are now. For a drill's run left unended, this
- * tells a terminal event that was never produced from one that was produced and not applied by the
- * status sink. Undecoded: the count and offsets are the evidence.
+ * Every record on the status topic keyed by one of `runIds` (a status event's key is its run id).
+ * For a drill's run left unended, this tells a terminal event that was never produced from one
+ * that was produced and not applied by the status sink. Undecoded: the count and offsets are the
+ * evidence.
  */
 export async function statusRecordsFor(kafka: Kafka, topic: string, runIds: readonly string[], timeoutMs = 30_000): Promise<Record<string, StatusRecordSeen[]>> {
-  const wanted = new Set(runIds);
   const found: Record<string, StatusRecordSeen[]> = Object.fromEntries(runIds.map((id) => [id, []]));
-  if (wanted.size === 0) return found;
+  if (runIds.length === 0) return found;
+  for (const r of await recordsToEnd(kafka, topic, timeoutMs)) if (Object.hasOwn(found, r.key)) found[r.key]!.push({ partition: r.partition, offset: r.offset, timestamp: r.timestamp });
+  return found;
+}
+
+/** Every record of `topic` (its key as text), read from the start to the high watermarks as they are now. */
+export async function recordsToEnd(kafka: Kafka, topic: string, timeoutMs = 30_000): Promise<(StatusRecordSeen & { key: string })[]> {
+  const found: (StatusRecordSeen & { key: string })[] = [];
   const admin = kafka.admin();
   await admin.connect();
   const groupId = `drill-evidence.${randomUUID()}`;
@@ -33,8 +39,7 @@ export async function statusRecordsFor(kafka: Kafka, topic: string, runIds: read
       void consumer.run({
         autoCommit: false,
         eachMessage: async ({ partition, message }) => {
-          const key = message.key?.toString('utf8');
-          if (key !== undefined && wanted.has(key)) found[key]!.push({ partition, offset: message.offset, timestamp: Number(message.timestamp) });
+          found.push({ key: message.key?.toString('utf8') ?? '', partition, offset: message.offset, timestamp: Number(message.timestamp) });
           const high = remaining.get(partition);
           if (high !== undefined && BigInt(message.offset) + 1n >= high) remaining.delete(partition);
           if (remaining.size === 0) resolve();
