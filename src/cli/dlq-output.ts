@@ -78,7 +78,7 @@ export function formatRow(row: DeadLetterRow): string {
   const indent = (text: string) => text.replace(/^/gm, '  ');
   const payload =
     row.payloadJson === null
-      ? `not decodable; first ${Math.min(PAYLOAD_PREVIEW_BYTES, row.payload.length)} bytes in hex:\n${indent(row.payload.subarray(0, PAYLOAD_PREVIEW_BYTES).toString('hex'))}`
+      ? `not a run Sluice wrote (poison, or a record the ingress refused); first ${Math.min(PAYLOAD_PREVIEW_BYTES, row.payload.length)} bytes in hex:\n${indent(row.payload.subarray(0, PAYLOAD_PREVIEW_BYTES).toString('hex'))}`
       : indent(JSON.stringify(row.payloadJson, null, 2));
   return [
     ...fields.map(([k, v]) => `${`${k}:`.padEnd(width + 2)}${v}`),

@@ -7,7 +7,7 @@ import { SUBJECTS, type DeadLetterEnvelope, type RunRequested, type RunStatusCha
 import type { BatchConsumer } from '../kafka/batch-consumer.js';
 import { createSinkConsumer, type SliceSource } from '../kafka/batch-sink.js';
 import { headerRecord } from '../kafka/headers.js';
-import { groupId, topicNames } from '../kafka/topics.js';
+import { carriesRuns, groupId, topicNames, type TopicNames } from '../kafka/topics.js';
 import type { Logger } from '../obs/logger.js';
 import type { Metrics } from '../obs/metrics.js';
 import { deadLetteredSequence } from '../runs/status-sequence.js';
@@ -79,13 +79,17 @@ export function rawRecordRow(topic: string, partition: number, message: KafkaMes
 }
 
 /**
- * A DLQ record as its envelope and, when the original bytes are a run, that run. Only bytes that
- * can never decode count as undecodable; a schema registry that cannot answer now rejects, so the
- * sink retries the batch instead of archiving a readable dead letter as raw bytes.
+ * A DLQ record as its envelope and, when the original bytes are a run Sluice wrote, that run. The
+ * payload is decoded as a run only when it was read from a topic that carries runs (`carriesRuns`):
+ * a record refused by the ingress is whatever its producer wrote, and decoding it as a run would let
+ * anyone who can write the ingress topic name another tenant's run and have its status written.
+ * Only bytes that can never decode count as undecodable; a schema registry that cannot answer now
+ * rejects, so the sink retries the batch instead of archiving a readable dead letter as raw bytes.
  */
 export async function decodeDeadLetter(
   codec: Pick<EventCodec, 'decode'>,
   message: Pick<KafkaMessage, 'value'>,
+  topics: TopicNames,
 ): Promise<{ envelope: DeadLetterEnvelope; run: RunRequested | null } | { undecodable: EventDecodeError }> {
   let envelope: DeadLetterEnvelope;
   try {
@@ -94,6 +98,7 @@ export async function decodeDeadLetter(
     if (err instanceof EventDecodeError) return { undecodable: err };
     throw err;
   }
+  if (!carriesRuns(envelope.originalTopic, topics)) return { envelope, run: null };
   try {
     return { envelope, run: await codec.decode<RunRequested>(envelope.payload, SUBJECTS.runRequested) };
   } catch (err) {
@@ -181,19 +186,21 @@ export class DlqSink {
   private readonly consumer: BatchConsumer;
   private readonly group: string;
   private readonly log: Logger;
+  private readonly topics: TopicNames;
   private readonly now: () => number;
   private readonly timers: NodeJS.Timeout[] = [];
 
   constructor(private readonly deps: DlqSinkDeps) {
     const { config } = deps;
     this.group = groupId(config.namespace, 'dlq-sink');
+    this.topics = topicNames(config.namespace);
     this.log = deps.logger.child({ component: 'dlq-sink' });
     this.now = deps.now ?? Date.now;
     this.consumer = createSinkConsumer<DlqEntry, ArchivedDeadLetter[]>({
       kafka: deps.kafka,
       settings: config.kafka,
       groupId: this.group,
-      topic: topicNames(config.namespace).dlq,
+      topic: this.topics.dlq,
       log: this.log,
       metrics: deps.metrics,
       steps: {
@@ -224,7 +231,7 @@ export class DlqSink {
   }
 
   private async toRow({ topic, partition }: SliceSource, message: KafkaMessage): Promise<ArchivedDeadLetter> {
-    const decoded = await decodeDeadLetter(this.deps.codec, message);
+    const decoded = await decodeDeadLetter(this.deps.codec, message, this.topics);
     if ('undecodable' in decoded) {
       this.log.error({ err: decoded.undecodable, topic, partition, offset: message.offset }, 'undecodable DLQ record: archived as raw bytes');
       return rawRecordRow(topic, partition, message, this.group, RAW_ROW_REASON.undecodable, decoded.undecodable, this.now());
@@ -268,7 +275,10 @@ export class DlqSink {
     }
   }
 
-  /** Informative: a run whose `dead_lettered` status is lost still reads `failed`, which is true. */
+  /**
+   * Informative: a run whose `dead_lettered` status is lost still reads `failed`, which is true.
+   * Only rows archived with a run (`decodeDeadLetter`: read from a topic that carries runs) report one.
+   */
   private async reportDeadLettered(rows: readonly ArchivedDeadLetter[]): Promise<void> {
     for (const r of rows) {
       const run = r.payloadJson as RunRequested | null;

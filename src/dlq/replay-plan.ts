@@ -1,5 +1,5 @@
 import type { RunRequested } from '../events/schemas.js';
-import type { TopicNames } from '../kafka/topics.js';
+import { carriesRuns, type TopicNames } from '../kafka/topics.js';
 import type { DeadLetterRow } from './dead-letter-store.js';
 
 /** Marks the event produced by a replay with the archive row it came from. */
@@ -28,12 +28,15 @@ export class ReplayRefusedError extends Error {
 }
 
 /**
- * A run goes to its class's work topic as its next attempt; poison goes back as it came, but only
- * into this namespace's topics: its original topic is whatever the dead letter's headers said,
- * and anyone who can write to the DLQ topic can say anything there.
+ * A run goes to its class's work topic as its next attempt; anything else goes back as it came, but
+ * only into this namespace's topics: its original topic is whatever the dead letter's headers said,
+ * and anyone who can write to the DLQ topic can say anything there. A payload counts as a run only
+ * when it was read from a topic that carries runs Sluice wrote (`carriesRuns`): a record the ingress
+ * refused goes back to the ingress topic as its bytes, where its signature is checked again, even
+ * when it decodes as a run naming some tenant.
  */
 export function planReplay(row: Pick<DeadLetterRow, 'id' | 'originalTopic' | 'originalKey' | 'payload'>, run: RunRequested | undefined, topics: TopicNames, now: number): ReplayPlan {
-  if (!run) {
+  if (!run || !carriesRuns(row.originalTopic, topics)) {
     const own = Object.values(topics);
     if (!own.includes(row.originalTopic)) {
       throw new ReplayRefusedError(`its original topic ${JSON.stringify(row.originalTopic)} is not one of this namespace's topics (${own.join(', ')}), the only ones a replay produces into`);

@@ -1,7 +1,7 @@
 import type { Producer } from 'kafkajs';
 import { EventDecodeError, type EventCodec } from '../events/codec.js';
 import { SUBJECTS, type RunRequested } from '../events/schemas.js';
-import type { TopicNames } from '../kafka/topics.js';
+import { carriesRuns, type TopicNames } from '../kafka/topics.js';
 import { TimeoutError, withTimeout } from '../util/with-timeout.js';
 import type { DeadLetterFilter, DeadLetterRow, DeadLetterStore } from './dead-letter-store.js';
 import { emptyTally, replayResult, tallyOutcome, type ReplayResult, type ReplayTally } from './replay-outcome.js';
@@ -85,11 +85,13 @@ export class DeadLetterReplayer {
   }
 
   /**
-   * The archived run, or undefined for poison. A run the sink decoded when archiving it but that
+   * The archived run, or undefined for poison and for what was not read from a topic that carries
+   * runs (planReplay sends those back as bytes). A run the sink decoded when archiving it but that
    * does not decode now points at a different schema registry: replaying its bytes as poison would
    * be wrong, so that is an error.
    */
   private async decodeRun(row: DeadLetterRow): Promise<RunRequested | undefined> {
+    if (!carriesRuns(row.originalTopic, this.topics)) return undefined;
     try {
       return await this.codec.decode<RunRequested>(row.payload, SUBJECTS.runRequested);
     } catch (err) {

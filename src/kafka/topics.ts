@@ -27,6 +27,16 @@ export function topicNames(namespace: string): TopicNames {
   };
 }
 
+/**
+ * The topics that hold runs only Sluice wrote: the submit path and the ingress write the work
+ * topics after authenticating a tenant, processors write the retry topic. A dead letter's payload is
+ * trusted as a run only when it was read from one of these; the ingress topic is written by
+ * producers, and what the ingress refused there is a producer's bytes, never a run.
+ */
+export function carriesRuns(topic: string, names: TopicNames): boolean {
+  return topic === names.interactive || topic === names.batch || topic === names.retry;
+}
+
 export type GroupRole = 'processor' | 'status-sink' | 'dlq-sink' | 'retry-forwarder' | 'ingress';
 
 export function groupId(namespace: string, role: GroupRole): string {

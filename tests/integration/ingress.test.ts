@@ -3,6 +3,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Kafka, logLevel, type Consumer, type Producer } from 'kafkajs';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { EventCodec } from '../../src/events/codec.js';
 import { FileSchemaRegistry } from '../../src/events/file-schema-registry.js';
@@ -11,7 +12,7 @@ import { DLQ_HEADER } from '../../src/dlq/dead-letter.js';
 import { headerText } from '../../src/kafka/headers.js';
 import { topicNames } from '../../src/kafka/topics.js';
 import { runSubmission, signedRecord } from '../support/ingress-records.js';
-import { TENANT_A_KEY, TENANT_C_KEY, eventually, freePort, startSluice, testNamespace, waitForStatus, writeTestConfig, type SluiceProcess } from './harness.js';
+import { TENANT_A_KEY, TENANT_B_KEY, TENANT_C_KEY, batchRunNow, eventually, freePort, http, runCli, startSluice, testNamespace, waitForStatus, writeTestConfig, type SluiceProcess } from './harness.js';
 
 /**
  * tenant-a's bucket: the burst sends three times its capacity at once. One token refills every
@@ -196,4 +197,56 @@ describe('Kafka ingress (all roles in one process)', () => {
       expect(runsRequested.filter((r) => r.idempotencyKey === s.idempotencyKey)).toEqual([]);
     }
   }, 60_000);
+
+  it('archives an unsigned record that decodes as another tenant’s run as bytes: no status, no run, and a replay only gives its bytes back to the ingress', async () => {
+    // The victim: tenant-c's run, finished and readable.
+    const victim = await http(`${api}/v1/runs`, { method: 'POST', key: TENANT_C_KEY, json: { workflow: 'support-reply', input: { message: 'hi', orderId: '1' } } });
+    expect(victim.status).toBe(202);
+    const victimId = (victim.body as { runId: string }).runId;
+    const before = await waitForStatus(api, victimId, TENANT_C_KEY, ['completed', 'failed'], 30_000);
+    // An attacker with write access to the ingress topic, keyed by a tenant it may write as, with no
+    // signature: its value is a Confluent-framed RunRequested naming tenant-c's run and a run of
+    // tenant-b's that never existed.
+    const invented = randomUUID();
+    const forgedRuns: RunRequested[] = [
+      { ...batchRunNow(), runId: victimId, tenantId: 'tenant-c', attempt: 40 },
+      { ...batchRunNow(), runId: invented, tenantId: 'tenant-b' },
+    ];
+    const forgedRecords = await Promise.all(forgedRuns.map(async (run) => ({ key: 'tenant-a', value: await codec.encode(SUBJECTS.runRequested, run), headers: {} })));
+    await send(forgedRecords);
+    const db = new pg.Pool({ connectionString: inject('infra').databaseUrl, max: 1 });
+    try {
+      const rows = await eventually(
+        async () => {
+          const { rows: found } = await db.query<{ id: string; reason: string; run_id: string | null; tenant_id: string | null; payload_json: unknown }>(
+            'SELECT id::text, reason, run_id::text, tenant_id, payload_json FROM dead_letter_events WHERE namespace = $1 AND payload = ANY($2::bytea[])',
+            [namespace, forgedRecords.map((r) => r.value)],
+          );
+          return found.length === forgedRecords.length ? found : undefined;
+        },
+        20_000,
+        'the forged records archived',
+      );
+      expect(rows.map((r) => [r.run_id, r.tenant_id])).toEqual([
+        [null, null],
+        [null, null],
+      ]);
+      for (const row of rows) expect(row.payload_json).toBeNull();
+      // Time for a status the sink might have published to reach Postgres.
+      await new Promise((r) => setTimeout(r, 2_000));
+      expect(statuses.filter((s) => s.runId === invented || (s.runId === victimId && s.status === 'dead_lettered'))).toEqual([]);
+      expect((await http(`${api}/v1/runs/${invented}`, { key: TENANT_B_KEY })).status).toBe(404);
+      const after = await http(`${api}/v1/runs/${victimId}`, { key: TENANT_C_KEY });
+      expect(after.body).toMatchObject({ status: before.status });
+      // A replay can only give the producer's bytes back to the ingress, which checks them again.
+      const replay = await runCli(['dlq', 'replay', ...rows.map((r) => r.id), '--dry-run'], namespace, { SLUICE_STATE_DIR: stateDir });
+      expect(replay.code).toBe(0);
+      for (const row of rows) {
+        const line = replay.stdout.split('\n').find((l) => l.startsWith(`would replay #${row.id}:`));
+        expect(line).toMatch(new RegExp(`: the original \\d+ bytes -> ${topics.requests.replaceAll('.', '\\.')}, unchanged$`));
+      }
+    } finally {
+      await db.end();
+    }
+  }, 90_000);
 });

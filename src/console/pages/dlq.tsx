@@ -18,8 +18,8 @@ function RowDetail({ id, onLoggedOut }: { id: string; onLoggedOut: () => void })
     <article class="run" data-testid="dlq-row">
       <h2>Dead letter #{id}</h2>
       <p>{String(data.errorClass)}: {String(data.errorMessage)}</p>
-      <h3>Decoded payload</h3>
-      <pre>{JSON.stringify(data.payloadJson, null, 2) ?? '(not decodable: see the raw bytes with sluice dlq show)'}</pre>
+      <h3>Run</h3>
+      <pre>{JSON.stringify(data.payloadJson, null, 2) ?? '(not a run Sluice wrote: poison, or a record the ingress refused; see its bytes with sluice dlq show)'}</pre>
       <h3>Headers</h3>
       <pre>{JSON.stringify(data.headers, null, 2)}</pre>
       {data.errorStack ? (<><h3>Stack</h3><pre>{String(data.errorStack)}</pre></>) : null}

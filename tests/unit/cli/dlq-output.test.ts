@@ -44,7 +44,7 @@ describe('formatTable and the list table', () => {
 });
 
 describe('replay reporting', () => {
-  const plan: ReplayPlan = planReplay(deadRow(), run, topicNames(''), NOW);
+  const plan: ReplayPlan = planReplay(deadRow({ originalTopic: 'sluice.runs.retry' }), run, topicNames(''), NOW);
 
   it('describes each row, also for a dry run', () => {
     expect(outcomeLine({ id: '12', result: 'replayed', value: plan }, false)).toBe(
@@ -102,7 +102,7 @@ describe('show and stats output', () => {
   it('shows undecodable bytes in hex', () => {
     const text = formatRow(deadRow({ payloadJson: null, errorStack: null, originalKey: Buffer.from([0xff, 0x00]) }));
     expect(text).toMatch(/^original key: +hex ff00$/m);
-    expect(text).toContain('payload:\nnot decodable; first 6 bytes in hex:\n  000000000102');
+    expect(text).toContain('payload:\nnot a run Sluice wrote (poison, or a record the ingress refused); first 6 bytes in hex:\n  000000000102');
     expect(text).toContain('error:\n  ToolHttpError: answered 400\n');
   });
 

@@ -4,6 +4,7 @@ import { archiveRow, decodeDeadLetter, rawRecordRow, RAW_ROW_REASON } from '../.
 import { EventDecodeError } from '../../../src/events/codec.js';
 import { SchemaRegistryError } from '../../../src/events/schema-registry.js';
 import { SUBJECTS, type DeadLetterEnvelope, type RunRequested } from '../../../src/events/schemas.js';
+import { topicNames } from '../../../src/kafka/topics.js';
 
 const AT = Date.UTC(2026, 10, 30, 1, 0, 0);
 
@@ -74,7 +75,8 @@ describe('archive rows', () => {
 });
 
 describe('decodeDeadLetter', () => {
-  const envelope = { payload: Buffer.from('original') } as DeadLetterEnvelope;
+  const topics = topicNames('ns.');
+  const envelope = { payload: Buffer.from('original'), originalTopic: topics.batch } as DeadLetterEnvelope;
   const run = { runId: 'r1' } as RunRequested;
   /** A codec whose answers per subject the test scripts: a value, or an error to throw. */
   const codec = (answers: Record<string, unknown>) => ({
@@ -88,21 +90,44 @@ describe('decodeDeadLetter', () => {
   const registryDown = new SchemaRegistryError('schema registry GET http://registry/schemas/ids/7 timed out', true);
 
   it('gives the envelope and its run when both decode', async () => {
-    await expect(decodeDeadLetter(codec({ [SUBJECTS.deadLetter]: envelope, [SUBJECTS.runRequested]: run }), message)).resolves.toEqual({ envelope, run });
+    await expect(decodeDeadLetter(codec({ [SUBJECTS.deadLetter]: envelope, [SUBJECTS.runRequested]: run }), message, topics)).resolves.toEqual({ envelope, run });
+  });
+
+  it.each(['interactive', 'retry'] as const)('decodes a run read from the %s topic too', async (kind) => {
+    const from = { ...envelope, originalTopic: topics[kind] };
+    await expect(decodeDeadLetter(codec({ [SUBJECTS.deadLetter]: from, [SUBJECTS.runRequested]: run }), message, topics)).resolves.toEqual({ envelope: from, run });
+  });
+
+  it.each([
+    ['the ingress topic, which producers write', 'ns.sluice.runs.requests'],
+    ['the status topic', 'ns.sluice.runs.status'],
+    ['another namespace’s work topic', 'other.sluice.runs.batch'],
+    ['a topic outside Sluice', 'payments.ledger'],
+  ])('never takes the payload for a run when it was read from %s, even when it decodes as one', async (_, originalTopic) => {
+    const forged = { ...envelope, originalTopic };
+    const asked: string[] = [];
+    const recording = {
+      decode: async <T>(buf: Buffer | null, subject: string): Promise<T> => {
+        asked.push(subject);
+        return codec({ [SUBJECTS.deadLetter]: forged, [SUBJECTS.runRequested]: run }).decode<T>(buf, subject);
+      },
+    };
+    await expect(decodeDeadLetter(recording, message, topics)).resolves.toEqual({ envelope: forged, run: null });
+    expect(asked).toEqual([SUBJECTS.deadLetter]);
   });
 
   it('gives the envelope without a run when the original bytes are poison', async () => {
     const poison = new EventDecodeError('bad_magic', 'first byte is 112');
-    await expect(decodeDeadLetter(codec({ [SUBJECTS.deadLetter]: envelope, [SUBJECTS.runRequested]: poison }), message)).resolves.toEqual({ envelope, run: null });
+    await expect(decodeDeadLetter(codec({ [SUBJECTS.deadLetter]: envelope, [SUBJECTS.runRequested]: poison }), message, topics)).resolves.toEqual({ envelope, run: null });
   });
 
   it('calls a record that can never decode undecodable', async () => {
     const bad = new EventDecodeError('unknown_schema', 'schema id 9 is not registered', 9);
-    await expect(decodeDeadLetter(codec({ [SUBJECTS.deadLetter]: bad }), message)).resolves.toEqual({ undecodable: bad });
+    await expect(decodeDeadLetter(codec({ [SUBJECTS.deadLetter]: bad }), message, topics)).resolves.toEqual({ undecodable: bad });
   });
 
   it('rejects while the schema registry cannot answer, for the envelope or for its run, so the batch is tried again', async () => {
-    await expect(decodeDeadLetter(codec({ [SUBJECTS.deadLetter]: registryDown }), message)).rejects.toBe(registryDown);
-    await expect(decodeDeadLetter(codec({ [SUBJECTS.deadLetter]: envelope, [SUBJECTS.runRequested]: registryDown }), message)).rejects.toBe(registryDown);
+    await expect(decodeDeadLetter(codec({ [SUBJECTS.deadLetter]: registryDown }), message, topics)).rejects.toBe(registryDown);
+    await expect(decodeDeadLetter(codec({ [SUBJECTS.deadLetter]: envelope, [SUBJECTS.runRequested]: registryDown }), message, topics)).rejects.toBe(registryDown);
   });
 });

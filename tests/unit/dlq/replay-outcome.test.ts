@@ -5,7 +5,7 @@ import { topicNames } from '../../../src/kafka/topics.js';
 import { deadRow, NOW, run } from './dead-letter-fixtures.js';
 
 describe('replay outcomes', () => {
-  const plan = planReplay(deadRow(), run, topicNames(''), NOW);
+  const plan = planReplay(deadRow({ originalTopic: 'sluice.runs.retry' }), run, topicNames(''), NOW);
 
   it('tells a refusal apart from a failure, and leaves other outcomes as they are', () => {
     const refusal = new ReplayRefusedError('its original topic "x" is not one of this namespace\'s topics');

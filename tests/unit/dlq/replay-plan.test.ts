@@ -54,8 +54,22 @@ describe('replay construction', () => {
     );
   });
 
-  it('sends a decodable run to its class topic of this namespace whatever topic it came from', () => {
-    const plan = planReplay(deadRow({ originalTopic: 'payments.ledger' }), run, topics, NOW);
-    expect(plan.topic).toBe('ns.sluice.runs.batch');
+  it.each(['interactive', 'batch', 'retry'] as const)('takes a run read from this namespace’s %s topic for a run', (kind) => {
+    const plan = planReplay(deadRow({ originalTopic: topics[kind] }), run, topics, NOW);
+    expect(plan.body).toEqual({ run: nextAttempt(run, NOW) });
+  });
+
+  it('sends a record the ingress refused back to the ingress topic as its bytes, even when it decodes as a run', () => {
+    const row = deadRow({ originalTopic: topics.requests, originalKey: Buffer.from('tenant-c') });
+    expect(planReplay(row, { ...run, tenantId: 'tenant-b' }, topics, NOW)).toEqual({
+      topic: 'ns.sluice.runs.requests',
+      key: Buffer.from('tenant-c'),
+      headers: { 'sluice-replay-of': '12' },
+      body: { raw: row.payload },
+    });
+  });
+
+  it('refuses a decodable run from a topic outside this namespace instead of making it a run', () => {
+    expect(() => planReplay(deadRow({ originalTopic: 'payments.ledger' }), run, topics, NOW)).toThrow(ReplayRefusedError);
   });
 });

@@ -143,6 +143,18 @@ describe('DeadLetterReplayer.replay', () => {
     expect(archive.rows.get('1')!.status).toBe('pending');
   });
 
+  it('sends a record the ingress refused back to the ingress topic as its bytes, even when the archive took it for another tenant’s run', async () => {
+    const forged = await codec.encode(SUBJECTS.runRequested, { ...run, tenantId: 'tenant-b' });
+    // As a sink before the fix archived it: the producer's bytes decoded into payloadJson.
+    const archive = new FakeArchive([deadRow({ id: '9', payload: forged, originalTopic: topics.requests, originalKey: Buffer.from('tenant-c') })]);
+    const k = kafka();
+    const seen: ReplayResult[] = [];
+    await replayer(archive).replay(['9'], k, { by: 'bob', ratePerSec: 1_000, onOutcome: (o) => seen.push(o) });
+    expect(seen.map((o) => o.result)).toEqual(['replayed']);
+    expect(k.sent.map((r) => r.topic)).toEqual([topics.requests]);
+    expect(k.sent[0]!.messages[0]).toEqual({ key: Buffer.from('tenant-c'), value: forged, headers: { 'sluice-replay-of': '9' } });
+  });
+
   it('fails a run that decoded when archived but does not decode now, rather than sending its bytes as poison', async () => {
     const archive = new FakeArchive([deadRow({ id: '8', payload: POISON })]);
     const k = kafka();
