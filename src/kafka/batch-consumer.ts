@@ -38,6 +38,10 @@ export interface BatchConsumer {
   start(): Promise<void>;
   /** Stops fetching, lets `drain` settle the work in hand, then leaves the group. */
   stop(drain?: () => Promise<void>): Promise<void>;
+  /**
+   * Stops fetching the partition until `resume`, also across a restart of the kafkajs consumer
+   * after a crash (put back at its join); never throws, even while kafkajs has no group.
+   */
   pause(topic: string, partition: number): void;
   resume(topic: string, partition: number): void;
   seek(topic: string, partition: number, offset: string): void;
@@ -67,15 +71,26 @@ export function createBatchConsumer(opts: BatchConsumerOptions): BatchConsumer {
   /** Partitions this consumer paused and has not resumed. */
   const paused = new Map<string, { topic: string; partition: number }>();
 
-  const resume = (topic: string, partition: number) => {
-    paused.delete(partitionKey(topic, partition));
+  /**
+   * Between a crash and the restarted consumer's join kafkajs has no consumer group: its pause,
+   * resume and seek throw, and it fetches nothing. The restarted consumer starts with nothing
+   * paused and reads from the committed offsets (never past a record still in hand), so what the
+   * call would have done is done at the join (pauses) or needs nothing (resumes, seeks).
+   */
+  const atKafka = (what: string, topic: string, partition: number, call: () => void) => {
     try {
-      consumer.resume([{ topic, partitions: [partition] }]);
+      call();
     } catch (err) {
-      // Only while kafkajs restarts the consumer after a crash; the restarted one starts unpaused.
-      log.warn({ err, topic, partition }, 'could not resume a paused partition');
+      log.debug({ err, topic, partition }, `no consumer group to ${what} at now; the next join sets it right`);
     }
   };
+
+  const resume = (topic: string, partition: number) => {
+    paused.delete(partitionKey(topic, partition));
+    atKafka('resume', topic, partition, () => consumer.resume([{ topic, partitions: [partition] }]));
+  };
+
+  const pauseAtKafka = (topic: string, partition: number) => atKafka('pause', topic, partition, () => consumer.pause([{ topic, partitions: [partition] }]));
 
   /**
    * kafkajs keeps a partition's pause across assignments, so a paused partition that went
@@ -87,7 +102,7 @@ export function createBatchConsumer(opts: BatchConsumerOptions): BatchConsumer {
     for (const [key, { topic, partition }] of [...paused]) {
       if (!owned.has(key)) resume(topic, partition);
       // A consumer restarted after a crash fetches every partition again; what its reader paused stays paused.
-      else consumer.pause([{ topic, partitions: [partition] }]);
+      else pauseAtKafka(topic, partition);
     }
     opts.onAssignment?.(owned, assignment);
   };
@@ -149,11 +164,11 @@ export function createBatchConsumer(opts: BatchConsumerOptions): BatchConsumer {
     },
     pause(topic, partition) {
       paused.set(partitionKey(topic, partition), { topic, partition });
-      consumer.pause([{ topic, partitions: [partition] }]);
+      pauseAtKafka(topic, partition);
     },
     resume,
     seek(topic, partition, offset) {
-      consumer.seek({ topic, partition, offset });
+      atKafka('seek', topic, partition, () => consumer.seek({ topic, partition, offset }));
     },
     commit: (offsets) => consumer.commitOffsets(offsets),
     commitPast: (topic, partition, offset) => consumer.commitOffsets([{ topic, partition, offset: offsetAfter(offset) }]),

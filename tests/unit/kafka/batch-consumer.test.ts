@@ -9,6 +9,11 @@ function fakeKafka(opts: { hang?: 'stop' | 'disconnect' } = {}) {
   const listeners = new Map<string, (e: { payload: unknown }) => void>();
   const calls: string[] = [];
   const paused = new Set<string>();
+  /** As kafkajs: a consumer group from `run` until a crash, and again once restarted; without one, pause, resume and seek throw. */
+  let group = false;
+  const needsGroup = () => {
+    if (!group) throw new Error('Consumer group was not initialized, consumer#run must be called first');
+  };
   let config: Record<string, unknown> = {};
   const never = new Promise<void>(() => undefined);
   const consumer = {
@@ -16,10 +21,13 @@ function fakeKafka(opts: { hang?: 'stop' | 'disconnect' } = {}) {
     on: (event: string, listener: (e: { payload: unknown }) => void) => void listeners.set(event, listener),
     connect: async () => void calls.push('connect'),
     subscribe: async (s: unknown) => void calls.push(`subscribe ${JSON.stringify(s)}`),
-    run: async (r: Record<string, unknown>) => void calls.push(`run ${JSON.stringify(r)}`),
-    pause: (tps: { topic: string; partitions: number[] }[]) => tps.forEach((tp) => tp.partitions.forEach((p) => paused.add(partitionKey(tp.topic, p)))),
-    resume: (tps: { topic: string; partitions: number[] }[]) => tps.forEach((tp) => tp.partitions.forEach((p) => paused.delete(partitionKey(tp.topic, p)))),
-    seek: (s: unknown) => void calls.push(`seek ${JSON.stringify(s)}`),
+    run: async (r: Record<string, unknown>) => {
+      group = true;
+      calls.push(`run ${JSON.stringify(r)}`);
+    },
+    pause: (tps: { topic: string; partitions: number[] }[]) => (needsGroup(), tps.forEach((tp) => tp.partitions.forEach((p) => paused.add(partitionKey(tp.topic, p))))),
+    resume: (tps: { topic: string; partitions: number[] }[]) => (needsGroup(), tps.forEach((tp) => tp.partitions.forEach((p) => paused.delete(partitionKey(tp.topic, p))))),
+    seek: (s: unknown) => (needsGroup(), void calls.push(`seek ${JSON.stringify(s)}`)),
     commitOffsets: async (offsets: unknown) => void calls.push(`commit ${JSON.stringify(offsets)}`),
     stop: () => (calls.push('stop'), opts.hang === 'stop' ? never : Promise.resolve()),
     disconnect: () => (calls.push('disconnect'), opts.hang === 'disconnect' ? never : Promise.resolve()),
@@ -30,8 +38,14 @@ function fakeKafka(opts: { hang?: 'stop' | 'disconnect' } = {}) {
       return consumer;
     },
   } as unknown as Kafka;
-  const emit = (event: string, payload: unknown) => listeners.get(event)!({ payload });
-  return { kafka, calls, paused, emit, config: () => config };
+  const emit = (event: string, payload: unknown) => {
+    // A crash disconnects: the group and its pauses are gone; a restarted consumer makes a new, unpaused one.
+    if (event === consumer.events.CRASH) (group = false), paused.clear();
+    listeners.get(event)!({ payload });
+  };
+  /** kafkajs's own restart after a retriable crash: a new group, nothing paused, before its join. */
+  const restartedByKafkajs = () => void (group = true);
+  return { kafka, calls, paused, emit, restartedByKafkajs, config: () => config };
 }
 
 function logged() {
@@ -133,9 +147,26 @@ describe('createBatchConsumer', () => {
     await vi.waitFor(() => expect(fake.calls).toHaveLength(3), { timeout: 2_000 });
     expect(fake.calls[0]).toBe('connect');
     // The restarted consumer fetches everything again until the join puts the reader's pause back.
-    fake.paused.clear();
     fake.emit('consumer.group_join', { memberAssignment: { t: [0, 1] } });
     expect([...fake.paused]).toEqual([partitionKey('t', 0)]);
+  });
+
+  it('takes pauses, resumes and seeks while kafkajs has no group after a crash, and the join after its restart fetches exactly what is not paused', async () => {
+    const { consumer, fake } = setup();
+    await consumer.start();
+    consumer.pause('t', 0);
+    consumer.pause('t', 1);
+    fake.emit('consumer.crash', { error: new Error('Connection error: connect ECONNREFUSED'), groupId: 'g', restart: true });
+    // kafkajs has no group until it restarts: none of these may throw into the reader.
+    expect(() => consumer.pause('t', 2)).not.toThrow();
+    expect(() => consumer.resume('t', 1)).not.toThrow();
+    expect(() => consumer.seek('t', 0, '7')).not.toThrow();
+    fake.restartedByKafkajs();
+    expect(fake.paused.size).toBe(0);
+    fake.emit('consumer.group_join', { memberAssignment: { t: [0, 1, 2, 3] } });
+    expect([...fake.paused].sort()).toEqual([partitionKey('t', 0), partitionKey('t', 2)]);
+    consumer.resume('t', 0);
+    expect([...fake.paused]).toEqual([partitionKey('t', 2)]);
   });
 
   it('keeps restarting while the broker refuses, and not once it is stopped', async () => {
