@@ -6,6 +6,7 @@ import { IDEMPOTENCY_KEY_RULE, REQUEST_ID_RULE, isRequestId } from '../client/ty
 import { admissionMessage, refusalDetail } from '../admission/admit-run.js';
 import type { AdmissionDecision, AdmissionReason } from '../admission/admission-policy.js';
 import type { DeadLetterReason } from '../dlq/dead-letter.js';
+import { statusRequestId } from '../events/ingress-request-id.js';
 import { resolveDeadline } from '../runs/deadline.js';
 import { serializeRunInput } from '../runs/run-input.js';
 import { heldSequence } from '../runs/status-sequence.js';
@@ -181,7 +182,11 @@ function answerOutcome(a: IngressAnswer): Pick<RunStatusChanged, 'status' | 'err
   }
 }
 
-/** The status event of an answer, for the producer's request: re-published as it was for a duplicate. */
+/**
+ * The status event of an answer, for the producer's request: re-published as it was for a
+ * duplicate. Its request id is bound to the tenant (`statusRequestId`), so one tenant reusing
+ * another's request id answers only its own.
+ */
 export function answerStatusEvent(a: IngressAnswer, tenantId: string, requestId: string): RunStatusChanged {
   const { status, error } = answerOutcome(a);
   const refused = a.outcome === 'deferred' || a.outcome === 'rejected';
@@ -202,7 +207,7 @@ export function answerStatusEvent(a: IngressAnswer, tenantId: string, requestId:
     result: null,
     error,
     attemptStartedAt: null,
-    requestId,
+    requestId: statusRequestId(tenantId, requestId),
     retryAfterSec: refused ? (a.retryAfterSec ?? null) : null,
   };
 }

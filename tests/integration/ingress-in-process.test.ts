@@ -12,6 +12,7 @@ import type { SluiceConfig } from '../../src/config/schema.js';
 import { DLQ_HEADER } from '../../src/dlq/dead-letter.js';
 import { EventCodec } from '../../src/events/codec.js';
 import { FileSchemaRegistry } from '../../src/events/file-schema-registry.js';
+import { statusRequestId } from '../../src/events/ingress-request-id.js';
 import { SUBJECTS, type RunStatusChanged } from '../../src/events/schemas.js';
 import { IngressConsumer, REOFFER_HEADER, type IngressDeps } from '../../src/ingress/ingress-consumer.js';
 import { createKafka } from '../../src/kafka/client.js';
@@ -25,7 +26,7 @@ import { redisKeys } from '../../src/redis/keys.js';
 import { LuaScripts } from '../../src/redis/scripts.js';
 import { RetryForwarder } from '../../src/retries/retry-forwarder.js';
 import { RedisCancellations } from '../../src/runs/cancellation.js';
-import { runSubmission, signedRecord } from '../support/ingress-records.js';
+import { isAnswerTo, runSubmission, signedRecord } from '../support/ingress-records.js';
 import { eventually, testNamespace } from './harness.js';
 
 const SECRET = Buffer.from(randomBytes(32).toString('hex'));
@@ -168,7 +169,7 @@ describe('Kafka ingress: several records of a partition at once', () => {
     slowKey = burst[SLOW]!.idempotencyKey;
     const [sent] = await producer.send({ topic: ws.topics.requests, acks: -1, messages: await Promise.all(burst.map((s) => signedRecord(codec, s, SECRET))) });
     const firstOffset = Number(sent!.baseOffset);
-    const answered = (i: number) => ws.statuses.some((s) => s.requestId === burst[i]!.requestId);
+    const answered = (i: number) => ws.statuses.some(isAnswerTo(burst[i]!));
     const others = burst.map((_, i) => i).filter((i) => i !== SLOW);
 
     // Only MAX_IN_FLIGHT − 1 places beside the held record: the others got past it as places freed.
@@ -187,7 +188,7 @@ describe('Kafka ingress: several records of a partition at once', () => {
     letSlowGo();
     await eventually(async () => (answered(SLOW) ? true : undefined), 20_000, 'the held record answered');
     await eventually(async () => ((await committed()) === firstOffset + BURST ? true : undefined), 10_000, 'the whole burst committed');
-    for (const s of burst) expect(ws.statuses.filter((e) => e.requestId === s.requestId).map((e) => e.status)).toEqual(['queued']);
+    for (const s of burst) expect(ws.statuses.filter(isAnswerTo(s)).map((e) => e.status)).toEqual(['queued']);
     expect(new Set(ws.statuses.map((e) => e.runId)).size).toBe(BURST);
   }, 90_000);
 
@@ -198,7 +199,7 @@ describe('Kafka ingress: several records of a partition at once', () => {
     await producer.send({ topic: ws.topics.requests, acks: -1, messages: await Promise.all([original, ...resends].map((s) => signedRecord(codec, s, SECRET))) });
     const answers = await eventually(
       async () => {
-        const found = [original, ...resends].map((s) => ws.statuses.find((e) => e.requestId === s.requestId));
+        const found = [original, ...resends].map((s) => ws.statuses.find(isAnswerTo(s)));
         return found.every((e) => e !== undefined) ? (found as RunStatusChanged[]) : undefined;
       },
       20_000,
@@ -245,7 +246,7 @@ describe('Kafka ingress: a deferral whose re-offer is dead-lettered', () => {
     await first.start();
     const sub = runSubmission({ deadlineMs: 60_000 });
     await producer.send({ topic: ws.topics.requests, acks: -1, messages: [await signedRecord(codec, sub, SECRET)] });
-    const deferral = await eventually(async () => ws.statuses.find((e) => e.requestId === sub.requestId), 20_000, 'the request deferred');
+    const deferral = await eventually(async () => ws.statuses.find(isAnswerTo(sub)), 20_000, 'the request deferred');
     expect(deferral).toMatchObject({ status: 'deferred', sequence: 0 });
     // A record naming that run as its re-offer, but not signed: dead-lettered, and the run is untouched.
     const forged = await signedRecord(codec, sub, randomBytes(32));
@@ -260,7 +261,7 @@ describe('Kafka ingress: a deferral whose re-offer is dead-lettered', () => {
     await second.start();
 
     const ended = await eventually(async () => ws.statuses.find((e) => e.runId === deferral.runId && e.status !== 'deferred'), 30_000, 'the deferral ended');
-    expect(ended).toMatchObject({ status: 'dead_lettered', sequence: 1, requestId: sub.requestId, error: { code: 'invalid_request', retryable: false }, retryAfterSec: null });
+    expect(ended).toMatchObject({ status: 'dead_lettered', sequence: 1, requestId: statusRequestId(sub.tenantId, sub.requestId), error: { code: 'invalid_request', retryable: false }, retryAfterSec: null });
     expect(ended.error!.message).toContain('deadlineMs');
     expect(deadLetters.filter((d) => d.reason === 'invalid_request')).toEqual([{ reason: 'invalid_request', runId: deferral.runId }]);
 

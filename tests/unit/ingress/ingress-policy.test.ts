@@ -133,9 +133,9 @@ describe('answers as status events', () => {
     reofferAt: 7_000,
   };
 
-  it('a deferral: status deferred, sequence = decision, the reason code and retry-after, the request id', () => {
+  it('a deferral: status deferred, sequence = decision, the reason code and retry-after, the request id bound to its tenant', () => {
     const e = answerStatusEvent(base, 'tenant-a', 'req-9');
-    expect(e).toMatchObject({ status: 'deferred', sequence: 2, requestId: 'req-9', retryAfterSec: 2, error: { code: 'rate_limited', retryable: true }, occurredAt: 5_000, attempt: 0 });
+    expect(e).toMatchObject({ status: 'deferred', sequence: 2, tenantId: 'tenant-a', requestId: 'tenant-a:req-9', retryAfterSec: 2, error: { code: 'rate_limited', retryable: true }, occurredAt: 5_000, attempt: 0 });
     expect(e.message).toBe('deferred: rate_limited; offered to admission again at 1970-01-01T00:00:07.000Z');
     expect(answerStatus('deferred')).toBe(429);
   });
@@ -153,7 +153,7 @@ describe('answers as status events', () => {
     expect(ended).not.toHaveProperty('retryAfterSec');
     expect(ended).not.toHaveProperty('reofferAt');
     const e = answerStatusEvent(ended!, 'tenant-a', 'req-9');
-    expect(e).toMatchObject({ status: 'dead_lettered', sequence: 3, requestId: 'req-9', retryAfterSec: null, occurredAt: 9_000, error: { code: 'invalid_request', message: dead.detail, retryable: false } });
+    expect(e).toMatchObject({ status: 'dead_lettered', sequence: 3, requestId: 'tenant-a:req-9', retryAfterSec: null, occurredAt: 9_000, error: { code: 'invalid_request', message: dead.detail, retryable: false } });
     expect(e.message).toBe('dead_lettered: its re-offer was archived in the DLQ (reason invalid_request); it never runs');
     expect(answerStatus('dead_lettered')).toBe(400);
   });
