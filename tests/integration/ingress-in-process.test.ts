@@ -87,8 +87,8 @@ async function workspace(label: string): Promise<{ config: SluiceConfig; topics:
   };
 }
 
-/** An ingress on the workspace's topics and Redis keys, admission answered by `decide`. */
-function ingressOf(config: SluiceConfig, events: EventProducer, decide: AdmissionController['decide'], idempotency?: (store: IdempotencyStore) => IngressDeps['idempotency']): IngressConsumer {
+/** An ingress on the workspace's topics and Redis keys, admission answered by `decide`, reading `now` for its clock. */
+function ingressOf(config: SluiceConfig, events: EventProducer, decide: AdmissionController['decide'], idempotency?: (store: IdempotencyStore) => IngressDeps['idempotency'], now?: () => number): IngressConsumer {
   const keys = redisKeys(config.namespace);
   const store = new IdempotencyStore(scripts, keys, { ttlSec: 600, pendingMs: 60_000, waitMs: 1_000, scope: 'ingress' });
   return new IngressConsumer({
@@ -102,6 +102,7 @@ function ingressOf(config: SluiceConfig, events: EventProducer, decide: Admissio
     idempotency: idempotency ? idempotency(store) : store,
     secrets: new Map([['tenant-a', SECRET]]),
     logger,
+    ...(now ? { now } : {}),
   });
 }
 
@@ -273,4 +274,61 @@ describe('Kafka ingress: a deferral whose re-offer is dead-lettered', () => {
       ['dead_lettered', 1],
     ]);
   }, 90_000);
+});
+
+describe("Kafka ingress: a request's time runs from its record's timestamp", () => {
+  /** How far the ingress's clock runs ahead of the broker's: as if it read each record that long after it was written. */
+  let lateByMs = 0;
+  let ws: Awaited<ReturnType<typeof workspace>>;
+  let ingress: IngressConsumer;
+  /** Run ids admission was asked about. */
+  const asked: string[] = [];
+  /** The broker and this test share one machine's clock; what a send's round trip spans, and no more. */
+  const SLACK_MS = 1_000;
+
+  beforeAll(async () => {
+    ws = await workspace('ingress-record-age');
+    ingress = ingressOf(
+      ws.config,
+      ws.events,
+      async (req) => {
+        asked.push(req.runId);
+        return admitted;
+      },
+      undefined,
+      () => Date.now() + lateByMs,
+    );
+    await ingress.start();
+  }, 120_000);
+
+  afterAll(async () => {
+    await ingress?.stop();
+    await ws?.close();
+  });
+
+  it('measures the deadline from when the record was written, not from when the ingress reads it', async () => {
+    lateByMs = 20_000;
+    const sub = runSubmission({ deadlineMs: 30_000 });
+    const sentFrom = Date.now();
+    await producer.send({ topic: ws.topics.requests, acks: -1, messages: [await signedRecord(codec, sub, SECRET)] });
+    const sentBy = Date.now();
+    const queued = await eventually(async () => ws.statuses.find(isAnswerTo(sub)), 20_000, 'the request answered');
+    expect(queued.status).toBe('queued');
+    // Read 20 s after it was written: 10 s of its 30 s are left, not 30.
+    expect(queued.admittedAt).toBeGreaterThanOrEqual(sentFrom - SLACK_MS);
+    expect(queued.admittedAt).toBeLessThanOrEqual(sentBy + SLACK_MS);
+    expect(queued.deadline).toBe(queued.admittedAt + 30_000);
+    expect(queued.occurredAt - queued.admittedAt).toBeGreaterThanOrEqual(lateByMs - SLACK_MS);
+  }, 60_000);
+
+  it('rejects with deadline_unreachable a record older than ingress.maxRecordAgeMs, its deadline still ahead, without asking admission', async () => {
+    lateByMs = ws.config.ingress.maxRecordAgeMs + 60_000;
+    const sub = runSubmission({ deadlineMs: ws.config.api.deadlineMs.max });
+    await producer.send({ topic: ws.topics.requests, acks: -1, messages: [await signedRecord(codec, sub, SECRET)] });
+    const rejected = await eventually(async () => ws.statuses.find(isAnswerTo(sub)), 20_000, 'the request answered');
+    expect(rejected).toMatchObject({ status: 'rejected', sequence: 0, error: { code: 'deadline_unreachable', retryable: true }, retryAfterSec: 1 });
+    expect(rejected.error!.message).toContain('ingress.maxRecordAgeMs');
+    expect(rejected.deadline).toBeGreaterThan(rejected.occurredAt);
+    expect(asked).not.toContain(rejected.runId);
+  }, 60_000);
 });

@@ -1,8 +1,9 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../src/config/load.js';
 import type { RunSubmission } from '../../../src/events/schemas.js';
 import { requestFingerprint } from '../../../src/admission/idempotency.js';
-import { MAX_DECISIONS, answerStatus, answerStatusEvent, checkSubmission, endedDeferral, reofferAt, type IngressAnswer } from '../../../src/ingress/ingress-policy.js';
+import { MAX_DECISIONS, answerStatus, answerStatusEvent, checkSubmission, endedDeferral, recordWrittenAt, reofferAt, staleRecord, type IngressAnswer } from '../../../src/ingress/ingress-policy.js';
 import { heldSequence } from '../../../src/runs/status-sequence.js';
 import { MAX_REQUEST_ID } from '../../../src/client/types.js';
 import { toRunSubmission, type SubmitRequest } from '../../../src/producers/submission.js';
@@ -116,6 +117,38 @@ describe('reofferAt: the deferral schedule', () => {
   });
 });
 
+describe("a record's age: when its request arrived, and whether it is too old to decide", () => {
+  const READ_AT = 1_700_000_000_000;
+
+  it("is the record's timestamp: the broker's append time on a topic Sluice made", () => {
+    expect(recordWrittenAt(String(READ_AT - 90_000), READ_AT)).toBe(READ_AT - 90_000);
+  });
+
+  it('is the reading when the timestamp is missing or not a time', () => {
+    for (const timestamp of [undefined, '-1', '0', '', 'soon', '1.5', '1e400']) expect(recordWrittenAt(timestamp, READ_AT)).toBe(READ_AT);
+  });
+
+  it('is never later than the reading, so no producer clock (CreateTime) lengthens a budget', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: -1, max: 2 * READ_AT }), (timestamp) => {
+        const writtenAt = recordWrittenAt(String(timestamp), READ_AT);
+        expect(writtenAt).toBeLessThanOrEqual(READ_AT);
+        if (timestamp > 0 && timestamp <= READ_AT) expect(writtenAt).toBe(timestamp);
+      }),
+    );
+  });
+
+  it('is too old past maxRecordAgeMs, not at it, and says when it was written and the bound', () => {
+    const max = config.ingress.maxRecordAgeMs;
+    expect(max).toBe(3_600_000);
+    expect(staleRecord(READ_AT - max, READ_AT, max)).toBeUndefined();
+    expect(staleRecord(READ_AT, READ_AT, max)).toBeUndefined();
+    expect(staleRecord(READ_AT - max - 1, READ_AT, max)).toBe(
+      `its record was written at ${new Date(READ_AT - max - 1).toISOString()}, 3600001 ms before the ingress could decide it, past ingress.maxRecordAgeMs (3600000 ms)`,
+    );
+  });
+});
+
 describe('answers as status events', () => {
   const base: IngressAnswer = {
     runId: '01890a5d-ac96-774b-bcce-b302099a8057',
@@ -144,6 +177,12 @@ describe('answers as status events', () => {
     const e = answerStatusEvent({ ...base, outcome: 'rejected', reason: 'deadline_unreachable' }, 'tenant-a', 'req-9');
     expect(e).toMatchObject({ status: 'rejected', error: { code: 'deadline_unreachable' } });
     expect(answerStatus('rejected')).toBe(503);
+  });
+
+  it("a rejection of a record too old says so in the error, under the contract's code", () => {
+    const detail = 'its record was written at 1970-01-01T00:00:01.000Z, past ingress.maxRecordAgeMs';
+    const e = answerStatusEvent({ ...base, outcome: 'rejected', reason: 'deadline_unreachable', detail }, 'tenant-a', 'req-9');
+    expect(e).toMatchObject({ status: 'rejected', error: { code: 'deadline_unreachable', message: detail, retryable: true } });
   });
 
   it('a re-offer of the kept deferral, dead-lettered, ends its run: the next decision, dead_lettered, not retryable', () => {
