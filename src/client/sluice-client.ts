@@ -21,7 +21,7 @@ export interface SluiceClientOptions {
   /**
    * The most of any response body read, in bytes: a longer success body fails the call with
    * ResponseTooLargeError, a longer error body is read only this far; the rest is never fetched.
-   * Default 4 MiB, as for an event: a run read whole carries the same result.
+   * Default 4 MiB, as `maxEventBytes`.
    */
   maxResponseBytes?: number;
   /** How an event stream reconnects after losing its connection. */
@@ -58,7 +58,8 @@ export interface WaitOptions extends CallOptions {
 
 const DEFAULT_TIMEOUT_MS = 30_000;
 const DEFAULT_MAX_EVENT_BYTES = 4 * 1024 * 1024;
-const DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024;
+// A run read whole carries the same result as its terminal event.
+const DEFAULT_MAX_RESPONSE_BYTES = DEFAULT_MAX_EVENT_BYTES;
 
 /** How a connection of an event stream ended without an error. */
 type StreamEnd = 'dropped' | 'nothing_left';
