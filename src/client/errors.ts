@@ -51,6 +51,21 @@ export class SseEventTooLargeError extends Error {
   }
 }
 
+/**
+ * A success answer whose body is longer than the client reads (`maxResponseBytes`): only its start
+ * was read, so there is nothing to return; the rest of the body was not fetched.
+ */
+export class ResponseTooLargeError extends Error {
+  override readonly name = 'ResponseTooLargeError';
+
+  constructor(
+    readonly status: number,
+    readonly limitBytes: number,
+  ) {
+    super(`the body of the ${status} answer is longer than ${limitBytes} bytes (maxResponseBytes)`);
+  }
+}
+
 const isFieldError = (v: unknown): v is FieldError => isRecord(v) && typeof v.path === 'string' && typeof v.message === 'string';
 
 /** What is kept of an error body: enough to read the problem, not a whole error page. */

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { SluiceHttpError, SluiceRefusal, SseEventTooLargeError, failureOf } from './errors.js';
+import { readBodyText } from './bounded-body.js';
+import { ResponseTooLargeError, SluiceHttpError, SluiceRefusal, SseEventTooLargeError, failureOf } from './errors.js';
 import { DEFAULT_RECONNECT, NO_RETRY, checkSubmitRetry, reconnectWaitMs, submitRetryWaitMs, type Reconnect, type SubmitRetry } from './retry-policy.js';
 import { SseParser, type SseMessage } from './sse-parser.js';
 import { TERMINAL_RUN_STATUSES, type CancelRequested, type Run, type RunClass, type RunEvent, type SubmittedRun } from './types.js';
@@ -17,6 +18,12 @@ export interface SluiceClientOptions {
   fetch?: typeof fetch;
   /** The longest SSE event accepted, in bytes (a terminal event carries the run's result). Default 4 MiB. */
   maxEventBytes?: number;
+  /**
+   * The most of any response body read, in bytes: a longer success body fails the call with
+   * ResponseTooLargeError, a longer error body is read only this far; the rest is never fetched.
+   * Default 4 MiB, as `maxEventBytes`.
+   */
+  maxResponseBytes?: number;
   /** How an event stream reconnects after losing its connection. */
   reconnect?: Partial<Reconnect>;
   /** Source of the retry and reconnect spread, in [0, 1); injectable so tests are deterministic. */
@@ -51,6 +58,8 @@ export interface WaitOptions extends CallOptions {
 
 const DEFAULT_TIMEOUT_MS = 30_000;
 const DEFAULT_MAX_EVENT_BYTES = 4 * 1024 * 1024;
+// A run read whole carries the same result as its terminal event.
+const DEFAULT_MAX_RESPONSE_BYTES = DEFAULT_MAX_EVENT_BYTES;
 
 /** How a connection of an event stream ended without an error. */
 type StreamEnd = 'dropped' | 'nothing_left';
@@ -62,6 +71,7 @@ export class SluiceClient {
   private readonly timeoutMs: number;
   private readonly fetch: typeof fetch;
   private readonly maxEventBytes: number;
+  private readonly maxResponseBytes: number;
   private readonly reconnect: Reconnect;
   private readonly random: () => number;
 
@@ -71,6 +81,8 @@ export class SluiceClient {
     this.timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.fetch = opts.fetch ?? globalThis.fetch;
     this.maxEventBytes = opts.maxEventBytes ?? DEFAULT_MAX_EVENT_BYTES;
+    this.maxResponseBytes = opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
+    if (!(Number.isSafeInteger(this.maxResponseBytes) && this.maxResponseBytes > 0)) throw new RangeError('maxResponseBytes must be a positive whole number of bytes');
     this.reconnect = { ...DEFAULT_RECONNECT, ...opts.reconnect };
     this.random = opts.random ?? Math.random;
   }
@@ -174,8 +186,9 @@ export class SluiceClient {
       body: opts.body,
       signal: withCallerSignal(AbortSignal.timeout(this.timeoutMs), opts.signal),
     });
-    const text = await res.text();
+    const { text, complete } = await readBodyText(res, this.maxResponseBytes);
     if (!res.ok) throw failureOf(res.status, res.headers, text, Date.now());
+    if (!complete) throw new ResponseTooLargeError(res.status, this.maxResponseBytes);
     return { body: JSON.parse(text) as T, headers: res.headers };
   }
 
@@ -197,7 +210,7 @@ export class SluiceClient {
       const res = await this.fetch(`${this.baseUrl}${runPath(runId)}/events`, { headers, signal: withCallerSignal(connection.signal, signal) });
       // 204: the run is over and nothing is left after Last-Event-ID.
       if (res.status === 204) return 'nothing_left';
-      if (res.status !== 200) throw failureOf(res.status, res.headers, await res.text(), Date.now());
+      if (res.status !== 200) throw failureOf(res.status, res.headers, (await readBodyText(res, this.maxResponseBytes)).text, Date.now());
       if (!res.headers.get('content-type')?.startsWith('text/event-stream')) throw new SluiceHttpError(`expected an event stream, got ${res.headers.get('content-type')}`, res.status, '');
       if (!res.body) return 'dropped';
       for await (const chunk of res.body) {

@@ -643,6 +643,11 @@ export const configSchema = z
         maxInFlight: z.number().int().min(1).max(1_000).default(32),
         /** Bound on handling one record (signature, idempotency, admission, produces); past it the record is tried again. */
         recordTimeoutMs: ms(1_000, 120_000).default(15_000),
+        /**
+         * A request whose record was written longer ago than this when first read (an outage, a
+         * lagging ingress) is rejected with deadline_unreachable, however long its deadline.
+         */
+        maxRecordAgeMs: ms(1_000, 7 * 86_400_000).default(3_600_000),
         /** Backoff before a record is tried again after Redis or Kafka failed it: doubling from baseMs to capMs. */
         backoff: z
           .object({ baseMs: ms(10, 60_000).default(200), capMs: ms(10, 600_000).default(10_000) })

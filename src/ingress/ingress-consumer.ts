@@ -17,7 +17,7 @@ import { newRunId } from '../runs/run-id.js';
 import { childTraceparent } from '../runs/traceparent.js';
 import { KeyTurns } from '../util/key-turns.js';
 import { withTimeout } from '../util/with-timeout.js';
-import { answerStatus, answerStatusEvent, checkSubmission, endedDeferral, reofferAt, type IngressAnswer, type IngressRequest } from './ingress-policy.js';
+import { answerStatus, answerStatusEvent, checkSubmission, endedDeferral, recordWrittenAt, reofferAt, staleRecord, type IngressAnswer, type IngressRequest } from './ingress-policy.js';
 import { SIGNATURE_HEADER, signatureMatches } from './ingress-signature.js';
 
 /** On a re-offered request (from the retry topic): the run id its deferral gave it. */
@@ -246,7 +246,6 @@ export class IngressConsumer {
     // A first decision's claim is the record's: read again after a failure (even one whose reply
     // was lost, the claim made), the record claims its key again instead of waiting out the lease.
     const token = `${topic}/${partition}/${message.offset}`;
-    const admittedAt = this.now();
     const claim = await this.deps.idempotency.claim(req.tenantId, req.idempotencyKey, req.fingerprint, token);
     switch (claim.kind) {
       case 'replay': {
@@ -260,9 +259,12 @@ export class IngressConsumer {
         return this.deadRequest(topic, partition, message, req, 'idempotency_key_reused', new Error('the idempotency key was first used for another request (workflow, input, class or deadlineMs)'));
       case 'in_progress':
         throw new IngressRetryLater('another claimant holds the idempotency key');
-      case 'claimed':
+      case 'claimed': {
         // A first reading; or a re-offer whose deferral Redis no longer holds: a fresh request then, under a run id of its own.
+        // Either way the request arrived when its record was written, and read again after a failure it keeps that arrival.
+        const admittedAt = recordWrittenAt(message.timestamp, this.now());
         return this.decide(req, { topic, partition, message }, { runId: newRunId(admittedAt), token, admittedAt, deadline: admittedAt + req.budgetMs, decision: 0, traceparent: childTraceparent(headerText(message.headers, 'traceparent')), reoffer: false });
+      }
     }
   }
 
@@ -271,9 +273,12 @@ export class IngressConsumer {
     const { config } = this.deps;
     const { message } = record;
     const now = this.now();
-    const answer = (a: Pick<IngressAnswer, 'outcome' | 'reason' | 'retryAfterSec' | 'queuePosition' | 'reofferAt'>) =>
+    const answer = (a: Pick<IngressAnswer, 'outcome' | 'reason' | 'detail' | 'retryAfterSec' | 'queuePosition' | 'reofferAt'>) =>
       this.answer(req, { ...a, runId: d.runId, token: d.token, decision: d.decision, admittedAt: d.admittedAt, deadline: d.deadline, runClass: req.runClass, workflow: req.workflowName, traceparent: d.traceparent, decidedAt: now });
     if (now >= d.deadline) return answer({ outcome: 'rejected', reason: 'deadline_unreachable', retryAfterSec: 1 });
+    // Refused as a deadline the request cannot meet: the time the ingress allows for deciding it is over.
+    const stale = d.decision === 0 ? staleRecord(d.admittedAt, now, config.ingress.maxRecordAgeMs) : undefined;
+    if (stale !== undefined) return answer({ outcome: 'rejected', reason: 'deadline_unreachable', detail: stale, retryAfterSec: 1 });
 
     const admitted = await admitRun(
       this.deps,

@@ -6,6 +6,7 @@ import { IDEMPOTENCY_KEY_RULE, REQUEST_ID_RULE, isRequestId } from '../client/ty
 import { admissionMessage, refusalDetail } from '../admission/admit-run.js';
 import type { AdmissionDecision, AdmissionReason } from '../admission/admission-policy.js';
 import type { DeadLetterReason } from '../dlq/dead-letter.js';
+import { statusRequestId } from '../events/ingress-request-id.js';
 import { resolveDeadline } from '../runs/deadline.js';
 import { serializeRunInput } from '../runs/run-input.js';
 import { heldSequence } from '../runs/status-sequence.js';
@@ -27,7 +28,7 @@ export interface IngressRequest {
   workflowName: string;
   workflow: WorkflowConfig;
   runClass: RunClass;
-  /** The run's time budget, from its first reading by the ingress. */
+  /** The run's time budget, from when its record was written (`recordWrittenAt`). */
   budgetMs: number;
   /** The input as canonical JSON text, within `api.input` bounds. */
   inputJson: string;
@@ -51,7 +52,7 @@ export function checkSubmission(sub: RunSubmission, keyTenant: string, config: P
   const workflow = ownEntry(config.workflows, sub.workflow);
   if (!workflow) return { ok: false, reason: 'unknown_workflow', message: `unknown workflow ${JSON.stringify(sub.workflow)}` };
   const runClass = sub.class ?? workflow.defaultClass;
-  // Any admittedAt will do: only the budget is kept, the deadline starts when the ingress reads it.
+  // Any admittedAt will do: only the budget is kept, the deadline starts when the record was written.
   const deadline = resolveDeadline(sub.deadlineMs ?? undefined, runClass, config.api.deadlineMs, 0);
   if (!deadline.ok) return invalid(`deadlineMs ${deadline.message}`);
   let input: unknown;
@@ -78,6 +79,32 @@ export function checkSubmission(sub: RunSubmission, keyTenant: string, config: P
       fingerprint: requestFingerprint(sub.workflow, body, serialized.json),
     },
   };
+}
+
+/**
+ * When a record's request arrived, which its deadline starts from: the record's timestamp, never
+ * later than its reading. A topic Sluice creates stamps records with the broker's append time
+ * (LogAppendTime), so a request that waited in the topic (an ingress outage, a lagging consumer)
+ * has that much less of its budget left, as an HTTP request queued that long would have. On a
+ * topic stamped with CreateTime the time is the producer's clock and is not signed: one in the
+ * future counts as the reading, so no writer can lengthen a budget past what it asked for from
+ * the reading; one in the past only shortens its own request's. Missing (-1 on old record
+ * formats) or not a time: the reading.
+ */
+export function recordWrittenAt(timestamp: string | undefined, readAt: number): number {
+  const at = Number(timestamp);
+  return Number.isSafeInteger(at) && at > 0 ? Math.min(at, readAt) : readAt;
+}
+
+/**
+ * Why a request is too old to be decided, or undefined when it is not: its record was written more
+ * than `maxRecordAgeMs` before its first decision. For a first decision only: a re-offer's record
+ * is the retry forwarder's, and its deferral keeps the original arrival and deadline.
+ */
+export function staleRecord(writtenAt: number, now: number, maxRecordAgeMs: number): string | undefined {
+  const ageMs = now - writtenAt;
+  if (ageMs <= maxRecordAgeMs) return undefined;
+  return `its record was written at ${new Date(writtenAt).toISOString()}, ${ageMs} ms before the ingress could decide it, past ingress.maxRecordAgeMs (${maxRecordAgeMs} ms)`;
 }
 
 /**
@@ -110,7 +137,7 @@ export interface IngressAnswer {
   /** Admission's answer; or `dead_lettered`: a deferral whose re-offer was dead-lettered (`endedDeferral`). */
   outcome: AdmissionDecision['outcome'] | 'dead_lettered';
   reason: AdmissionReason | DeadLetterReason;
-  /** Dead-lettered: why, as the dead letter says it. */
+  /** Why, where the reason's own words would not say it: a dead letter's error; a refusal of a record too old. */
   detail?: string;
   /** Which decision this is, from 0: the status event's sequence. */
   decision: number;
@@ -175,13 +202,17 @@ function answerOutcome(a: IngressAnswer): Pick<RunStatusChanged, 'status' | 'err
       return { status: 'queued', error: null };
     case 'deferred':
     case 'rejected':
-      return { status: a.outcome, error: { code: a.reason, message: refusalDetail({ reason: a.reason as AdmissionReason }), retryable: true } };
+      return { status: a.outcome, error: { code: a.reason, message: a.detail ?? refusalDetail({ reason: a.reason as AdmissionReason }), retryable: true } };
     case 'dead_lettered':
       return { status: 'dead_lettered', error: { code: a.reason, message: a.detail ?? a.reason, retryable: false } };
   }
 }
 
-/** The status event of an answer, for the producer's request: re-published as it was for a duplicate. */
+/**
+ * The status event of an answer, for the producer's request: re-published as it was for a
+ * duplicate. Its request id is bound to the tenant (`statusRequestId`), so one tenant reusing
+ * another's request id answers only its own.
+ */
 export function answerStatusEvent(a: IngressAnswer, tenantId: string, requestId: string): RunStatusChanged {
   const { status, error } = answerOutcome(a);
   const refused = a.outcome === 'deferred' || a.outcome === 'rejected';
@@ -202,7 +233,7 @@ export function answerStatusEvent(a: IngressAnswer, tenantId: string, requestId:
     result: null,
     error,
     attemptStartedAt: null,
-    requestId,
+    requestId: statusRequestId(tenantId, requestId),
     retryAfterSec: refused ? (a.retryAfterSec ?? null) : null,
   };
 }

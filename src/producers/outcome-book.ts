@@ -1,3 +1,4 @@
+import { ownRequestId } from '../events/ingress-request-id.js';
 import type { RunStatusChanged } from '../events/schemas.js';
 import { OutcomeTimeoutError, OutcomeUnavailableError, UnknownRequestError } from './producer-errors.js';
 import { outcomeAt, outcomeOf, progressWith, type OutcomeStage, type RequestProgress, type SubmissionOutcome } from './submission.js';
@@ -18,7 +19,9 @@ interface Tracked extends RequestProgress {
  * The outcomes of the requests one producer submitted, as the status topic tells them, and the
  * callers waiting for them. Memory is bounded: at most `maxTracked` requests, the oldest forgotten
  * first (a caller still waiting on one gets UnknownRequestError); status events of other
- * producers' requests and of runs not theirs are dropped as they are read.
+ * producers' requests and of runs not theirs are dropped as they are read. Every tenant's statuses
+ * share the topic and request ids are the producers' to choose, so only the producer's own
+ * tenant's statuses count: another tenant submitting with this producer's request id is not heard.
  */
 export class OutcomeBook {
   private readonly requests = new Map<string, Tracked>();
@@ -26,7 +29,10 @@ export class OutcomeBook {
   private readonly byRun = new Map<string, Set<string>>();
   private failure: Error | undefined;
 
-  constructor(private readonly maxTracked: number) {}
+  constructor(
+    private readonly tenantId: string,
+    private readonly maxTracked: number,
+  ) {}
 
   get size(): number {
     return this.requests.size;
@@ -43,8 +49,10 @@ export class OutcomeBook {
 
   /** A status event: an answer to a tracked request, or a later status of a tracked request's run. */
   record(e: RunStatusChanged): void {
-    const answered = e.requestId != null && this.requests.has(e.requestId);
-    const ids = answered ? [e.requestId!] : [...(this.byRun.get(e.runId) ?? [])];
+    if (e.tenantId !== this.tenantId) return;
+    const own = ownRequestId(this.tenantId, e);
+    const answered = own !== undefined && this.requests.has(own);
+    const ids = answered ? [own] : [...(this.byRun.get(e.runId) ?? [])];
     for (const requestId of ids) {
       const t = this.requests.get(requestId)!;
       if (answered) this.link(requestId, t, e.runId);

@@ -88,7 +88,7 @@ export class SluiceProducer {
     );
     this.topics = topicNames(opts.namespace ?? '');
     this.submitTimeoutMs = opts.submitTimeoutMs ?? 10_000;
-    this.book = new OutcomeBook(opts.maxTrackedRequests ?? 10_000);
+    this.book = new OutcomeBook(opts.tenantId, opts.maxTrackedRequests ?? 10_000);
   }
 
   /** Produces the request; resolves with its request id once Kafka holds it. */

@@ -12,7 +12,7 @@ export interface SubmitRequest {
   /** Any JSON value; sent as JSON text. */
   input: unknown;
   class?: RunClass;
-  /** The run's time budget from when the ingress first reads it; the class's default when absent. */
+  /** The run's time budget from when its record is written to the ingress topic; the class's default when absent. */
   deadlineMs?: number;
   /** Required: a resend with the same key is answered with the first outcome, never a second run. */
   idempotencyKey: string;

@@ -12,6 +12,7 @@ import type { SluiceConfig } from '../../src/config/schema.js';
 import { DLQ_HEADER } from '../../src/dlq/dead-letter.js';
 import { EventCodec } from '../../src/events/codec.js';
 import { FileSchemaRegistry } from '../../src/events/file-schema-registry.js';
+import { statusRequestId } from '../../src/events/ingress-request-id.js';
 import { SUBJECTS, type RunStatusChanged } from '../../src/events/schemas.js';
 import { IngressConsumer, REOFFER_HEADER, type IngressDeps } from '../../src/ingress/ingress-consumer.js';
 import { createKafka } from '../../src/kafka/client.js';
@@ -25,7 +26,7 @@ import { redisKeys } from '../../src/redis/keys.js';
 import { LuaScripts } from '../../src/redis/scripts.js';
 import { RetryForwarder } from '../../src/retries/retry-forwarder.js';
 import { RedisCancellations } from '../../src/runs/cancellation.js';
-import { runSubmission, signedRecord } from '../support/ingress-records.js';
+import { isAnswerTo, runSubmission, signedRecord } from '../support/ingress-records.js';
 import { eventually, testNamespace } from './harness.js';
 
 const SECRET = Buffer.from(randomBytes(32).toString('hex'));
@@ -86,8 +87,8 @@ async function workspace(label: string): Promise<{ config: SluiceConfig; topics:
   };
 }
 
-/** An ingress on the workspace's topics and Redis keys, admission answered by `decide`. */
-function ingressOf(config: SluiceConfig, events: EventProducer, decide: AdmissionController['decide'], idempotency?: (store: IdempotencyStore) => IngressDeps['idempotency']): IngressConsumer {
+/** An ingress on the workspace's topics and Redis keys, admission answered by `decide`, reading `now` for its clock. */
+function ingressOf(config: SluiceConfig, events: EventProducer, decide: AdmissionController['decide'], idempotency?: (store: IdempotencyStore) => IngressDeps['idempotency'], now?: () => number): IngressConsumer {
   const keys = redisKeys(config.namespace);
   const store = new IdempotencyStore(scripts, keys, { ttlSec: 600, pendingMs: 60_000, waitMs: 1_000, scope: 'ingress' });
   return new IngressConsumer({
@@ -101,6 +102,7 @@ function ingressOf(config: SluiceConfig, events: EventProducer, decide: Admissio
     idempotency: idempotency ? idempotency(store) : store,
     secrets: new Map([['tenant-a', SECRET]]),
     logger,
+    ...(now ? { now } : {}),
   });
 }
 
@@ -168,7 +170,7 @@ describe('Kafka ingress: several records of a partition at once', () => {
     slowKey = burst[SLOW]!.idempotencyKey;
     const [sent] = await producer.send({ topic: ws.topics.requests, acks: -1, messages: await Promise.all(burst.map((s) => signedRecord(codec, s, SECRET))) });
     const firstOffset = Number(sent!.baseOffset);
-    const answered = (i: number) => ws.statuses.some((s) => s.requestId === burst[i]!.requestId);
+    const answered = (i: number) => ws.statuses.some(isAnswerTo(burst[i]!));
     const others = burst.map((_, i) => i).filter((i) => i !== SLOW);
 
     // Only MAX_IN_FLIGHT − 1 places beside the held record: the others got past it as places freed.
@@ -187,7 +189,7 @@ describe('Kafka ingress: several records of a partition at once', () => {
     letSlowGo();
     await eventually(async () => (answered(SLOW) ? true : undefined), 20_000, 'the held record answered');
     await eventually(async () => ((await committed()) === firstOffset + BURST ? true : undefined), 10_000, 'the whole burst committed');
-    for (const s of burst) expect(ws.statuses.filter((e) => e.requestId === s.requestId).map((e) => e.status)).toEqual(['queued']);
+    for (const s of burst) expect(ws.statuses.filter(isAnswerTo(s)).map((e) => e.status)).toEqual(['queued']);
     expect(new Set(ws.statuses.map((e) => e.runId)).size).toBe(BURST);
   }, 90_000);
 
@@ -198,7 +200,7 @@ describe('Kafka ingress: several records of a partition at once', () => {
     await producer.send({ topic: ws.topics.requests, acks: -1, messages: await Promise.all([original, ...resends].map((s) => signedRecord(codec, s, SECRET))) });
     const answers = await eventually(
       async () => {
-        const found = [original, ...resends].map((s) => ws.statuses.find((e) => e.requestId === s.requestId));
+        const found = [original, ...resends].map((s) => ws.statuses.find(isAnswerTo(s)));
         return found.every((e) => e !== undefined) ? (found as RunStatusChanged[]) : undefined;
       },
       20_000,
@@ -245,7 +247,7 @@ describe('Kafka ingress: a deferral whose re-offer is dead-lettered', () => {
     await first.start();
     const sub = runSubmission({ deadlineMs: 60_000 });
     await producer.send({ topic: ws.topics.requests, acks: -1, messages: [await signedRecord(codec, sub, SECRET)] });
-    const deferral = await eventually(async () => ws.statuses.find((e) => e.requestId === sub.requestId), 20_000, 'the request deferred');
+    const deferral = await eventually(async () => ws.statuses.find(isAnswerTo(sub)), 20_000, 'the request deferred');
     expect(deferral).toMatchObject({ status: 'deferred', sequence: 0 });
     // A record naming that run as its re-offer, but not signed: dead-lettered, and the run is untouched.
     const forged = await signedRecord(codec, sub, randomBytes(32));
@@ -260,7 +262,7 @@ describe('Kafka ingress: a deferral whose re-offer is dead-lettered', () => {
     await second.start();
 
     const ended = await eventually(async () => ws.statuses.find((e) => e.runId === deferral.runId && e.status !== 'deferred'), 30_000, 'the deferral ended');
-    expect(ended).toMatchObject({ status: 'dead_lettered', sequence: 1, requestId: sub.requestId, error: { code: 'invalid_request', retryable: false }, retryAfterSec: null });
+    expect(ended).toMatchObject({ status: 'dead_lettered', sequence: 1, requestId: statusRequestId(sub.tenantId, sub.requestId), error: { code: 'invalid_request', retryable: false }, retryAfterSec: null });
     expect(ended.error!.message).toContain('deadlineMs');
     expect(deadLetters.filter((d) => d.reason === 'invalid_request')).toEqual([{ reason: 'invalid_request', runId: deferral.runId }]);
 
@@ -272,4 +274,61 @@ describe('Kafka ingress: a deferral whose re-offer is dead-lettered', () => {
       ['dead_lettered', 1],
     ]);
   }, 90_000);
+});
+
+describe("Kafka ingress: a request's time runs from its record's timestamp", () => {
+  /** How far the ingress's clock runs ahead of the broker's: as if it read each record that long after it was written. */
+  let lateByMs = 0;
+  let ws: Awaited<ReturnType<typeof workspace>>;
+  let ingress: IngressConsumer;
+  /** Run ids admission was asked about. */
+  const asked: string[] = [];
+  /** The broker and this test share one machine's clock; what a send's round trip spans, and no more. */
+  const SLACK_MS = 1_000;
+
+  beforeAll(async () => {
+    ws = await workspace('ingress-record-age');
+    ingress = ingressOf(
+      ws.config,
+      ws.events,
+      async (req) => {
+        asked.push(req.runId);
+        return admitted;
+      },
+      undefined,
+      () => Date.now() + lateByMs,
+    );
+    await ingress.start();
+  }, 120_000);
+
+  afterAll(async () => {
+    await ingress?.stop();
+    await ws?.close();
+  });
+
+  it('measures the deadline from when the record was written, not from when the ingress reads it', async () => {
+    lateByMs = 20_000;
+    const sub = runSubmission({ deadlineMs: 30_000 });
+    const sentFrom = Date.now();
+    await producer.send({ topic: ws.topics.requests, acks: -1, messages: [await signedRecord(codec, sub, SECRET)] });
+    const sentBy = Date.now();
+    const queued = await eventually(async () => ws.statuses.find(isAnswerTo(sub)), 20_000, 'the request answered');
+    expect(queued.status).toBe('queued');
+    // Read 20 s after it was written: 10 s of its 30 s are left, not 30.
+    expect(queued.admittedAt).toBeGreaterThanOrEqual(sentFrom - SLACK_MS);
+    expect(queued.admittedAt).toBeLessThanOrEqual(sentBy + SLACK_MS);
+    expect(queued.deadline).toBe(queued.admittedAt + 30_000);
+    expect(queued.occurredAt - queued.admittedAt).toBeGreaterThanOrEqual(lateByMs - SLACK_MS);
+  }, 60_000);
+
+  it('rejects with deadline_unreachable a record older than ingress.maxRecordAgeMs, its deadline still ahead, without asking admission', async () => {
+    lateByMs = ws.config.ingress.maxRecordAgeMs + 60_000;
+    const sub = runSubmission({ deadlineMs: ws.config.api.deadlineMs.max });
+    await producer.send({ topic: ws.topics.requests, acks: -1, messages: [await signedRecord(codec, sub, SECRET)] });
+    const rejected = await eventually(async () => ws.statuses.find(isAnswerTo(sub)), 20_000, 'the request answered');
+    expect(rejected).toMatchObject({ status: 'rejected', sequence: 0, error: { code: 'deadline_unreachable', retryable: true }, retryAfterSec: 1 });
+    expect(rejected.error!.message).toContain('ingress.maxRecordAgeMs');
+    expect(rejected.deadline).toBeGreaterThan(rejected.occurredAt);
+    expect(asked).not.toContain(rejected.runId);
+  }, 60_000);
 });

@@ -8,7 +8,7 @@ import { EventCodec } from '../../src/events/codec.js';
 import { FileSchemaRegistry } from '../../src/events/file-schema-registry.js';
 import { SUBJECTS, type RunRequested, type RunStatusChanged } from '../../src/events/schemas.js';
 import { groupId, topicNames } from '../../src/kafka/topics.js';
-import { runSubmission, signedRecord } from '../support/ingress-records.js';
+import { isAnswerTo, runSubmission, signedRecord } from '../support/ingress-records.js';
 import { startThrowawayRedis, type ThrowawayRedis } from '../support/throwaway-redis.js';
 import { eventually, startSluice, testNamespace, writeTestConfig, type SluiceProcess } from './harness.js';
 
@@ -74,19 +74,19 @@ describe('Kafka ingress while Redis is down', () => {
   it('holds the record uncommitted while Redis is down, then admits it once', async () => {
     const before = runSubmission();
     await producer.send({ topic: topics.requests, acks: -1, messages: [await signedRecord(codec, before, SECRET)] });
-    await eventually(async () => statuses.find((s) => s.requestId === before.requestId), 20_000, 'a record answered with Redis up');
+    await eventually(async () => statuses.find(isAnswerTo(before)), 20_000, 'a record answered with Redis up');
     const committedBefore = await eventually(async () => ((await committed()) >= 1 ? committed() : undefined), 10_000, 'its offset committed');
 
     await redis.stop();
     const during = runSubmission();
     await producer.send({ topic: topics.requests, acks: -1, messages: [await signedRecord(codec, during, SECRET)] });
     await new Promise((r) => setTimeout(r, 5_000));
-    expect(statuses.filter((s) => s.requestId === during.requestId)).toEqual([]);
+    expect(statuses.filter(isAnswerTo(during))).toEqual([]);
     expect(await committed()).toBe(committedBefore);
     await sluice.waitForLog((l) => l.msg === 'could not handle an ingress record now; reading it again after a backoff', 1_000);
 
     await redis.start();
-    const answered = await eventually(async () => statuses.find((s) => s.requestId === during.requestId), 30_000, 'the record answered once Redis is back');
+    const answered = await eventually(async () => statuses.find(isAnswerTo(during)), 30_000, 'the record answered once Redis is back');
     expect(answered.status).toBe('queued');
     expect(runsRequested.filter((r) => r.runId === answered.runId)).toHaveLength(1);
     await eventually(async () => ((await committed()) > committedBefore ? true : undefined), 10_000, 'its offset committed');

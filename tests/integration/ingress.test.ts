@@ -11,7 +11,7 @@ import { SUBJECTS, type RunRequested, type RunStatusChanged, type RunSubmission 
 import { DLQ_HEADER } from '../../src/dlq/dead-letter.js';
 import { headerText } from '../../src/kafka/headers.js';
 import { topicNames } from '../../src/kafka/topics.js';
-import { runSubmission, signedRecord } from '../support/ingress-records.js';
+import { isAnswerTo, runSubmission, signedRecord } from '../support/ingress-records.js';
 import { TENANT_A_KEY, TENANT_B_KEY, TENANT_C_KEY, batchRunNow, eventually, freePort, http, runCli, startSluice, testNamespace, waitForStatus, writeTestConfig, type SluiceProcess } from './harness.js';
 
 /**
@@ -104,7 +104,7 @@ describe('Kafka ingress (all roles in one process)', () => {
   };
 
   const send = async (records: { key: string; value: Buffer; headers: Record<string, string> }[]) => producer.send({ topic: topics.requests, acks: -1, messages: records });
-  const byRequest = (requestId: string) => statuses.filter((s) => s.requestId === requestId);
+  const byRequest = (sub: RunSubmission) => statuses.filter(isAnswerTo(sub));
   const requestedOf = (runId: string) => runsRequested.filter((r) => r.runId === runId);
 
   it('admits a burst of three buckets: exactly the bucket at once, the rest deferred and admitted as tokens refill, each once, none past its deadline', async () => {
@@ -113,7 +113,7 @@ describe('Kafka ingress (all roles in one process)', () => {
 
     // Every request's first answer.
     const first = await eventually(async () => {
-      const firsts = burst.map((s) => byRequest(s.requestId).find((e) => e.sequence === 0));
+      const firsts = burst.map((s) => byRequest(s).find((e) => e.sequence === 0));
       return firsts.every((e) => e !== undefined) ? (firsts as RunStatusChanged[]) : undefined;
     }, 20_000, 'every request answered');
     // The bucket refills one token per REFILL_INTERVAL_MS: decided within less than that, the burst
@@ -127,7 +127,7 @@ describe('Kafka ingress (all roles in one process)', () => {
 
     // Deferred ones are offered again and admitted under the same run id as the bucket refills.
     const queued = await eventually(async () => {
-      const q = burst.map((s) => byRequest(s.requestId).find((e) => e.status === 'queued'));
+      const q = burst.map((s) => byRequest(s).find((e) => e.status === 'queued'));
       return q.every((e) => e !== undefined) ? (q as RunStatusChanged[]) : undefined;
     }, 60_000, 'every request queued');
     for (const [i, e] of queued.entries()) expect(e.runId).toBe(first[i]!.runId);
@@ -152,9 +152,9 @@ describe('Kafka ingress (all roles in one process)', () => {
     const original = submission({ tenantId: 'tenant-c' });
     const resend = { ...original, requestId: randomUUID() };
     await send([await record(original)]);
-    const queued = await eventually(async () => byRequest(original.requestId).find((e) => e.status === 'queued'), 20_000, 'the original queued');
+    const queued = await eventually(async () => byRequest(original).find((e) => e.status === 'queued'), 20_000, 'the original queued');
     await send([await record(resend)]);
-    const replayed = await eventually(async () => byRequest(resend.requestId)[0], 20_000, 'the duplicate answered');
+    const replayed = await eventually(async () => byRequest(resend)[0], 20_000, 'the duplicate answered');
     expect(replayed).toMatchObject({ runId: queued.runId, status: 'queued', sequence: queued.sequence });
     const done = await waitForStatus(api, queued.runId, TENANT_C_KEY, ['completed', 'failed', 'expired'], 20_000);
     expect(done.status).toBe('completed');
@@ -166,8 +166,8 @@ describe('Kafka ingress (all roles in one process)', () => {
     const first = submission({ tenantId: 'tenant-d' });
     const second = submission({ tenantId: 'tenant-d' });
     await send([await record(first), await record(second)]);
-    expect(await eventually(async () => byRequest(first.requestId)[0], 20_000, 'the first answered')).toMatchObject({ status: 'queued' });
-    const rejected = await eventually(async () => byRequest(second.requestId)[0], 20_000, 'the second answered');
+    expect(await eventually(async () => byRequest(first)[0], 20_000, 'the first answered')).toMatchObject({ status: 'queued' });
+    const rejected = await eventually(async () => byRequest(second)[0], 20_000, 'the second answered');
     expect(rejected).toMatchObject({ status: 'rejected', sequence: 0, error: { code: 'deadline_unreachable' } });
     const read = await waitForStatus(api, rejected.runId, TENANT_D_KEY, ['rejected'], 20_000);
     expect(read).toMatchObject({ status: 'rejected', error: { code: 'deadline_unreachable' } });
@@ -193,7 +193,7 @@ describe('Kafka ingress (all roles in one process)', () => {
     // Given the other records time to pass, nothing of these ran or was answered.
     await new Promise((r) => setTimeout(r, 1_000));
     for (const s of [forged, unauthorized, misaddressed, unsigned]) {
-      expect(byRequest(s.requestId)).toEqual([]);
+      expect(byRequest(s)).toEqual([]);
       expect(runsRequested.filter((r) => r.idempotencyKey === s.idempotencyKey)).toEqual([]);
     }
   }, 60_000);

@@ -92,6 +92,17 @@ describe('SluiceProducer against Sluice', () => {
     await expect(tenantA.awaitOutcome(requestId, { timeoutMs: 2_000 })).rejects.toBeInstanceOf(UnknownRequestError);
   }, 30_000);
 
+  it("does not take another tenant's answer to a request id it also used", async () => {
+    const requestId = randomUUID();
+    // Tenant-c's own request gets no status (dead-lettered: unknown workflow), so any answer its wait takes is tenant-a's.
+    await tenantC.submit({ workflow: 'no-such-workflow', input: {}, idempotencyKey: randomUUID(), requestId });
+    const victim = tenantC.awaitOutcome(requestId, { until: 'answer', timeoutMs: 10_000 }).catch((e: unknown) => e);
+    await tenantA.submit({ workflow: 'support-reply', input: INPUT, idempotencyKey: randomUUID(), requestId });
+    const own = await tenantA.awaitOutcome(requestId, { until: 'answer', timeoutMs: 8_000 });
+    expect(own).toMatchObject({ requestId, runId: expect.any(String) });
+    expect(await victim).toBeInstanceOf(OutcomeTimeoutError);
+  }, 30_000);
+
   it('leaves no consumer group behind: its follower commits no offsets, and a close deletes its group', async () => {
     const brokers = inject('infra').kafkaBrokers;
     const admin = new Kafka({ clientId: 'producer-groups-test', brokers, logLevel: logLevel.NOTHING }).admin();

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { EventCodec } from '../../src/events/codec.js';
-import { SUBJECTS, type RunSubmission } from '../../src/events/schemas.js';
+import { statusRequestId } from '../../src/events/ingress-request-id.js';
+import { SUBJECTS, type RunStatusChanged, type RunSubmission } from '../../src/events/schemas.js';
 import { SIGNATURE_HEADER, ingressSignature } from '../../src/ingress/ingress-signature.js';
 
 /** A RunSubmission of support-reply for tenant-a, with a fresh request id and key, and the given fields. */
@@ -22,3 +23,9 @@ export async function signedRecord(codec: EventCodec, sub: RunSubmission, secret
   const value = await codec.encode(SUBJECTS.runSubmission, sub);
   return { key, value, headers: { [SIGNATURE_HEADER]: ingressSignature(secret, key, value) } };
 }
+
+/** Whether a status is the ingress's answer to `sub` (its request id, bound to its tenant). */
+export const isAnswerTo =
+  (sub: Pick<RunSubmission, 'tenantId' | 'requestId'>) =>
+  (status: Pick<RunStatusChanged, 'requestId'>): boolean =>
+    status.requestId === statusRequestId(sub.tenantId, sub.requestId);

@@ -10,6 +10,7 @@ import { Kafka, logLevel } from 'kafkajs';
 import { EventCodec } from '../../events/codec.js';
 import { groupId } from '../../kafka/topics.js';
 import { FileSchemaRegistry } from '../../events/file-schema-registry.js';
+import { statusRequestId } from '../../events/ingress-request-id.js';
 import { SluiceProducer } from '../../producers/sluice-producer.js';
 import { isTerminal } from '../../status/run-history.js';
 import { withTimeout } from '../../util/with-timeout.js';
@@ -99,8 +100,9 @@ export async function benchIngress(o: IngressBenchOptions): Promise<void> {
         });
         // The bench's own watcher reads the outcomes, the same way for both paths.
         const producers = TENANTS.map((tenantId) => new SluiceProducer({ brokers: h.infra.kafkaBrokers, tenantId, secret, registry, namespace: p.namespace, followOutcomes: false, submitTimeoutMs: 30_000 }));
+        // The request id as the watcher sees it on the status topic: bound to its tenant.
         const submit = (i: number) =>
-          producers[i % producers.length]!.submit({ workflow: WORKFLOW, input: { message: 'Where is order 42?', orderId: String(i) }, idempotencyKey: randomUUID() }).then((r) => r.requestId);
+          producers[i % producers.length]!.submit({ workflow: WORKFLOW, input: { message: 'Where is order 42?', orderId: String(i) }, idempotencyKey: randomUUID() }).then((r) => statusRequestId(TENANTS[i % TENANTS.length]!, r.requestId));
         const runOf = (requestId: string) => runOfRequest.get(requestId);
         try {
           const timeoutMs = o.phaseTimeoutSec * 1000;

@@ -23,7 +23,7 @@ describe('the package entry points', () => {
   });
 
   it('exports the client, its errors and the terminal statuses as values', () => {
-    expect(Object.keys(client).sort()).toEqual(['SluiceClient', 'SluiceHttpError', 'SluiceRefusal', 'SseEventTooLargeError', 'TERMINAL_RUN_STATUSES']);
+    expect(Object.keys(client).sort()).toEqual(['ResponseTooLargeError', 'SluiceClient', 'SluiceHttpError', 'SluiceRefusal', 'SseEventTooLargeError', 'TERMINAL_RUN_STATUSES']);
   });
 
   it('names in the README what it exports', () => {

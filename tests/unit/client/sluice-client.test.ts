@@ -2,7 +2,7 @@ import http, { type IncomingHttpHeaders, type IncomingMessage, type ServerRespon
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { formatSseComment, formatSseEvent } from '../../../src/api/sse.js';
-import { SluiceClient, SluiceHttpError, SluiceRefusal, SseEventTooLargeError, type RunEvent, type RunStatus } from '../../../src/client/index.js';
+import { ResponseTooLargeError, SluiceClient, SluiceHttpError, SluiceRefusal, SseEventTooLargeError, type RunEvent, type RunStatus } from '../../../src/client/index.js';
 
 interface Seen {
   method: string;
@@ -294,5 +294,119 @@ describe('SluiceClient.waitForResult', () => {
       res.write(frame(event(1)));
     });
     await expect(client().waitForResult('run-1', { timeoutMs: 200 })).rejects.toMatchObject({ name: 'TimeoutError' });
+  });
+});
+
+/** What a huge body cost: bytes the server's socket took, bytes the client read, and whether the server saw its connection close. */
+interface BodyCost {
+  sent: number;
+  read: number;
+  closed: Promise<void>;
+}
+
+const HUGE_BYTES = 64 * 1024 * 1024;
+const MiB = 1024 * 1024;
+
+/**
+ * Answers `status` with a body of HUGE_BYTES: `start`, then spaces in 64 KiB chunks, written only
+ * as fast as the client takes them, until the body ends or the connection closes.
+ */
+function hugeBody(cost: BodyCost, status: number, contentType: string, start: string): Handler {
+  return (req, res) => {
+    cost.closed = new Promise((resolve) => req.socket.once('close', () => resolve()));
+    res.writeHead(status, { 'content-type': contentType });
+    const padding = Buffer.alloc(64 * 1024, 0x20);
+    cost.sent = Buffer.byteLength(start);
+    res.write(start);
+    const pump = () => {
+      while (cost.sent < HUGE_BYTES && !res.destroyed) {
+        cost.sent += padding.length;
+        if (!res.write(padding)) return void res.once('drain', pump);
+      }
+      res.end();
+    };
+    pump();
+  };
+}
+
+/** fetch, counting the body bytes the client pulls through it into `cost.read`. */
+const countingFetch =
+  (cost: BodyCost): typeof fetch =>
+  async (input, init) => {
+    const res = await fetch(input, init);
+    if (!res.body) return res;
+    const counter = new TransformStream<Uint8Array, Uint8Array>({
+      transform(chunk, out) {
+        cost.read += chunk.byteLength;
+        out.enqueue(chunk);
+      },
+    });
+    return new Response(res.body.pipeThrough(counter), { status: res.status, statusText: res.statusText, headers: res.headers });
+  };
+
+async function hugeAnswer(status: number, contentType: string, start = ''): Promise<{ client: (opts?: Partial<ConstructorParameters<typeof SluiceClient>[0]>) => SluiceClient; cost: BodyCost }> {
+  const cost: BodyCost = { sent: 0, read: 0, closed: Promise.resolve() };
+  const { client } = await serve(hugeBody(cost, status, contentType, start));
+  return { client: (opts = {}) => client({ fetch: countingFetch(cost), ...opts }), cost };
+}
+
+describe('SluiceClient response bodies', () => {
+  /** The most read past the limit: the chunks in flight when it was reached. */
+  const SLACK = 1 * MiB;
+
+  it('reads no more of an error body than maxResponseBytes, and closes the connection on the rest', async () => {
+    const limit = 256 * 1024;
+    const { client, cost } = await hugeAnswer(503, 'application/problem+json', '{"code":"overloaded","retryable":true,"detail":"');
+    const err = await client({ maxResponseBytes: limit })
+      .get('run-1')
+      .catch((e: unknown) => e);
+    // A problem document cut short is no problem document: the status and the start of the body are kept.
+    expect(err).toBeInstanceOf(SluiceHttpError);
+    expect(err).not.toBeInstanceOf(SluiceRefusal);
+    expect((err as SluiceHttpError).status).toBe(503);
+    expect((err as SluiceHttpError).body.startsWith('{"code":"overloaded"')).toBe(true);
+    expect(cost.read).toBeGreaterThanOrEqual(limit);
+    expect(cost.read).toBeLessThan(limit + SLACK);
+    await cost.closed;
+    expect(cost.sent).toBeLessThan(HUGE_BYTES / 2);
+  });
+
+  it('fails a success body over the default 4 MiB with ResponseTooLargeError, reading no more than that', async () => {
+    const { client, cost } = await hugeAnswer(200, 'application/json', '{"runId":"run-1","status":"completed","result":"');
+    const err = await client()
+      .get('run-1')
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ResponseTooLargeError);
+    expect(err).toMatchObject({ status: 200, limitBytes: 4 * MiB });
+    expect(cost.read).toBeLessThan(4 * MiB + SLACK);
+    await cost.closed;
+    expect(cost.sent).toBeLessThan(HUGE_BYTES / 2);
+  });
+
+  it("bounds an event stream's error body too", async () => {
+    const limit = 64 * 1024;
+    const { client, cost } = await hugeAnswer(500, 'text/html', '<html>');
+    const err = await collect(client({ maxResponseBytes: limit }).events('run-1')).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(SluiceHttpError);
+    expect((err as SluiceHttpError).status).toBe(500);
+    expect(cost.read).toBeLessThan(limit + SLACK);
+    await cost.closed;
+    expect(cost.sent).toBeLessThan(HUGE_BYTES / 2);
+  });
+
+  it('reads a body of exactly maxResponseBytes, and refuses one byte more', async () => {
+    const run = JSON.stringify({ runId: 'run-1', status: 'completed' });
+    const limit = 1_024;
+    const { client } = await serve((req, res) => {
+      // JSON allows trailing whitespace: the body is padded to the limit, or one byte past it.
+      const bytes = req.url!.endsWith('/over') ? limit + 1 : limit;
+      res.writeHead(200, { 'content-type': 'application/json' }).end(run.padEnd(bytes, ' '));
+    });
+    expect(await client({ maxResponseBytes: limit }).get('run-1')).toMatchObject({ runId: 'run-1', status: 'completed' });
+    await expect(client({ maxResponseBytes: limit }).get('over')).rejects.toBeInstanceOf(ResponseTooLargeError);
+  });
+
+  it('refuses a maxResponseBytes that bounds nothing', () => {
+    for (const maxResponseBytes of [0, -1, 1.5, Number.NaN]) expect(() => new SluiceClient({ baseUrl: 'http://127.0.0.1:1', apiKey: 'k', maxResponseBytes })).toThrow(/maxResponseBytes/);
   });
 });

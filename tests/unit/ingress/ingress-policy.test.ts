@@ -1,8 +1,9 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../src/config/load.js';
 import type { RunSubmission } from '../../../src/events/schemas.js';
 import { requestFingerprint } from '../../../src/admission/idempotency.js';
-import { MAX_DECISIONS, answerStatus, answerStatusEvent, checkSubmission, endedDeferral, reofferAt, type IngressAnswer } from '../../../src/ingress/ingress-policy.js';
+import { MAX_DECISIONS, answerStatus, answerStatusEvent, checkSubmission, endedDeferral, recordWrittenAt, reofferAt, staleRecord, type IngressAnswer } from '../../../src/ingress/ingress-policy.js';
 import { heldSequence } from '../../../src/runs/status-sequence.js';
 import { MAX_REQUEST_ID } from '../../../src/client/types.js';
 import { toRunSubmission, type SubmitRequest } from '../../../src/producers/submission.js';
@@ -116,6 +117,38 @@ describe('reofferAt: the deferral schedule', () => {
   });
 });
 
+describe("a record's age: when its request arrived, and whether it is too old to decide", () => {
+  const READ_AT = 1_700_000_000_000;
+
+  it("is the record's timestamp: the broker's append time on a topic Sluice made", () => {
+    expect(recordWrittenAt(String(READ_AT - 90_000), READ_AT)).toBe(READ_AT - 90_000);
+  });
+
+  it('is the reading when the timestamp is missing or not a time', () => {
+    for (const timestamp of [undefined, '-1', '0', '', 'soon', '1.5', '1e400']) expect(recordWrittenAt(timestamp, READ_AT)).toBe(READ_AT);
+  });
+
+  it('is never later than the reading, so no producer clock (CreateTime) lengthens a budget', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: -1, max: 2 * READ_AT }), (timestamp) => {
+        const writtenAt = recordWrittenAt(String(timestamp), READ_AT);
+        expect(writtenAt).toBeLessThanOrEqual(READ_AT);
+        if (timestamp > 0 && timestamp <= READ_AT) expect(writtenAt).toBe(timestamp);
+      }),
+    );
+  });
+
+  it('is too old past maxRecordAgeMs, not at it, and says when it was written and the bound', () => {
+    const max = config.ingress.maxRecordAgeMs;
+    expect(max).toBe(3_600_000);
+    expect(staleRecord(READ_AT - max, READ_AT, max)).toBeUndefined();
+    expect(staleRecord(READ_AT, READ_AT, max)).toBeUndefined();
+    expect(staleRecord(READ_AT - max - 1, READ_AT, max)).toBe(
+      `its record was written at ${new Date(READ_AT - max - 1).toISOString()}, 3600001 ms before the ingress could decide it, past ingress.maxRecordAgeMs (3600000 ms)`,
+    );
+  });
+});
+
 describe('answers as status events', () => {
   const base: IngressAnswer = {
     runId: '01890a5d-ac96-774b-bcce-b302099a8057',
@@ -133,9 +166,9 @@ describe('answers as status events', () => {
     reofferAt: 7_000,
   };
 
-  it('a deferral: status deferred, sequence = decision, the reason code and retry-after, the request id', () => {
+  it('a deferral: status deferred, sequence = decision, the reason code and retry-after, the request id bound to its tenant', () => {
     const e = answerStatusEvent(base, 'tenant-a', 'req-9');
-    expect(e).toMatchObject({ status: 'deferred', sequence: 2, requestId: 'req-9', retryAfterSec: 2, error: { code: 'rate_limited', retryable: true }, occurredAt: 5_000, attempt: 0 });
+    expect(e).toMatchObject({ status: 'deferred', sequence: 2, tenantId: 'tenant-a', requestId: 'tenant-a:req-9', retryAfterSec: 2, error: { code: 'rate_limited', retryable: true }, occurredAt: 5_000, attempt: 0 });
     expect(e.message).toBe('deferred: rate_limited; offered to admission again at 1970-01-01T00:00:07.000Z');
     expect(answerStatus('deferred')).toBe(429);
   });
@@ -146,6 +179,12 @@ describe('answers as status events', () => {
     expect(answerStatus('rejected')).toBe(503);
   });
 
+  it("a rejection of a record too old says so in the error, under the contract's code", () => {
+    const detail = 'its record was written at 1970-01-01T00:00:01.000Z, past ingress.maxRecordAgeMs';
+    const e = answerStatusEvent({ ...base, outcome: 'rejected', reason: 'deadline_unreachable', detail }, 'tenant-a', 'req-9');
+    expect(e).toMatchObject({ status: 'rejected', error: { code: 'deadline_unreachable', message: detail, retryable: true } });
+  });
+
   it('a re-offer of the kept deferral, dead-lettered, ends its run: the next decision, dead_lettered, not retryable', () => {
     const dead = { reason: 'invalid_request' as const, detail: 'deadlineMs must be at most 30000', at: 9_000 };
     const ended = endedDeferral(base, base.runId, dead);
@@ -153,7 +192,7 @@ describe('answers as status events', () => {
     expect(ended).not.toHaveProperty('retryAfterSec');
     expect(ended).not.toHaveProperty('reofferAt');
     const e = answerStatusEvent(ended!, 'tenant-a', 'req-9');
-    expect(e).toMatchObject({ status: 'dead_lettered', sequence: 3, requestId: 'req-9', retryAfterSec: null, occurredAt: 9_000, error: { code: 'invalid_request', message: dead.detail, retryable: false } });
+    expect(e).toMatchObject({ status: 'dead_lettered', sequence: 3, requestId: 'tenant-a:req-9', retryAfterSec: null, occurredAt: 9_000, error: { code: 'invalid_request', message: dead.detail, retryable: false } });
     expect(e.message).toBe('dead_lettered: its re-offer was archived in the DLQ (reason invalid_request); it never runs');
     expect(answerStatus('dead_lettered')).toBe(400);
   });
