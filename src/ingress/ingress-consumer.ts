@@ -278,7 +278,10 @@ export class IngressConsumer {
     if (now >= d.deadline) return answer({ outcome: 'rejected', reason: 'deadline_unreachable', retryAfterSec: 1 });
     // Refused as a deadline the request cannot meet: the time the ingress allows for deciding it is over.
     const stale = d.decision === 0 ? staleRecord(d.admittedAt, now, config.ingress.maxRecordAgeMs) : undefined;
-    if (stale !== undefined) return answer({ outcome: 'rejected', reason: 'deadline_unreachable', detail: stale, retryAfterSec: 1 });
+    if (stale !== undefined) {
+      this.deps.metrics.ingressStaleRecords.inc({ tenant: req.tenantId });
+      return answer({ outcome: 'rejected', reason: 'deadline_unreachable', detail: stale, retryAfterSec: 1 });
+    }
 
     const admitted = await admitRun(
       this.deps,

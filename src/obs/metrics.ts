@@ -62,6 +62,12 @@ export function createMetrics() {
       labelNames: ['outcome'],
       registers: r,
     }),
+    ingressStaleRecords: new Counter({
+      name: 'sluice_ingress_stale_records_total',
+      help: 'Ingress requests rejected deadline_unreachable because their record was older than ingress.maxRecordAgeMs when first read (an ingress outage or a lagging ingress group)',
+      labelNames: ['tenant'],
+      registers: r,
+    }),
     ingressSeconds: new Histogram({
       name: 'sluice_ingress_record_seconds',
       help: 'Time from reading an ingress record to its outcome published (status event or dead letter), by outcome; a record tried again after an outage counts its last try',

@@ -20,6 +20,7 @@ import { headerText } from '../../src/kafka/headers.js';
 import { ensureTopics, groupId, topicNames, type TopicNames } from '../../src/kafka/topics.js';
 import { createLogger } from '../../src/obs/logger.js';
 import { createMetrics } from '../../src/obs/metrics.js';
+import { metricValue } from '../support/metric-value.js';
 import { EventProducer } from '../../src/producers/event-producer.js';
 import { createRedisClient, type RedisClient } from '../../src/redis/client.js';
 import { redisKeys } from '../../src/redis/keys.js';
@@ -88,6 +89,9 @@ async function workspace(label: string): Promise<{ config: SluiceConfig; topics:
 }
 
 /** An ingress on the workspace's topics and Redis keys, admission answered by `decide`, reading `now` for its clock. */
+/** Every ingress of this file counts into these. */
+const ingressMetrics = createMetrics();
+
 function ingressOf(config: SluiceConfig, events: EventProducer, decide: AdmissionController['decide'], idempotency?: (store: IdempotencyStore) => IngressDeps['idempotency'], now?: () => number): IngressConsumer {
   const keys = redisKeys(config.namespace);
   const store = new IdempotencyStore(scripts, keys, { ttlSec: 600, pendingMs: 60_000, waitMs: 1_000, scope: 'ingress' });
@@ -95,7 +99,7 @@ function ingressOf(config: SluiceConfig, events: EventProducer, decide: Admissio
     kafka,
     config,
     codec,
-    metrics: createMetrics(),
+    metrics: ingressMetrics,
     producer: events,
     admission: { decide, withdraw: async () => undefined },
     withdrawals: new RedisCancellations(redis, keys),
@@ -330,5 +334,6 @@ describe("Kafka ingress: a request's time runs from its record's timestamp", () 
     expect(rejected.error!.message).toContain('ingress.maxRecordAgeMs');
     expect(rejected.deadline).toBeGreaterThan(rejected.occurredAt);
     expect(asked).not.toContain(rejected.runId);
+    expect(await metricValue(ingressMetrics.ingressStaleRecords, { tenant: 'tenant-a' })).toBe(1);
   }, 60_000);
 });
