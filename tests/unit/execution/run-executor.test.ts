@@ -49,7 +49,7 @@ function executor(cancelAnswers: (CancelReason | undefined)[], journal: Map<stri
       const failure = llmFailures.shift();
       if (failure) throw toStepError('anthropic', failure);
       const text = opts.llmText ?? 'ok';
-      return { text, content: [{ type: 'text', text }], model: 'sim', stopReason: 'end_turn', usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } };
+      return { text, content: [{ type: 'text', text }], model: 'sim', stopReason: 'end_turn', answerBytes: Buffer.byteLength(text), usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } };
     },
     tool: (req) => toolConnections.call(req),
     simulatorUrl: 'http://127.0.0.1:1',
@@ -356,7 +356,7 @@ describe('RunExecutor and the shared breakers', () => {
     const prompts: string[] = [];
     const llm: RunExecutorDeps['llm'] = async (r) => {
       prompts.push(r.messages[0]!.content as string);
-      return { text: 'ok', content: [{ type: 'text', text: 'ok' }], model: 'sim', stopReason: 'end_turn', usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } };
+      return { text: 'ok', content: [{ type: 'text', text: 'ok' }], model: 'sim', stopReason: 'end_turn', answerBytes: 2, usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } };
     };
     const { exec, published } = executor([], new Map([['understand', { text: 'order 42' }]]), [], undefined, { breaker: openUntil('order-lookup', run.deadline + 1), deps: { llm } });
     expect(await exec.execute(run, ATTEMPT)).toBe('completed');
@@ -602,7 +602,7 @@ describe('RunExecutor measures a run against its admission', () => {
         now: () => now,
         llm: async () => {
           now += 500;
-          return { text: 'ok', content: [{ type: 'text', text: 'ok' }], model: 'claude-sonnet-4-6', stopReason: 'end_turn', usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } };
+          return { text: 'ok', content: [{ type: 'text', text: 'ok' }], model: 'claude-sonnet-4-6', stopReason: 'end_turn', answerBytes: 2, usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } };
         },
       },
     });
@@ -625,7 +625,7 @@ describe('RunExecutor measures a run against its admission', () => {
     let calls = 0;
     const llm = async (): Promise<LlmResult> => {
       if (++calls > 1) throw toStepError('anthropic', overloaded());
-      return { text: 'ok', content: [{ type: 'text', text: 'ok' }], model: 'sim', stopReason: 'end_turn', usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } };
+      return { text: 'ok', content: [{ type: 'text', text: 'ok' }], model: 'sim', stopReason: 'end_turn', answerBytes: 2, usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } };
     };
     const answeredFirst = executor([], new Map([['lookup-order', {}]]), [], undefined, { deps: { llm } });
     expect(await answeredFirst.exec.execute(run, ATTEMPT)).toBe('retried');
@@ -658,7 +658,7 @@ describe('RunExecutor measures a run against its admission', () => {
         now: () => now,
         llm: async () => {
           now += 250;
-          return { text: 'ok', content: [{ type: 'text', text: 'ok' }], model: 'sim', stopReason: 'end_turn', usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } };
+          return { text: 'ok', content: [{ type: 'text', text: 'ok' }], model: 'sim', stopReason: 'end_turn', answerBytes: 2, usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } };
         },
       },
     });
@@ -692,7 +692,7 @@ describe('RunExecutor measures a run against its admission', () => {
 });
 
 describe('RunExecutor counts the tokens of LLM responses', () => {
-  const answer = (model: string, usage: LlmResult['usage']) => async (): Promise<LlmResult> => ({ text: 'ok', content: [{ type: 'text', text: 'ok' }], model, stopReason: 'end_turn', usage });
+  const answer = (model: string, usage: LlmResult['usage']) => async (): Promise<LlmResult> => ({ text: 'ok', content: [{ type: 'text', text: 'ok' }], model, stopReason: 'end_turn', answerBytes: 2, usage });
   const tokens = (metrics: ReturnType<typeof createMetrics>, labels: Record<string, string>) => metricValue(metrics.llmTokens, labels);
 
   it('per tenant, workflow, model and kind, every kind from the response\'s usage', async () => {
@@ -800,7 +800,7 @@ describe('RunExecutor paces calls by the dependencies\' rate limits', () => {
   it('books each call with its estimated input and its whole output allowance, then settles by the usage reported', async () => {
     const p = pacer();
     const usage = { inputTokens: 40, outputTokens: 9, cacheReadTokens: 500, cacheCreationTokens: 6 };
-    const { exec } = executor([], toolDone(), [], undefined, { deps: { pacer: p.fake, llm: async () => ({ text: 'ok', content: [{ type: 'text', text: 'ok' }], model: 'sim', stopReason: 'end_turn', usage, headers: () => null }) } });
+    const { exec } = executor([], toolDone(), [], undefined, { deps: { pacer: p.fake, llm: async () => ({ text: 'ok', content: [{ type: 'text', text: 'ok' }], model: 'sim', stopReason: 'end_turn', answerBytes: 2, usage, headers: () => null }) } });
     expect(await exec.execute(run, ATTEMPT)).toBe('completed');
     expect(p.booked).toHaveLength(2);
     expect(p.booked[0]).toMatchObject({ dependency: 'anthropic', deadline: run.deadline, runClass: run.class, tokens: { outputTokens: 512 } });
@@ -820,7 +820,7 @@ describe('RunExecutor paces calls by the dependencies\' rate limits', () => {
         pacer: p.fake,
         llm: async () => {
           if (calledAfter < 0) calledAfter = Date.now() - started;
-          return { text: 'ok', content: [{ type: 'text', text: 'ok' }], model: 'sim', stopReason: 'end_turn', usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } };
+          return { text: 'ok', content: [{ type: 'text', text: 'ok' }], model: 'sim', stopReason: 'end_turn', answerBytes: 2, usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } };
         },
       },
     });
@@ -920,8 +920,8 @@ describe('RunExecutor paces calls by the dependencies\' rate limits', () => {
 describe('RunExecutor with an agent step', () => {
   const agentRun: RunRequested = { ...run, workflow: 'support-agent', input: '{"message":"Where is order A-1?"}' };
   const usage = { inputTokens: 100, outputTokens: 20, cacheReadTokens: 0, cacheCreationTokens: 0 };
-  const answer = (text: string): LlmResult => ({ text, content: [{ type: 'text', text }], model: 'claude-sonnet-4-6', stopReason: 'end_turn', usage });
-  const asks = (...uses: { id: string; name: string; input: Record<string, unknown> }[]): LlmResult => ({ text: '', content: uses.map((u) => ({ type: 'tool_use' as const, ...u })), model: 'claude-sonnet-4-6', stopReason: 'tool_use', usage });
+  const answer = (text: string): LlmResult => ({ text, content: [{ type: 'text', text }], model: 'claude-sonnet-4-6', stopReason: 'end_turn', answerBytes: Buffer.byteLength(text), usage });
+  const asks = (...uses: { id: string; name: string; input: Record<string, unknown> }[]): LlmResult => ({ text: '', content: uses.map((u) => ({ type: 'tool_use' as const, ...u })), model: 'claude-sonnet-4-6', stopReason: 'tool_use', answerBytes: uses.reduce((bytes, u) => bytes + JSON.stringify(u.input).length, 0), usage });
   /** An LLM that plays `turns` in order, keeping the requests it got. */
   const scripted = (turns: LlmResult[]) => {
     const requests: Parameters<RunExecutorDeps['llm']>[0][] = [];
