@@ -49,7 +49,8 @@ function executor(cancelAnswers: (CancelReason | undefined)[], journal: Map<stri
       const failure = llmFailures.shift();
       if (failure) throw toStepError('anthropic', failure);
       const text = opts.llmText ?? 'ok';
-      return { text, content: [{ type: 'text', text }], model: 'sim', stopReason: 'end_turn', answerBytes: Buffer.byteLength(text), usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } };
+      const answerBytes = Buffer.byteLength(text);
+      return { text, content: [{ type: 'text', text }], model: 'sim', stopReason: 'end_turn', answerBytes, usage: { inputTokens: 1, outputTokens: Math.ceil(answerBytes / 4), cacheReadTokens: 0, cacheCreationTokens: 0 } };
     },
     tool: (req) => toolConnections.call(req),
     simulatorUrl: 'http://127.0.0.1:1',
@@ -550,14 +551,14 @@ describe('RunExecutor bounds what it keeps of step outputs', () => {
     const { exec, published, deadLetters } = executor([], journal, [], bounded(2_048, 100_000), { llmText: 'x'.repeat(2_100) });
     expect(await exec.execute(run, ATTEMPT)).toBe('failed');
     expect(journal.size).toBe(0);
-    const message = 'step 1/3 (understand): its output is 2222 bytes, over the bound of 2048 (processor.maxStepOutputBytes)';
+    const message = 'step 1/3 (understand): its output is 2224 bytes, over the bound of 2048 (processor.maxStepOutputBytes)';
     expect(published.at(-1)).toMatchObject({ status: 'failed', step: 'understand', result: null, error: { code: 'output_too_large', message, retryable: false } });
     expect(deadLetters[0]!.headers['sluice-dlt-reason']).toBe('non_retryable');
   });
 
   it('keeps an output exactly at the bound', async () => {
     const journal = new Map<string, unknown>([['lookup-order', { orderId: '42' }]]);
-    const { exec } = executor([], journal, [], bounded(2_222, 100_000), { llmText: 'x'.repeat(2_100) });
+    const { exec } = executor([], journal, [], bounded(2_224, 100_000), { llmText: 'x'.repeat(2_100) });
     expect(await exec.execute(run, ATTEMPT)).toBe('completed');
     expect(journal.size).toBe(3);
   });
@@ -692,7 +693,9 @@ describe('RunExecutor measures a run against its admission', () => {
 });
 
 describe('RunExecutor counts the tokens of LLM responses', () => {
-  const answer = (model: string, usage: LlmResult['usage']) => async (): Promise<LlmResult> => ({ text: 'ok', content: [{ type: 'text', text: 'ok' }], model, stopReason: 'end_turn', answerBytes: 2, usage });
+  const answer =
+    (model: string, usage: LlmResult['usage'], text = 'ok') =>
+    async (): Promise<LlmResult> => ({ text, content: [{ type: 'text', text }], model, stopReason: 'end_turn', answerBytes: Buffer.byteLength(text), usage });
   const tokens = (metrics: ReturnType<typeof createMetrics>, labels: Record<string, string>) => metricValue(metrics.llmTokens, labels);
 
   it('per tenant, workflow, model and kind, every kind from the response\'s usage', async () => {
@@ -734,11 +737,26 @@ describe('RunExecutor counts the tokens of LLM responses', () => {
   it('sums a step the journal kept from an earlier attempt into the result\'s usage, without counting it again', async () => {
     const kept = { text: 'order 42', model: 'claude-sonnet-4-6', usage: { inputTokens: 1_000_000, outputTokens: 0, cacheCreationInputTokens: 0, cacheReadInputTokens: 0 } };
     const { exec, metrics, published } = executor([], new Map<string, unknown>([['understand', kept], ['lookup-order', {}]]), [], undefined, {
-      deps: { llm: answer('claude-sonnet-4-6', { inputTokens: 1_000_000, outputTokens: 0, cacheReadTokens: 0, cacheCreationTokens: 0 }) },
+      deps: { llm: answer('claude-sonnet-4-6', { inputTokens: 1_000_000, outputTokens: 0, cacheReadTokens: 0, cacheCreationTokens: 0 }, '') },
     });
     expect(await exec.execute(run, ATTEMPT)).toBe('completed');
     expect(await metricValue(metrics.llmCost, { model: 'claude-sonnet-4-6' })).toBe(3);
     expect(JSON.parse(published.at(-1)!.result!).usage).toMatchObject({ inputTokens: 2_000_000, llmCalls: 2, costUsd: 6 });
+  });
+
+  it('counts an answer\'s output from its bytes when its usage reports fewer tokens than they can be, for the metrics, the budget and the result', async () => {
+    const llm = async (): Promise<LlmResult> => ({ text: 'x'.repeat(20_000), content: [{ type: 'text', text: 'x'.repeat(20_000) }], model: 'claude-sonnet-4-6', stopReason: 'end_turn', answerBytes: 20_000, usage: { inputTokens: 10, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } });
+    const charged: number[] = [];
+    const tokenSettlement = { charge: async (_run: RunRequested, tokens: number) => void charged.push(tokens), endAttempt: async () => undefined };
+    const { exec, metrics, published } = executor([], new Map([['lookup-order', {}]]), [], undefined, { deps: { llm, tokenSettlement } });
+    expect(await exec.execute(run, ATTEMPT)).toBe('completed');
+    // 20,000 bytes are at least 1,250 tokens at 16 bytes a token: 1 is implausible, so they count as 5,000 (4 bytes a token).
+    expect(charged).toEqual([5_010, 5_010]);
+    expect(await tokens(metrics, { model: 'claude-sonnet-4-6', kind: 'output' })).toBe(10_000);
+    expect(await metricValue(metrics.llmImplausibleUsage, { dependency: 'anthropic' })).toBe(2);
+    const result = JSON.parse(published.at(-1)!.result!);
+    expect(result.steps[0].output.usage).toMatchObject({ inputTokens: 10, outputTokens: 5_000 });
+    expect(result.usage).toMatchObject({ outputTokens: 10_000, llmCalls: 2 });
   });
 
   it('counts nothing for a step taken from the journal: no call, no tokens', async () => {
