@@ -1016,10 +1016,23 @@ describe('RunExecutor with an agent step', () => {
   it('fails a bound-stopped run without its transcript when the transcript would not fit in a status event', async () => {
     const { llm } = scripted(Array.from({ length: 10 }, (_, i) => asks({ id: `toolu_${i}`, name: 'no-such-tool', input: {} })));
     const config = loadConfig({ env: {} });
-    config.processor.maxResultBytes = 500;
+    // Above the six journaled turns (about 1,400 bytes), below the result with their transcript (about 1,750).
+    config.processor.maxResultBytes = 1_600;
     const { exec, published } = executor([], new Map(), [], config, { deps: { llm, simulatorUrl } });
     expect(await exec.execute(agentRun, ATTEMPT)).toBe('failed');
     expect(published.at(-1)).toMatchObject({ status: 'failed', error: { code: 'agent_bound_reached' }, result: null });
+  });
+
+  it('fails the run with output_too_large when a model turn passes maxStepOutputBytes, journaling nothing of it', async () => {
+    const { llm } = scripted([answer('z'.repeat(3_000))]);
+    const config = loadConfig({ env: {} });
+    config.processor.maxStepOutputBytes = 2_048;
+    const journal = new Map<string, unknown>();
+    const { exec, published, deadLetters } = executor([], journal, [], config, { deps: { llm, simulatorUrl } });
+    expect(await exec.execute(agentRun, ATTEMPT)).toBe('failed');
+    expect(journal.size).toBe(0);
+    expect(published.at(-1)).toMatchObject({ status: 'failed', step: 'agent', result: null, error: { code: 'output_too_large', retryable: false, message: expect.stringMatching(/^step 1\/1 \(agent\): turn 1's answer is \d+ bytes, over the bound of 2048 \(processor\.maxStepOutputBytes\)$/) } });
+    expect(deadLetters[0]!.headers['sluice-dlt-reason']).toBe('non_retryable');
   });
 
   it('completes degraded when a tool is unavailable to a degrade tenant: the model read an is_error result', async () => {
