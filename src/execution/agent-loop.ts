@@ -118,11 +118,19 @@ export const turnKey = (stepId: string, turn: number): string => `${stepId}#turn
 export const toolResultKey = (stepId: string, turn: number, toolUseId: string): string => `${stepId}#turn-${turn}#${toolUseId}`;
 
 /**
+ * The callId of an agent's tool call, so its Idempotency-Key is `runId:stepId:turn-<n>:toolUseId`.
+ * The turn is in it because a model may use a tool_use id again in a later turn, for another call
+ * that must not get the first one's answer; a resumed run numbers its turns as the journal does,
+ * so a call repeated after a crash still sends the key it was first made with.
+ */
+export const toolCallId = (stepId: string, turn: number, toolUseId: string): string => `${stepId}:turn-${turn}:${toolUseId}`;
+
+/**
  * An agent step's Messages API tool-use loop. Each model turn and each tool call goes through the
  * step caller, so each holds its dependency's permit, meets its breaker and pacing, and has its
  * timeout clamped to the step's deadline. Each answered turn and each tool result is journaled
  * before the loop goes on, so a redelivered run resumes where it stopped and a tool call that
- * completed is not made again (its Idempotency-Key, `runId:stepId:toolUseId`, guards the rest).
+ * completed is not made again (its Idempotency-Key, `runId:stepId:turn-<n>:toolUseId`, guards the rest).
  * A model turn that fails throws as an LLM step's call does; a tool call that fails becomes an
  * `is_error` result the model reads, except an unavailable tool of a `fail` tenant, which throws.
  * What is journaled is bounded as step outputs are: a turn by `processor.maxStepOutputBytes`,
@@ -233,7 +241,7 @@ export class AgentLoop {
     }
     let result: ToolResult;
     try {
-      const value = await this.deps.caller.callDependency(callRun, { kind: 'tool', dependency: call.name, callId: `${a.step.id}:${call.id}`, body: { input: call.input } });
+      const value = await this.deps.caller.callDependency(callRun, { kind: 'tool', dependency: call.name, callId: toolCallId(a.step.id, turn, call.id), body: { input: call.input } });
       const bytes = jsonBytes(value);
       const bound = this.deps.config.processor.maxStepOutputBytes;
       result = bytes > bound ? { content: `the ${call.name} result is ${bytes} bytes, over the bound of ${bound}`, isError: true } : { content: JSON.stringify(value ?? null), isError: false };

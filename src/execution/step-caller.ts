@@ -22,7 +22,7 @@ export type StepOutputs = Record<string, unknown>;
 
 /**
  * One call to a dependency. `callId` names it within the run: the tool's Idempotency-Key is
- * `runId:callId` (a step's id; for an agent's tool call `stepId:toolUseId`).
+ * `runId:callId` (a step's id; for an agent's tool call `stepId:turn-<n>:toolUseId`, agent-loop.ts).
  */
 export type DependencyCall =
   | { kind: 'llm'; dependency: string; callId: string; system: string; messages: LlmMessage[]; tools?: readonly LlmTool[]; model?: string; maxTokens?: number }

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../src/config/load.js';
 import type { AgentStepConfig } from '../../../src/config/schema.js';
 import type { RunRequested } from '../../../src/events/schemas.js';
-import { AgentLoop, toolResultKey, turnKey, type AgentStepRun } from '../../../src/execution/agent-loop.js';
+import { AgentLoop, toolCallId, toolResultKey, turnKey, type AgentStepRun } from '../../../src/execution/agent-loop.js';
 import { DependencyUnavailable } from '../../../src/execution/call-guard.js';
 import { OutputBoundExceeded, jsonBytes, type OutputLimits } from '../../../src/execution/output-bounds.js';
 import type { DependencyCall, LlmCallOutput } from '../../../src/execution/step-caller.js';
@@ -207,14 +207,23 @@ describe('AgentLoop answering', () => {
     expect(await metricValue(a.metrics.agentToolCalls, { dependency: 'kb-search', outcome: 'error' })).toBe(1);
   });
 
-  it('calls each tool with its input, under the callId stepId:toolUseId (the Idempotency-Key is runId:callId)', async () => {
+  it('calls each tool with its input, under the callId stepId:turn-<n>:toolUseId (the Idempotency-Key is runId:callId)', async () => {
     const a = agent({ turns: threeTurns() });
     await a.loop.run(a.stepRun());
     expect(a.toolCalls()).toEqual([
-      { kind: 'tool', dependency: 'order-lookup', callId: 'agent:t1a', body: { input: { orderId: 'A-1' } } },
-      { kind: 'tool', dependency: 'kb-search', callId: 'agent:t1b', body: { input: { query: 'late delivery' } } },
-      { kind: 'tool', dependency: 'order-lookup', callId: 'agent:t2a', body: { input: { orderId: 'A-2' } } },
-      { kind: 'tool', dependency: 'kb-search', callId: 'agent:t2b', body: { input: { query: 'refund' } } },
+      { kind: 'tool', dependency: 'order-lookup', callId: 'agent:turn-1:t1a', body: { input: { orderId: 'A-1' } } },
+      { kind: 'tool', dependency: 'kb-search', callId: 'agent:turn-1:t1b', body: { input: { query: 'late delivery' } } },
+      { kind: 'tool', dependency: 'order-lookup', callId: 'agent:turn-2:t2a', body: { input: { orderId: 'A-2' } } },
+      { kind: 'tool', dependency: 'kb-search', callId: 'agent:turn-2:t2b', body: { input: { query: 'refund' } } },
+    ]);
+  });
+
+  it('gives a tool_use id the model uses again in a later turn another callId: a new call, not the first one\'s answer', async () => {
+    const a = agent({ turns: [turn([lookup('toolu_0')]), turn([lookup('toolu_0', 'A-2')]), turn([text('done')])] });
+    await a.loop.run(a.stepRun());
+    expect(a.toolCalls().map((c) => [c.callId, c.body])).toEqual([
+      ['agent:turn-1:toolu_0', { input: { orderId: 'A-1' } }],
+      ['agent:turn-2:toolu_0', { input: { orderId: 'A-2' } }],
     ]);
   });
 
@@ -224,7 +233,7 @@ describe('AgentLoop answering', () => {
     expect([...a.journal.keys()].sort()).toEqual(
       [turnKey('agent', 1), toolResultKey('agent', 1, 't1a'), toolResultKey('agent', 1, 't1b'), turnKey('agent', 2), toolResultKey('agent', 2, 't2a'), toolResultKey('agent', 2, 't2b'), turnKey('agent', 3)].sort(),
     );
-    expect(a.journal.get(toolResultKey('agent', 1, 't1a'))).toEqual({ content: JSON.stringify({ answered: 'agent:t1a', body: { input: { orderId: 'A-1' } } }), isError: false });
+    expect(a.journal.get(toolResultKey('agent', 1, 't1a'))).toEqual({ content: JSON.stringify({ answered: 'agent:turn-1:t1a', body: { input: { orderId: 'A-1' } } }), isError: false });
     // A turn is journaled without the call's `text`, which its text blocks already hold.
     expect(a.journal.get(turnKey('agent', 3))).toEqual({ model: 'sim', usage: turn([]).usage, content: [text('It ships tomorrow.')], stopReason: 'end_turn' });
   });
@@ -253,11 +262,11 @@ describe('AgentLoop resuming a redelivered run', () => {
     const end = await a.loop.run(a.stepRun({ done }));
     expect(end).toMatchObject({ kind: 'answered', output: { text: 'It shipped.', agent: { turns: 2, toolCalls: 2, tokens: 30 } } });
     expect(a.modelCalls().map((c) => c.callId)).toEqual(['agent:turn-2']);
-    expect(a.toolCalls().map((c) => c.callId)).toEqual(['agent:t1b']);
+    expect(a.toolCalls().map((c) => c.callId)).toEqual(['agent:turn-1:t1b']);
     // The journaled result goes to the model as if it had just been made.
     expect((a.sent[0]![2]!.content as { tool_use_id: string; content: string }[]).map((b) => [b.tool_use_id, b.content])).toEqual([
       ['t1a', '{"status":"shipped"}'],
-      ['t1b', JSON.stringify({ answered: 'agent:t1b', body: { input: { query: 'late delivery' } } })],
+      ['t1b', JSON.stringify({ answered: 'agent:turn-1:t1b', body: { input: { query: 'late delivery' } } })],
     ]);
     // A journaled turn is counted once, when it was answered.
     expect(await metricValue(a.metrics.agentTurns, { workflow: 'support-agent' })).toBe(1);
@@ -307,6 +316,20 @@ describe('AgentLoop bounds what it journals as step outputs are bounded', () => 
     const a = agent({ turns: [], limits: { maxStepOutputBytes: 4_096 } });
     expect(await passed(a.loop.run(a.stepRun({ done })))).toMatchObject({ code: 'output_too_large', message: expect.stringMatching(/^turn 1's answer is \d+ bytes/) });
     expect(a.calls).toHaveLength(0);
+  });
+});
+
+describe('AgentLoop idempotency keys across deliveries', () => {
+  it('repeats a call cut off by a crash under the callId it was first made with, in a later turn that reuses the id', async () => {
+    const turns = () => [turn([lookup('toolu_0')]), turn([lookup('toolu_0', 'A-2')]), turn([text('done')])];
+    const first = agent({ turns: turns(), cancelAt: new Map([[toolResultKey('agent', 2, 'toolu_0'), 'requested' as CancelReason]]) });
+    expect(await first.loop.run(first.stepRun())).toMatchObject({ kind: 'cancelled' });
+    // The next delivery finds turns 1 and 2 and turn 1's result journaled: turn 2's call was in flight.
+    const done = new Map([...first.journal].filter(([k]) => k !== toolResultKey('agent', 2, 'toolu_0')));
+    const again = agent({ turns: turns().slice(2) });
+    await again.loop.run(again.stepRun({ done }));
+    expect(again.toolCalls().map((c) => c.callId)).toEqual([first.toolCalls()[1]!.callId]);
+    expect(again.toolCalls()[0]!.callId).toBe(toolCallId('agent', 2, 'toolu_0'));
   });
 });
 

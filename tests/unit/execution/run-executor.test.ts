@@ -982,8 +982,8 @@ describe('RunExecutor with an agent step', () => {
     expect(requests).toHaveLength(2);
     expect(requests[0]!.tools!.map((t) => t.name)).toEqual(['order-lookup', 'kb-search']);
     expect(tools.map((t) => [t.path, t.key]).sort()).toEqual([
-      ['/tools/kb-search', `${run.runId}:agent:toolu_2`],
-      ['/tools/order-lookup', `${run.runId}:agent:toolu_1`],
+      ['/tools/kb-search', `${run.runId}:agent:turn-1:toolu_2`],
+      ['/tools/order-lookup', `${run.runId}:agent:turn-1:toolu_1`],
     ]);
     const result = JSON.parse(published.at(-1)!.result!);
     expect(result).toMatchObject({ text: 'It shipped.', degraded: false, steps: [{ id: 'agent', output: { text: 'It shipped.', agent: { turns: 2, toolCalls: 2, toolErrors: 0, tokens: 240, unavailable: [] } } }] });
