@@ -10,11 +10,11 @@ import { composeUserTurn } from '../steps/prompt.js';
 import { StepError } from '../steps/step-error.js';
 import type { TokenUsage } from '../status/run-usage.js';
 import { settleWithLimit } from '../util/settle-with-limit.js';
-import { agentStepDeadline, boundBeforeTurn, planTurn, turnProgress, type AgentBound, type AgentTally, type BoundReached, type ToolCallPlan } from './agent-policy.js';
+import { agentStepDeadline, answerText, boundBeforeTurn, planTurn, turnProgress, type AgentBound, type AgentTally, type BoundReached, type ToolCallPlan } from './agent-policy.js';
 import { DependencyUnavailable } from './call-guard.js';
 import type { Unavailability } from './fallback-policy.js';
 import type { OutcomePublisher } from './outcome-publisher.js';
-import { jsonBytes } from './output-bounds.js';
+import { OutputBoundExceeded, checkKept, checkStepOutput, jsonBytes, type OutputLimits, type OutputVerdict } from './output-bounds.js';
 import type { RunProgress } from './run-progress.js';
 import { StepRetryLater, type LlmCallOutput, type StepCaller, type StepOutputs } from './step-caller.js';
 
@@ -48,6 +48,16 @@ export type AgentEnd =
   | { kind: 'stopped'; reached: BoundReached; output: AgentOutput }
   | { kind: 'cancelled'; reason: CancelReason };
 
+/**
+ * A model turn as journaled: the call's output without its `text`, which the text blocks of
+ * `content` already hold (entries journaled before carry it too, and are read the same way).
+ */
+type JournaledTurn = Omit<LlmCallOutput, 'text'> & { content: LlmContentBlock[] };
+
+function journaledTurn({ model, usage, content, stopReason }: LlmCallOutput): JournaledTurn {
+  return { model, usage, content: content ?? [], stopReason };
+}
+
 /** A tool call's result as journaled and as the model reads it; `unavailable` is journaled too, so a resumed run's answer stays marked degraded. */
 interface ToolResult {
   content: string;
@@ -76,24 +86,57 @@ export interface AgentStepRun {
   outputs: StepOutputs;
   /** Journal entries of earlier deliveries: turns and tool results already done are not repeated. */
   done: ReadonlyMap<string, unknown>;
+  /** Bytes of the outputs kept before this step: the step's journal entries count on top of them toward `processor.maxResultBytes`. */
+  keptBytes: number;
   fallback: TenantConfig['fallback'];
 }
 
 /** Characters of a turn's text the transcript summary keeps. */
 const SUMMARY_TEXT_CHARS = 300;
 
+/** What the result's bound names when an agent's journal entries pass it. */
+const JOURNALED = "the agent's turns and tool results so far, with the outputs before the step, are";
+
+/** Bytes counted toward the result's bound so far: shared by a turn's parallel tool calls. */
+interface KeptBytes {
+  bytes: number;
+}
+
+/**
+ * Counts a journal entry toward the bounds before it is kept, or throws OutputBoundExceeded:
+ * nothing over a bound is stored or sent to the model again.
+ */
+function keep(kept: KeptBytes, entry: unknown, check: (bytes: number, keptBytes: number) => OutputVerdict): void {
+  const bytes = jsonBytes(entry);
+  const verdict = check(bytes, kept.bytes);
+  if (!verdict.ok) throw new OutputBoundExceeded(verdict);
+  kept.bytes += bytes;
+}
+
 /** Journal fields of an agent's turns and tool results; `#` cannot occur in a step id, so they never meet a step's own. */
 export const turnKey = (stepId: string, turn: number): string => `${stepId}#turn-${turn}`;
 export const toolResultKey = (stepId: string, turn: number, toolUseId: string): string => `${stepId}#turn-${turn}#${toolUseId}`;
+
+/**
+ * The callId of an agent's tool call, so its Idempotency-Key is `runId:stepId:turn-<n>:toolUseId`.
+ * The turn is in it because a model may use a tool_use id again in a later turn, for another call
+ * that must not get the first one's answer; a resumed run numbers its turns as the journal does,
+ * so a call repeated after a crash still sends the key it was first made with.
+ */
+export const toolCallId = (stepId: string, turn: number, toolUseId: string): string => `${stepId}:turn-${turn}:${toolUseId}`;
 
 /**
  * An agent step's Messages API tool-use loop. Each model turn and each tool call goes through the
  * step caller, so each holds its dependency's permit, meets its breaker and pacing, and has its
  * timeout clamped to the step's deadline. Each answered turn and each tool result is journaled
  * before the loop goes on, so a redelivered run resumes where it stopped and a tool call that
- * completed is not made again (its Idempotency-Key, `runId:stepId:toolUseId`, guards the rest).
+ * completed is not made again (its Idempotency-Key, `runId:stepId:turn-<n>:toolUseId`, guards the rest).
  * A model turn that fails throws as an LLM step's call does; a tool call that fails becomes an
  * `is_error` result the model reads, except an unavailable tool of a `fail` tenant, which throws.
+ * What is journaled is bounded as step outputs are: a turn by `processor.maxStepOutputBytes`,
+ * and every turn and tool result with the outputs before the step by `processor.maxResultBytes`
+ * (they are all held, and sent to the model each turn); past either the step throws
+ * OutputBoundExceeded and the entry is not stored.
  */
 export class AgentLoop {
   constructor(private readonly deps: AgentLoopDeps) {}
@@ -110,6 +153,8 @@ export class AgentLoop {
     const output: AgentOutput = { text: null, agent: { turns: 0, toolCalls: 0, toolErrors: 0, tokens: 0, calls: [], transcript: [], unavailable: [] } };
     // The bounds count what the output reports: one set of figures, not a copy kept in step.
     const tally: AgentTally = output.agent;
+    const limits: OutputLimits = this.deps.config.processor;
+    const kept: KeptBytes = { bytes: a.keptBytes };
     let lastResults: ToolResult[] = [];
 
     for (;;) {
@@ -118,24 +163,30 @@ export class AgentLoop {
       const turn = tally.turns + 1;
       this.report(a, 2 * turn - 2, turn === 1 ? turnProgress(a.where, 1, []) : `${turnProgress(a.where, turn, [])} with ${describeResults(lastResults)}`);
       const key = turnKey(step.id, turn);
-      let answer = a.done.get(key) as LlmCallOutput | undefined;
-      if (!answer?.content) {
+      const journaled = a.done.get(key) as JournaledTurn | undefined;
+      let answer: JournaledTurn;
+      if (journaled?.content) answer = journaled;
+      else {
         try {
-          answer = (await this.deps.caller.callDependency(callRun, { kind: 'llm', dependency: step.dependency, callId: `${step.id}:turn-${turn}`, system: step.system, messages, tools, model: step.model, maxTokens: step.maxTokens })) as LlmCallOutput;
+          answer = journaledTurn((await this.deps.caller.callDependency(callRun, { kind: 'llm', dependency: step.dependency, callId: `${step.id}:turn-${turn}`, system: step.system, messages, tools, model: step.model, maxTokens: step.maxTokens })) as LlmCallOutput);
         } catch (err) {
           // The step's share of the deadline ran out during the call: that is the bound, not a failure.
           if (step.bounds.deadlineShare < 1 && now() >= stepDeadline) return this.stopped(boundBeforeTurn(tally, step.bounds, now(), stepDeadline)!, output);
           throw err;
         }
         this.deps.metrics.agentTurns.inc({ workflow: run.workflow });
+      }
+      // A journaled turn is counted too: the bounds may have been lowered since, and it is held all the same.
+      keep(kept, answer, (bytes, keptBytes) => checkStepOutput(bytes, keptBytes, limits, { one: `turn ${turn}'s answer is`, all: JOURNALED }));
+      if (answer !== journaled) {
         const cancelled = await this.deps.progress.record(run.runId, key, answer, run.deadline);
         if (cancelled) return { kind: 'cancelled', reason: cancelled };
       }
-      const content = answer.content ?? [];
+      const { content } = answer;
       tally.turns = turn;
       tally.tokens += answer.usage.inputTokens + answer.usage.outputTokens;
       output.agent.calls.push({ model: answer.model, usage: answer.usage });
-      const summary: TurnSummary = { turn, text: answer.text.slice(0, SUMMARY_TEXT_CHARS), tools: [] };
+      const summary: TurnSummary = { turn, text: answerText(content).slice(0, SUMMARY_TEXT_CHARS), tools: [] };
       output.agent.transcript.push(summary);
       messages.push({ role: 'assistant', content: apiContent(content) });
 
@@ -151,7 +202,7 @@ export class AgentLoop {
       this.report(a, 2 * turn - 1, turnProgress(a.where, turn, plan.calls));
       const results = new Map<string, ToolResult>(plan.refused.map((r) => [r.id, { content: r.error, isError: true }]));
       const cancellations: CancelReason[] = [];
-      const settled = await settleWithLimit(plan.calls, step.bounds.maxParallelTools, (call) => this.callTool(a, callRun, turn, call, cancellations));
+      const settled = await settleWithLimit(plan.calls, step.bounds.maxParallelTools, (call) => this.callTool(a, callRun, turn, call, kept, cancellations));
       // The caller's explicit request comes first, as at every step boundary.
       if (cancellations.length > 0) return { kind: 'cancelled', reason: cancellations[0]! };
       // Every call is settled (and journaled) before a failure ends the attempt, so none is made twice.
@@ -178,13 +229,19 @@ export class AgentLoop {
    * result, and journaled like a success: the model's next turn is built on it either way. A
    * cancellation read as the result is journaled goes into `cancellations`.
    */
-  private async callTool(a: AgentStepRun, callRun: RunRequested, turn: number, call: ToolCallPlan, cancellations: CancelReason[]): Promise<ToolResult> {
+  private async callTool(a: AgentStepRun, callRun: RunRequested, turn: number, call: ToolCallPlan, kept: KeptBytes, cancellations: CancelReason[]): Promise<ToolResult> {
     const key = toolResultKey(a.step.id, turn, call.id);
+    const limits: OutputLimits = this.deps.config.processor;
+    // A result over maxStepOutputBytes is already an is_error result the model reads; only the whole journal's bound ends the step.
+    const keepResult = (result: ToolResult) => keep(kept, result, (bytes, keptBytes) => checkKept(keptBytes + bytes, limits, JOURNALED));
     const journaled = a.done.get(key) as ToolResult | undefined;
-    if (journaled && typeof journaled.content === 'string') return journaled;
+    if (journaled && typeof journaled.content === 'string') {
+      keepResult(journaled);
+      return journaled;
+    }
     let result: ToolResult;
     try {
-      const value = await this.deps.caller.callDependency(callRun, { kind: 'tool', dependency: call.name, callId: `${a.step.id}:${call.id}`, body: { input: call.input } });
+      const value = await this.deps.caller.callDependency(callRun, { kind: 'tool', dependency: call.name, callId: toolCallId(a.step.id, turn, call.id), body: { input: call.input } });
       const bytes = jsonBytes(value);
       const bound = this.deps.config.processor.maxStepOutputBytes;
       result = bytes > bound ? { content: `the ${call.name} result is ${bytes} bytes, over the bound of ${bound}`, isError: true } : { content: JSON.stringify(value ?? null), isError: false };
@@ -198,6 +255,7 @@ export class AgentLoop {
       } else throw err;
     }
     this.deps.metrics.agentToolCalls.inc({ dependency: call.name, outcome: result.isError ? 'error' : 'ok' });
+    keepResult(result);
     const cancelled = await this.deps.progress.record(a.run.runId, key, result, a.run.deadline);
     if (cancelled) cancellations.push(cancelled);
     return result;

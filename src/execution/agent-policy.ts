@@ -88,7 +88,7 @@ export function planTurn(opts: {
 }): TurnPlan {
   const { content, tally, bounds, tools } = opts;
   const uses = content.filter((b) => b.type === 'tool_use');
-  if (uses.length === 0) return { kind: 'answer', text: textOf(content) };
+  if (uses.length === 0) return { kind: 'answer', text: answerText(content) };
   const ids = new Set<string>();
   for (const use of uses) {
     if (!TOOL_USE_ID.test(use.id)) return { kind: 'invalid', message: `a tool_use id is not 1 to 128 letters, digits, "_" or "-": ${JSON.stringify(use.id.slice(0, 140))}` };
@@ -117,7 +117,8 @@ export function planTurn(opts: {
   return { kind: 'call_tools', calls, refused };
 }
 
-function textOf(content: readonly LlmContentBlock[]): string {
+/** The text blocks of an answer, concatenated. */
+export function answerText(content: readonly LlmContentBlock[]): string {
   return content.flatMap((b) => (b.type === 'text' ? [b.text] : [])).join('');
 }
 

@@ -2,7 +2,7 @@ import { ownEntry } from '../config/lookup.js';
 import type { DependencyConfig, LlmDependencyConfig, SluiceConfig, StepConfig } from '../config/schema.js';
 import { dependencyOf } from '../config/workflows.js';
 import type { Metrics } from '../obs/metrics.js';
-import type { LlmResult, LlmUsage } from '../steps/llm-call.js';
+import { MAX_BYTES_PER_TOKEN, type LlmResult, type LlmUsage } from '../steps/llm-call.js';
 import { callCostUsd, priceOf } from '../steps/llm-pricing.js';
 import { TOKEN_FIELDS, isCount, roundUsd, type PricedUsage, type RunUsage, type TokenUsage } from '../status/run-usage.js';
 import { tokenCounts, tokenModelLabel } from './run-signals.js';
@@ -18,6 +18,22 @@ type UsageConfig = Pick<SluiceConfig, 'dependencies' | 'pricing'>;
 /** The `usage` of an LLM step's output: the response's four counts, named as in the Messages API. */
 export function stepUsage(usage: LlmUsage): TokenUsage {
   return { inputTokens: usage.inputTokens, outputTokens: usage.outputTokens, cacheCreationInputTokens: usage.cacheCreationTokens, cacheReadInputTokens: usage.cacheReadTokens };
+}
+
+/** The usual rule of thumb, about four characters a token: what an answer's bytes are charged at when its own count cannot be believed. */
+export const TYPICAL_BYTES_PER_TOKEN = 4;
+
+/**
+ * The usage Sluice counts for an answer that streamed `answerBytes` of text and tool input: the
+ * provider's, unless it reports fewer output tokens than those bytes can be at the most a token
+ * carries (MAX_BYTES_PER_TOKEN, as the answer's bound assumes). Such a count is implausible (a
+ * broken or hostile provider, or a proxy that drops `usage`), and the output is charged at
+ * TYPICAL_BYTES_PER_TOKEN instead: what the bytes most likely cost. An honest count is never
+ * replaced, and the result is never below what the provider reported.
+ */
+export function countedUsage(usage: LlmUsage, answerBytes: number): LlmUsage {
+  if (usage.outputTokens >= Math.ceil(answerBytes / MAX_BYTES_PER_TOKEN)) return usage;
+  return { ...usage, outputTokens: Math.ceil(answerBytes / TYPICAL_BYTES_PER_TOKEN) };
 }
 
 /** The response's model label, and its cost in US dollars (undefined: no price for the model). */

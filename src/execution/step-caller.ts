@@ -13,7 +13,7 @@ import { composeUserTurn } from '../steps/prompt.js';
 import { StepError, timedOutOnDeadline } from '../steps/step-error.js';
 import type { ToolRequest } from '../steps/tool-call.js';
 import type { CallGuard } from './call-guard.js';
-import { countLlmResponse, stepUsage } from './llm-usage.js';
+import { countLlmResponse, countedUsage, stepUsage } from './llm-usage.js';
 import type { TokenUsage } from '../status/run-usage.js';
 import type { TokenSettlement } from './token-settlement.js';
 
@@ -22,7 +22,7 @@ export type StepOutputs = Record<string, unknown>;
 
 /**
  * One call to a dependency. `callId` names it within the run: the tool's Idempotency-Key is
- * `runId:callId` (a step's id; for an agent's tool call `stepId:toolUseId`).
+ * `runId:callId` (a step's id; for an agent's tool call `stepId:turn-<n>:toolUseId`, agent-loop.ts).
  */
 export type DependencyCall =
   | { kind: 'llm'; dependency: string; callId: string; system: string; messages: LlmMessage[]; tools?: readonly LlmTool[]; model?: string; maxTokens?: number }
@@ -154,11 +154,17 @@ export class StepCaller {
     try {
       if (call.kind === 'llm' && llm) {
         const res = await this.deps.llm({ dependency: depName, config: llm, system: call.system, messages: call.messages, tools: call.tools, tenantId: run.tenantId, timeoutMs, headers });
-        await this.deps.guard.afterCall(depName, booked, usedTokens(res.usage), { headers: res.headers, status: 200 });
-        countLlmResponse(metrics, this.deps.config, { tenant: run.tenantId, workflow: run.workflow }, llm, res);
-        await this.deps.tokenSettlement?.charge(run, res.usage.inputTokens + res.usage.outputTokens);
+        // One count for pacing, metrics, the token budget and the run's usage.
+        const usage = countedUsage(res.usage, res.answerBytes);
+        if (usage.outputTokens !== res.usage.outputTokens) {
+          metrics.llmImplausibleUsage.inc({ dependency: depName });
+          this.deps.logger.warn({ runId: run.runId, dependency: depName, reportedOutputTokens: res.usage.outputTokens, answerBytes: res.answerBytes, countedOutputTokens: usage.outputTokens }, 'the provider reported fewer output tokens than its answer’s bytes can be; counting them from the bytes');
+        }
+        await this.deps.guard.afterCall(depName, booked, usedTokens(usage), { headers: res.headers, status: 200 });
+        countLlmResponse(metrics, this.deps.config, { tenant: run.tenantId, workflow: run.workflow }, llm, { model: res.model, usage });
+        await this.deps.tokenSettlement?.charge(run, usage.inputTokens + usage.outputTokens);
         // The usage stays in the output: the journal keeps it for the run's usage summary (runUsage).
-        const output: LlmCallOutput = { text: res.text, model: res.model, usage: stepUsage(res.usage) };
+        const output: LlmCallOutput = { text: res.text, model: res.model, usage: stepUsage(usage) };
         return call.tools ? { ...output, content: res.content, stopReason: res.stopReason } : output;
       }
       if (call.kind === 'tool' && dep.kind === 'tool') {

@@ -13,7 +13,7 @@ import type { AttemptContext, RunOutcome } from './attempt.js';
 import { DependencyUnavailable } from './call-guard.js';
 import { degradedCompletion, fallbackFor, keptSteps, type Unavailability } from './fallback-policy.js';
 import type { OutcomePublisher } from './outcome-publisher.js';
-import { checkStepOutput, jsonBytes } from './output-bounds.js';
+import { OutputBoundExceeded, checkStepOutput, jsonBytes, type OutputVerdict } from './output-bounds.js';
 import { runUsage } from './llm-usage.js';
 import { resolveRunConfig } from './run-faults.js';
 import { secondsSinceAdmission } from './run-signals.js';
@@ -93,7 +93,7 @@ export class StepLoop {
         if (remembered) output = start.done.get(step.id);
         else if (step.kind !== 'agent') output = await this.deps.caller.call(run, step, input, outputs);
         else {
-          const end = await this.deps.agents.run({ run, step, stepIndex: i, slots, where, input, outputs, done: start.done, fallback: tenant.fallback });
+          const end = await this.deps.agents.run({ run, step, stepIndex: i, slots, where, input, outputs, done: start.done, keptBytes, fallback: tenant.fallback });
           if (end.kind === 'cancelled') return outcomes.cancelled(run, end.reason, `during ${where}`);
           if (end.kind === 'stopped') {
             const partial = { ...outputs, [step.id]: end.output };
@@ -106,6 +106,8 @@ export class StepLoop {
         // From the journal too: an agent that answered without a tool is degraded on every delivery.
         if (step.kind === 'agent') unavailable.push(...((output as Partial<AgentOutput>).agent?.unavailable ?? []));
       } catch (err) {
+        // An agent's turn or tool result passed a bound: as final as a step output that does.
+        if (err instanceof OutputBoundExceeded) return this.overBound(run, context, step, where, err.verdict);
         if (isExpired(run.deadline, now())) return outcomes.expired(run, context, `during ${where}`);
         const failed = this.afterFailedCall(run, context, step, where, err, outputSeen);
         if ('outcome' in failed) return failed.outcome;
@@ -128,7 +130,7 @@ export class StepLoop {
       // Checked before it is recorded: an output over its bound is not stored anywhere.
       const bytes = jsonBytes(output);
       const bound = checkStepOutput(bytes, keptBytes, this.deps.config.processor);
-      if (!bound.ok) return outcomes.failed(run, context, { reason: 'non_retryable', message: `failed: ${where} — ${bound.message}`, step: step.id, error: { code: bound.code, message: `${where}: ${bound.message}`, retryable: false } });
+      if (!bound.ok) return this.overBound(run, context, step, where, bound);
       keptBytes += bytes;
       if (!remembered) {
         readAtRecord = { cancelled: await this.deps.progress.record(run.runId, step.id, output, run.deadline) };
@@ -144,6 +146,11 @@ export class StepLoop {
     const result = JSON.stringify({ text: lastText ?? null, degraded: false, steps: steps.map((s) => ({ id: s.id, output: outputs[s.id] })), usage });
     const seconds = ((now() - run.admittedAt) / 1000).toFixed(1);
     return outcomes.completed(run, context, { message: `completed: ${steps.length} step${steps.length === 1 ? '' : 's'}, ${seconds} s after admission, attempt ${run.attempt}`, result });
+  }
+
+  /** Fails the run over an output that passed a bound: not retryable, the same input gives the same output. */
+  private overBound(run: RunRequested, context: AttemptContext, step: StepConfig, where: string, verdict: Extract<OutputVerdict, { ok: false }>): Promise<RunOutcome> {
+    return this.deps.outcomes.failed(run, context, { reason: 'non_retryable', message: `failed: ${where} — ${verdict.message}`, step: step.id, error: { code: verdict.code, message: `${where}: ${verdict.message}`, retryable: false } });
   }
 
   /**

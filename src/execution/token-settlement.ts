@@ -29,7 +29,7 @@ export function endSettlement(state: AttemptTokens): TokenChange {
 
 /**
  * The processor's side of token budgets: corrects the reservation admission took
- * (`RunRequested.tokenReservation`) by the tokens the run's LLM calls report, and folds a completed
+ * (`RunRequested.tokenReservation`) by the tokens the run's LLM calls used (as `countedUsage` counts them), and folds a completed
  * attempt's tokens into its workflow's estimate. Redis gives a run's reservation back at most once,
  * so a redelivered attempt (or one the API already withdrew) cannot return it twice. Failures are logged, never thrown: a run is not
  * failed over its accounting, and the budget refills by itself.

@@ -218,7 +218,7 @@ export function createMetrics() {
     }),
     llmTokens: new Counter({
       name: 'sluice_llm_tokens_total',
-      help: 'Tokens of LLM responses by kind (input, output, cache_read, cache_creation), as the responses\' usage reports them; model: the configured model the response names, else its dependency\'s',
+      help: 'Tokens of LLM responses by kind (input, output, cache_read, cache_creation), as the responses\' usage reports them (an implausible output count replaced: sluice_llm_implausible_usage_total); model: the configured model the response names, else its dependency\'s',
       labelNames: ['tenant', 'workflow', 'model', 'kind'],
       registers: r,
     }),
@@ -226,6 +226,12 @@ export function createMetrics() {
       name: 'sluice_llm_cost_usd_total',
       help: 'US dollars of LLM responses, from their usage and the pricing config; model as in sluice_llm_tokens_total (responses of an unpriced model count in sluice_llm_unpriced_tokens_total instead)',
       labelNames: ['tenant', 'workflow', 'model'],
+      registers: r,
+    }),
+    llmImplausibleUsage: new Counter({
+      name: 'sluice_llm_implausible_usage_total',
+      help: 'LLM answers whose usage reported fewer output tokens than their bytes can be (at 16 bytes a token); their output is counted at 4 bytes a token instead',
+      labelNames: ['dependency'],
       registers: r,
     }),
     llmUnpricedTokens: new Counter({

@@ -49,7 +49,10 @@ export interface LlmResult {
   content: LlmContentBlock[];
   model: string;
   stopReason: string | null;
+  /** As the provider reported it: whether to believe its output count is the caller's decision (`answerBytes`). */
   usage: LlmUsage;
+  /** UTF-8 bytes of the text and tool input the answer streamed: what its output tokens must account for. */
+  answerBytes: number;
   /** The response's headers: what they say of the provider's rate limits. */
   headers?: HeaderReader;
 }
@@ -136,6 +139,65 @@ function parseEvent(dependency: string, data: string): unknown {
 export const MAX_CONTENT_BLOCKS = 64;
 export const MAX_TOOL_INPUT_BYTES = 256 * 1024;
 
+/**
+ * The most UTF-8 bytes one output token is taken to carry, over a whole answer: four times the
+ * usual rule of thumb of about four characters a token for English text and code. Other scripts
+ * take fewer bytes a token (a CJK character is 3 bytes and about a token); only runs of one
+ * character (spaces, dashes) make much longer tokens, and no answer is made of those alone. So an
+ * answer over `maxTokens` × 16 bytes is more than the request's `max_tokens` could have produced.
+ */
+export const MAX_BYTES_PER_TOKEN = 16;
+/** Added to every answer's bound, so a small `maxTokens` is never cut short by a few long tokens. */
+export const ANSWER_SLACK_BYTES = 16 * 1024;
+/** JSON escaping makes a byte at most 6 (`\u0000`); the event's own fields take far less than this. */
+const EVENT_FRAMING_BYTES = 4 * 1024;
+
+/** Bytes of text and tool input an answer to a request of `maxTokens` may stream. */
+export function maxAnswerBytes(maxTokens: number): number {
+  return maxTokens * MAX_BYTES_PER_TOKEN + ANSWER_SLACK_BYTES;
+}
+
+/** Bytes one SSE event of such an answer may take: at most the whole answer in one delta, every byte escaped. */
+export function maxEventBytes(maxTokens: number): number {
+  return 6 * maxAnswerBytes(maxTokens) + EVENT_FRAMING_BYTES;
+}
+
+const LF = 0x0a;
+const CR = 0x0d;
+
+/**
+ * Bytes of the SSE event still arriving: those since the last blank line, which ends an event.
+ * The SDK holds an event's lines until that blank line, so a provider could make it buffer one
+ * event of any size; counting the raw bytes lets the call be cut off first. Line ends are LF, CR
+ * or CRLF, as SSE allows.
+ */
+export class SseEventMeter {
+  private pending = 0;
+  private atLineStart = true;
+  private afterCr = false;
+
+  /** Feeds the next chunk of the body; returns the most bytes an event held pending within it. */
+  feed(chunk: Uint8Array): number {
+    let most = this.pending;
+    for (const byte of chunk) {
+      if (byte === LF && this.afterCr) {
+        this.afterCr = false;
+        continue;
+      }
+      this.afterCr = byte === CR;
+      if (byte === LF || byte === CR) {
+        if (this.atLineStart) this.pending = 0;
+        this.atLineStart = true;
+        continue;
+      }
+      this.atLineStart = false;
+      this.pending++;
+      if (this.pending > most) most = this.pending;
+    }
+    return most;
+  }
+}
+
 type ToolInput = Pick<Extract<LlmContentBlock, { type: 'tool_use' }>, 'input' | 'inputError'>;
 
 /**
@@ -163,8 +225,16 @@ function toolInput(json: string): ToolInput {
 class ContentAssembler {
   private readonly blocks = new Map<number, OpenBlock>();
   private toolInputBytes = 0;
+  /** Text and tool input received so far. */
+  answerBytes = 0;
+  private readonly maxAnswerBytes: number;
 
-  constructor(private readonly dependency: string) {}
+  constructor(
+    private readonly dependency: string,
+    private readonly maxTokens: number,
+  ) {
+    this.maxAnswerBytes = maxAnswerBytes(maxTokens);
+  }
 
   start(event: Anthropic.RawContentBlockStartEvent): void {
     const index = this.index(event.index);
@@ -183,12 +253,23 @@ class ContentAssembler {
     const delta = event.delta as { type?: unknown; text?: unknown; partial_json?: unknown };
     if (delta.type === 'text_delta') {
       if (block.type !== 'text' || typeof delta.text !== 'string') throw this.bad(`a text_delta for content block ${event.index}, which is not text`);
+      this.receive(Buffer.byteLength(delta.text));
       block.text += delta.text;
     } else if (delta.type === 'input_json_delta') {
       if (block.type !== 'tool_use' || block.input || typeof delta.partial_json !== 'string') throw this.bad(`an input_json_delta for content block ${event.index}, which is no open tool_use`);
-      this.toolInputBytes += Buffer.byteLength(delta.partial_json);
+      const bytes = Buffer.byteLength(delta.partial_json);
+      this.toolInputBytes += bytes;
       if (this.toolInputBytes > MAX_TOOL_INPUT_BYTES) throw this.bad(`more than ${MAX_TOOL_INPUT_BYTES} bytes of tool input`);
+      this.receive(bytes);
       block.json += delta.partial_json;
+    }
+  }
+
+  /** Counts a delta before it is kept: past the answer's bound nothing more is held. */
+  private receive(bytes: number): void {
+    this.answerBytes += bytes;
+    if (this.answerBytes > this.maxAnswerBytes) {
+      throw this.bad(`the answer passed its bound of ${this.maxAnswerBytes} bytes (maxTokens ${this.maxTokens} × ${MAX_BYTES_PER_TOKEN} + ${ANSWER_SLACK_BYTES}) with ${this.answerBytes} bytes received`);
     }
   }
 
@@ -227,6 +308,23 @@ class ContentAssembler {
   }
 }
 
+/** The response with its body cut off (`over` told the bytes) once one event passes `maxBytes`. */
+function boundedEvents(response: Response, maxBytes: number, over: (bytes: number) => void): Response {
+  if (!response.body) return response;
+  const meter = new SseEventMeter();
+  const body = response.body.pipeThrough(
+    new TransformStream<Uint8Array, Uint8Array>({
+      transform(chunk, stream) {
+        const bytes = meter.feed(chunk);
+        if (bytes <= maxBytes) return stream.enqueue(chunk);
+        over(bytes);
+        stream.error(new Error(`a stream event of over ${maxBytes} bytes`));
+      },
+    }),
+  );
+  return new Response(body, { status: response.status, headers: response.headers });
+}
+
 /**
  * One streamed Messages call under three budgets, each a timer that aborts the request:
  * - connect (`config.timeouts.connectMs`): from the call's start until the response headers have
@@ -237,17 +335,21 @@ class ContentAssembler {
  *   pings included: a provider that still pings is slow, not gone.
  * - total (`req.timeoutMs`): the whole call, headers to message_stop.
  * The SDK's events are read raw because its parsed stream drops pings and ends silently when
- * aborted, which would hide which budget ran out.
+ * aborted, which would hide which budget ran out. What the answer may make us hold is bounded by
+ * its `maxTokens` (`maxAnswerBytes`, and `maxEventBytes` for one event still arriving); past a
+ * bound the call fails, not retryable, and the request is aborted so nothing more is read.
  */
 export async function callLlm(client: Anthropic, req: LlmRequest): Promise<LlmResult> {
   const { dependency } = req;
   const { connectMs, readMs } = req.config.timeouts;
   const controller = new AbortController();
-  let expired: StepError | undefined;
-  const expire = (kind: 'connect_timeout' | 'read_timeout' | 'total_timeout', detail: string) => () => {
-    expired ??= new StepError(kind, dependency, `${dependency}: ${detail}`, true);
+  /** Why we ended the call ourselves: a budget ran out, or the answer passed a bound. */
+  let endedBy: StepError | undefined;
+  const end = (why: StepError) => {
+    endedBy ??= why;
     controller.abort();
   };
+  const expire = (kind: 'connect_timeout' | 'read_timeout' | 'total_timeout', detail: string) => () => end(new StepError(kind, dependency, `${dependency}: ${detail}`, true));
   const totalTimer = setTimeout(expire('total_timeout', `no complete answer within ${req.timeoutMs} ms`), req.timeoutMs);
   const connectTimer = setTimeout(expire('connect_timeout', `no response headers within ${connectMs} ms`), connectMs);
   let idleTimer: NodeJS.Timeout | undefined;
@@ -275,11 +377,12 @@ export async function callLlm(client: Anthropic, req: LlmRequest): Promise<LlmRe
     clearTimeout(connectTimer);
     armIdle();
     const headers: HeaderReader = (name) => response.headers.get(name);
-    const content = new ContentAssembler(dependency);
+    const { maxTokens } = req.config;
+    const content = new ContentAssembler(dependency, maxTokens);
     let model = req.config.model;
     let stopReason: string | null = null;
     const usage: LlmUsage = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheCreationTokens: 0 };
-    for await (const sse of Stream.rawEvents(response, controller)) {
+    for await (const sse of Stream.rawEvents(boundedEvents(response, maxEventBytes(maxTokens), (bytes) => end(new StepError('bad_response', dependency, `${dependency}: a stream event passed its bound of ${maxEventBytes(maxTokens)} bytes (from maxTokens ${maxTokens}) with ${bytes} bytes received`, false))), controller)) {
       armIdle();
       if (sse.event === 'error') throw streamError(dependency, sse.data);
       if (sse.event === 'ping' || sse.data === '') continue;
@@ -306,14 +409,16 @@ export async function callLlm(client: Anthropic, req: LlmRequest): Promise<LlmRe
         case 'message_stop': {
           const blocks = content.content();
           const text = blocks.map((b) => (b.type === 'text' ? b.text : '')).join('');
-          return { text, content: blocks, model, stopReason, usage, headers };
+          return { text, content: blocks, model, stopReason, usage, answerBytes: content.answerBytes, headers };
         }
       }
     }
     throw new StepError('connection', dependency, `${dependency}: the stream ended before message_stop`, true);
   } catch (err) {
-    // Our own abort surfaces as an AbortError or APIUserAbortError; the budget that fired is the cause.
-    throw expired ?? (err instanceof StepError ? err : toStepError(dependency, err));
+    // Whatever failed, nothing more is read: not left to how the SDK's iterator ends (a no-op once the stream ended).
+    controller.abort();
+    // Our own abort surfaces as an AbortError or APIUserAbortError; why we ended the call is the cause.
+    throw endedBy ?? (err instanceof StepError ? err : toStepError(dependency, err));
   } finally {
     clearTimeout(totalTimer);
     clearTimeout(connectTimer);

@@ -20,6 +20,13 @@ export interface FaultProfile {
   hang: boolean;
   /** The provider's own limits; absent means unlimited. Not a fault roll: see rate-limit.ts. */
   rateLimit?: RateLimit;
+  /**
+   * The anthropic target only, answers that break its word: text padded or cut to this many
+   * bytes whatever `max_tokens` allowed, and a `usage.output_tokens` reported whatever the answer
+   * holds (a provider, or a proxy before one, that is broken or hostile).
+   */
+  answerBytes?: number;
+  reportedOutputTokens?: number;
 }
 
 /**
@@ -68,8 +75,12 @@ export const DEFAULT_RATE_LIMIT_RETRY_AFTER_SEC = 1;
  */
 export const MIN_RATE_LIMIT = 1;
 export const MAX_RATE_LIMIT = 1_000_000_000;
+/** The issue's answer was 64 MiB; more only slows the simulator down. */
+export const MAX_ANSWER_BYTES = 64 * 1024 * 1024;
+export const MAX_REPORTED_OUTPUT_TOKENS = 1_000_000_000;
 
-const UPDATE_FIELDS = new Set(['target', 'latencyMs', 'jitterMs', 'errorStatus', 'errorRate', 'retryAfterSec', 'hang', 'rateLimit']);
+const UPDATE_FIELDS = new Set(['target', 'latencyMs', 'jitterMs', 'errorStatus', 'errorRate', 'retryAfterSec', 'hang', 'rateLimit', 'answerBytes', 'reportedOutputTokens']);
+const ANSWER_FIELDS = ['answerBytes', 'reportedOutputTokens'] as const;
 const ANTHROPIC_LIMITS = ['requestsPerMinute', 'inputTokensPerMinute', 'outputTokensPerMinute'] as const;
 const TOOL_LIMITS = ['requestsPerSecond', 'requestsPerMinute'] as const;
 const RATE_LIMIT_FIELDS: readonly (keyof RateLimit)[] = ['requestsPerMinute', 'requestsPerSecond', 'inputTokensPerMinute', 'outputTokensPerMinute'];
@@ -90,7 +101,7 @@ export function parseFaultUpdate(body: unknown, knownTargets: readonly string[])
   const input = body as Record<string, unknown>;
   const errors: FieldError[] = [];
   const patch: FaultPatch = {};
-  const integerField = (field: 'latencyMs' | 'jitterMs' | 'retryAfterSec', max: number): void => {
+  const integerField = (field: 'latencyMs' | 'jitterMs' | 'retryAfterSec' | (typeof ANSWER_FIELDS)[number], max: number): void => {
     const value = input[field];
     if (value === undefined) return;
     if (isIntegerIn(value, max)) patch[field] = value;
@@ -109,6 +120,13 @@ export function parseFaultUpdate(body: unknown, knownTargets: readonly string[])
   integerField('latencyMs', MAX_LATENCY_MS);
   integerField('jitterMs', MAX_LATENCY_MS);
   integerField('retryAfterSec', MAX_RETRY_AFTER_SEC);
+  integerField('answerBytes', MAX_ANSWER_BYTES);
+  integerField('reportedOutputTokens', MAX_REPORTED_OUTPUT_TOKENS);
+  for (const field of ANSWER_FIELDS) {
+    if (input[field] !== undefined && typeof target === 'string' && target !== ANTHROPIC_TARGET && knownTargets.includes(target)) {
+      errors.push({ field, message: `is a fault of the ${ANTHROPIC_TARGET} target only` });
+    }
+  }
   if (input.errorStatus !== undefined) {
     if (isSimErrorStatus(input.errorStatus)) patch.errorStatus = input.errorStatus;
     else errors.push({ field: 'errorStatus', message: `must be one of ${SIM_ERROR_STATUSES.join(', ')}` });

@@ -51,6 +51,8 @@ const LEDGER_BOUNDS: LedgerBounds = { maxKeys: 50_000, maxResponseBytes: 64 * 10
 const MAX_IDEMPOTENCY_KEY_LENGTH = 256;
 const REPLY_SNIPPET_CHARS = 200;
 const STREAM_CHUNKS = 5;
+/** A long answer streams in deltas of at most this many characters, as a provider's are small. */
+const MAX_DELTA_CHARS = 16 * 1024;
 /** The Messages API's bound on the tools of one request. */
 const MAX_TOOLS = 128;
 
@@ -198,7 +200,7 @@ export function createProviderSim(opts: ProviderSimOptions): FastifyInstance {
       const parsed = parseMessagesRequest(request.body);
       if (!parsed.ok) return sendAnthropicError(reply, 400, parsed.message);
       const body = parsed.value;
-      const message = buildMessage(body);
+      const message = buildMessage(body, faults.get(ANTHROPIC_TARGET) ?? ZERO_PROFILE);
       return simulate(reply, {
         target: ANTHROPIC_TARGET,
         tenant: body.userId ?? NO_TENANT,
@@ -592,11 +594,28 @@ function answerTurn(request: MessagesRequest): AgentTurn {
   return { text: `Simulated reply to: ${textOf(lastUser?.content).slice(0, REPLY_SNIPPET_CHARS)}`, calls: [], stopReason: 'end_turn' };
 }
 
-function buildMessage(request: MessagesRequest): SimMessage {
+const ANSWER_FILLER = ' The simulator was told to answer at length.';
+
+/** Text of exactly `bytes` UTF-8 bytes: `text` cut short (between characters), or padded with a sentence repeated. */
+function textOfBytes(text: string, bytes: number): string {
+  let kept = '';
+  let used = 0;
+  for (const char of text) {
+    const size = Buffer.byteLength(char);
+    if (used + size > bytes) break;
+    kept += char;
+    used += size;
+  }
+  const missing = bytes - used;
+  return kept + ANSWER_FILLER.repeat(Math.ceil(missing / ANSWER_FILLER.length)).slice(0, missing);
+}
+
+function buildMessage(request: MessagesRequest, profile: Pick<FaultProfile, 'answerBytes' | 'reportedOutputTokens'>): SimMessage {
   const turn = answerTurn(request);
+  const repeatIds = request.agent?.script.repeatIds === true;
   const content: SimContentBlock[] = [
-    { type: 'text', text: turn.text },
-    ...turn.calls.map((call): SimContentBlock => ({ type: 'tool_use', id: `toolu_sim_${randomBytes(12).toString('hex')}`, ...call })),
+    { type: 'text', text: profile.answerBytes === undefined ? turn.text : textOfBytes(turn.text, profile.answerBytes) },
+    ...turn.calls.map((call, i): SimContentBlock => ({ type: 'tool_use', id: `toolu_sim_${repeatIds ? i : randomBytes(12).toString('hex')}`, ...call })),
   ];
   const prompt = [
     textOf(request.system),
@@ -614,7 +633,7 @@ function buildMessage(request: MessagesRequest): SimMessage {
     stop_sequence: null,
     usage: {
       input_tokens: estimateTokens(prompt),
-      output_tokens: estimateTokens(content.map(streamedPayload).join('')),
+      output_tokens: profile.reportedOutputTokens ?? estimateTokens(content.map(streamedPayload).join('')),
       cache_creation_input_tokens: 0,
       cache_read_input_tokens: 0,
     },
@@ -629,7 +648,7 @@ function streamedPayload(block: SimContentBlock): string {
 /** A block as its content_block_start opens it, and the deltas that complete it. */
 function streamedBlock(block: SimContentBlock): { start: SimContentBlock; deltas: Record<string, unknown>[] } {
   const payload = streamedPayload(block);
-  const chunkLength = Math.max(1, Math.ceil(payload.length / STREAM_CHUNKS));
+  const chunkLength = Math.min(MAX_DELTA_CHARS, Math.max(1, Math.ceil(payload.length / STREAM_CHUNKS)));
   const chunks = Array.from({ length: Math.ceil(payload.length / chunkLength) }, (_, i) => payload.slice(i * chunkLength, (i + 1) * chunkLength));
   return block.type === 'text'
     ? { start: { type: 'text', text: '' }, deltas: chunks.map((text) => ({ type: 'text_delta', text })) }

@@ -20,6 +20,8 @@ export interface AgentScript {
   unknownTool: string | undefined;
   /** The first tool call's input is `{}`, which fails any schema with required fields. */
   invalidInput: boolean;
+  /** Each turn numbers its tool_use ids from `toolu_sim_0`, using the ids of earlier turns again. */
+  repeatIds: boolean;
 }
 
 export type AgentScriptResult = { ok: true; value: AgentScript } | { ok: false; message: string };
@@ -44,7 +46,7 @@ export interface AgentTurn {
   stopReason: 'tool_use' | 'end_turn';
 }
 
-export const DEFAULT_SCRIPT: Readonly<AgentScript> = Object.freeze({ toolTurns: 2, parallel: 2, unknownTool: undefined, invalidInput: false });
+export const DEFAULT_SCRIPT: Readonly<AgentScript> = Object.freeze({ toolTurns: 2, parallel: 2, unknownTool: undefined, invalidInput: false, repeatIds: false });
 export const TOOL_TURNS_BOUNDS = { min: 0, max: 10_000 } as const;
 export const PARALLEL_BOUNDS = { min: 1, max: 16 } as const;
 /** The Messages API's bound on a tool name, which also bounds the one the script invents. */
@@ -93,11 +95,13 @@ export function parseAgentDirective(system: string, offeredTools: readonly strin
         script.unknownTool = value;
         break;
       case 'invalid-input':
-        if (value !== undefined) return refuse('[sim-agent] invalid-input takes no value');
-        script.invalidInput = true;
+      case 'repeat-ids':
+        if (value !== undefined) return refuse(`[sim-agent] ${key} takes no value`);
+        if (key === 'invalid-input') script.invalidInput = true;
+        else script.repeatIds = true;
         break;
       default:
-        return refuse(`[sim-agent] unknown key "${key}"; expected tool-turns, parallel, unknown-tool or invalid-input`);
+        return refuse(`[sim-agent] unknown key "${key}"; expected tool-turns, parallel, unknown-tool, invalid-input or repeat-ids`);
     }
   }
   return { ok: true, value: script };

@@ -2,8 +2,9 @@ import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../src/config/load.js';
 import type { AgentStepConfig } from '../../../src/config/schema.js';
 import type { RunRequested } from '../../../src/events/schemas.js';
-import { AgentLoop, toolResultKey, turnKey, type AgentStepRun } from '../../../src/execution/agent-loop.js';
+import { AgentLoop, toolCallId, toolResultKey, turnKey, type AgentStepRun } from '../../../src/execution/agent-loop.js';
 import { DependencyUnavailable } from '../../../src/execution/call-guard.js';
+import { OutputBoundExceeded, jsonBytes, type OutputLimits } from '../../../src/execution/output-bounds.js';
 import type { DependencyCall, LlmCallOutput } from '../../../src/execution/step-caller.js';
 import { createMetrics } from '../../../src/obs/metrics.js';
 import type { CancelReason } from '../../../src/runs/cancellation.js';
@@ -49,8 +50,9 @@ const answers =
  * messages sent), tool calls are answered by `tool`, journal entries land in `journal`, and the
  * journal answers a cancellation for the keys in `cancelAt`.
  */
-function agent(opts: { turns: (LlmCallOutput | ((messages: LlmMessage[]) => LlmCallOutput | Promise<LlmCallOutput>))[]; tool?: ToolAnswer; cancelAt?: Map<string, CancelReason>; now?: () => number }) {
+function agent(opts: { turns: (LlmCallOutput | ((messages: LlmMessage[]) => LlmCallOutput | Promise<LlmCallOutput>))[]; tool?: ToolAnswer; cancelAt?: Map<string, CancelReason>; now?: () => number; limits?: Partial<OutputLimits> }) {
   const config = loadConfig({ env: {} });
+  Object.assign(config.processor, opts.limits);
   const metrics = createMetrics();
   const calls: DependencyCall[] = [];
   const callRuns: RunRequested[] = [];
@@ -102,6 +104,7 @@ function agent(opts: { turns: (LlmCallOutput | ((messages: LlmMessage[]) => LlmC
     input: { message: 'Where is my order A-1?' },
     outputs: {},
     done: new Map(),
+    keptBytes: 0,
     fallback: 'degrade',
     ...over,
   });
@@ -204,14 +207,23 @@ describe('AgentLoop answering', () => {
     expect(await metricValue(a.metrics.agentToolCalls, { dependency: 'kb-search', outcome: 'error' })).toBe(1);
   });
 
-  it('calls each tool with its input, under the callId stepId:toolUseId (the Idempotency-Key is runId:callId)', async () => {
+  it('calls each tool with its input, under the callId stepId:turn-<n>:toolUseId (the Idempotency-Key is runId:callId)', async () => {
     const a = agent({ turns: threeTurns() });
     await a.loop.run(a.stepRun());
     expect(a.toolCalls()).toEqual([
-      { kind: 'tool', dependency: 'order-lookup', callId: 'agent:t1a', body: { input: { orderId: 'A-1' } } },
-      { kind: 'tool', dependency: 'kb-search', callId: 'agent:t1b', body: { input: { query: 'late delivery' } } },
-      { kind: 'tool', dependency: 'order-lookup', callId: 'agent:t2a', body: { input: { orderId: 'A-2' } } },
-      { kind: 'tool', dependency: 'kb-search', callId: 'agent:t2b', body: { input: { query: 'refund' } } },
+      { kind: 'tool', dependency: 'order-lookup', callId: 'agent:turn-1:t1a', body: { input: { orderId: 'A-1' } } },
+      { kind: 'tool', dependency: 'kb-search', callId: 'agent:turn-1:t1b', body: { input: { query: 'late delivery' } } },
+      { kind: 'tool', dependency: 'order-lookup', callId: 'agent:turn-2:t2a', body: { input: { orderId: 'A-2' } } },
+      { kind: 'tool', dependency: 'kb-search', callId: 'agent:turn-2:t2b', body: { input: { query: 'refund' } } },
+    ]);
+  });
+
+  it('gives a tool_use id the model uses again in a later turn another callId: a new call, not the first one\'s answer', async () => {
+    const a = agent({ turns: [turn([lookup('toolu_0')]), turn([lookup('toolu_0', 'A-2')]), turn([text('done')])] });
+    await a.loop.run(a.stepRun());
+    expect(a.toolCalls().map((c) => [c.callId, c.body])).toEqual([
+      ['agent:turn-1:toolu_0', { input: { orderId: 'A-1' } }],
+      ['agent:turn-2:toolu_0', { input: { orderId: 'A-2' } }],
     ]);
   });
 
@@ -221,8 +233,9 @@ describe('AgentLoop answering', () => {
     expect([...a.journal.keys()].sort()).toEqual(
       [turnKey('agent', 1), toolResultKey('agent', 1, 't1a'), toolResultKey('agent', 1, 't1b'), turnKey('agent', 2), toolResultKey('agent', 2, 't2a'), toolResultKey('agent', 2, 't2b'), turnKey('agent', 3)].sort(),
     );
-    expect(a.journal.get(toolResultKey('agent', 1, 't1a'))).toEqual({ content: JSON.stringify({ answered: 'agent:t1a', body: { input: { orderId: 'A-1' } } }), isError: false });
-    expect(a.journal.get(turnKey('agent', 3))).toMatchObject({ text: 'It ships tomorrow.' });
+    expect(a.journal.get(toolResultKey('agent', 1, 't1a'))).toEqual({ content: JSON.stringify({ answered: 'agent:turn-1:t1a', body: { input: { orderId: 'A-1' } } }), isError: false });
+    // A turn is journaled without the call's `text`, which its text blocks already hold.
+    expect(a.journal.get(turnKey('agent', 3))).toEqual({ model: 'sim', usage: turn([]).usage, content: [text('It ships tomorrow.')], stopReason: 'end_turn' });
   });
 
   it('does not send back an empty text block, which the API refuses', async () => {
@@ -249,15 +262,74 @@ describe('AgentLoop resuming a redelivered run', () => {
     const end = await a.loop.run(a.stepRun({ done }));
     expect(end).toMatchObject({ kind: 'answered', output: { text: 'It shipped.', agent: { turns: 2, toolCalls: 2, tokens: 30 } } });
     expect(a.modelCalls().map((c) => c.callId)).toEqual(['agent:turn-2']);
-    expect(a.toolCalls().map((c) => c.callId)).toEqual(['agent:t1b']);
+    expect(a.toolCalls().map((c) => c.callId)).toEqual(['agent:turn-1:t1b']);
     // The journaled result goes to the model as if it had just been made.
     expect((a.sent[0]![2]!.content as { tool_use_id: string; content: string }[]).map((b) => [b.tool_use_id, b.content])).toEqual([
       ['t1a', '{"status":"shipped"}'],
-      ['t1b', JSON.stringify({ answered: 'agent:t1b', body: { input: { query: 'late delivery' } } })],
+      ['t1b', JSON.stringify({ answered: 'agent:turn-1:t1b', body: { input: { query: 'late delivery' } } })],
     ]);
     // A journaled turn is counted once, when it was answered.
     expect(await metricValue(a.metrics.agentTurns, { workflow: 'support-agent' })).toBe(1);
     expect(a.journal.has(turnKey('agent', 1))).toBe(false);
+  });
+});
+
+describe('AgentLoop bounds what it journals as step outputs are bounded', () => {
+  /** The bound an entry passed, as the loop throws it. */
+  const passed = (promise: Promise<unknown>) => promise.then(() => expect.fail('the loop ended without passing a bound'), (err: unknown) => (expect(err).toBeInstanceOf(OutputBoundExceeded), (err as OutputBoundExceeded).verdict));
+  /** A turn as the journal holds it: the call's output without its text. */
+  const journaledAs = ({ text: _, ...rest }: LlmCallOutput) => rest;
+
+  it('fails a model turn over processor.maxStepOutputBytes, and journals nothing of it', async () => {
+    const big = turn([text('x'.repeat(5_000)), lookup('t1')]);
+    const a = agent({ turns: [big], limits: { maxStepOutputBytes: 4_096 } });
+    const verdict = await passed(a.loop.run(a.stepRun()));
+    expect(verdict).toEqual({ ok: false, code: 'output_too_large', message: `turn 1's answer is ${jsonBytes(journaledAs(big))} bytes, over the bound of 4096 (processor.maxStepOutputBytes)` });
+    expect(a.journal.size).toBe(0);
+    expect(a.toolCalls()).toHaveLength(0);
+  });
+
+  it('counts the text once: a turn is measured as journaled', async () => {
+    const at = turn([text('x'.repeat(3_000))]);
+    const a = agent({ turns: [at], limits: { maxStepOutputBytes: jsonBytes(journaledAs(at)) } });
+    expect(await a.loop.run(a.stepRun())).toMatchObject({ kind: 'answered', output: { text: 'x'.repeat(3_000) } });
+  });
+
+  it('fails once the turns and tool results, with the outputs before the step, pass processor.maxResultBytes, before the entry that passes it is journaled', async () => {
+    const turns = [turn([lookup('t1')]), turn([lookup('t2', 'A-2')]), turn([text('done')])];
+    const tool: ToolAnswer = async () => ({ blob: 'y'.repeat(1_500) });
+    // Room for turn 1 and its result after 1,000 bytes of earlier outputs, not for turn 2's result too.
+    const first = agent({ turns: structuredClone(turns), tool });
+    await first.loop.run(first.stepRun());
+    const [turn1, result1, turn2, result2] = [turnKey('agent', 1), toolResultKey('agent', 1, 't1'), turnKey('agent', 2), toolResultKey('agent', 2, 't2')].map((k) => jsonBytes(first.journal.get(k)));
+    const maxResultBytes = 1_000 + turn1! + result1! + turn2! + result2! - 1;
+
+    const a = agent({ turns, tool, limits: { maxResultBytes } });
+    const verdict = await passed(a.loop.run(a.stepRun({ keptBytes: 1_000 })));
+    expect(verdict).toEqual({ ok: false, code: 'result_too_large', message: `the agent's turns and tool results so far, with the outputs before the step, are ${maxResultBytes + 1} bytes, over the bound of ${maxResultBytes} (processor.maxResultBytes)` });
+    expect([...a.journal.keys()]).toEqual([turnKey('agent', 1), toolResultKey('agent', 1, 't1'), turnKey('agent', 2)]);
+    expect(a.modelCalls()).toHaveLength(2);
+  });
+
+  it('counts journaled entries too, and fails one over a bound lowered since it was journaled', async () => {
+    const done = new Map<string, unknown>([[turnKey('agent', 1), turn([text('y'.repeat(5_000)), lookup('t1')])]]);
+    const a = agent({ turns: [], limits: { maxStepOutputBytes: 4_096 } });
+    expect(await passed(a.loop.run(a.stepRun({ done })))).toMatchObject({ code: 'output_too_large', message: expect.stringMatching(/^turn 1's answer is \d+ bytes/) });
+    expect(a.calls).toHaveLength(0);
+  });
+});
+
+describe('AgentLoop idempotency keys across deliveries', () => {
+  it('repeats a call cut off by a crash under the callId it was first made with, in a later turn that reuses the id', async () => {
+    const turns = () => [turn([lookup('toolu_0')]), turn([lookup('toolu_0', 'A-2')]), turn([text('done')])];
+    const first = agent({ turns: turns(), cancelAt: new Map([[toolResultKey('agent', 2, 'toolu_0'), 'requested' as CancelReason]]) });
+    expect(await first.loop.run(first.stepRun())).toMatchObject({ kind: 'cancelled' });
+    // The next delivery finds turns 1 and 2 and turn 1's result journaled: turn 2's call was in flight.
+    const done = new Map([...first.journal].filter(([k]) => k !== toolResultKey('agent', 2, 'toolu_0')));
+    const again = agent({ turns: turns().slice(2) });
+    await again.loop.run(again.stepRun({ done }));
+    expect(again.toolCalls().map((c) => c.callId)).toEqual([first.toolCalls()[1]!.callId]);
+    expect(again.toolCalls()[0]!.callId).toBe(toolCallId('agent', 2, 'toolu_0'));
   });
 });
 

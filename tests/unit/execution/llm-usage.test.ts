@@ -1,6 +1,8 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { SluiceConfig, StepConfig } from '../../../src/config/schema.js';
-import { countLlmResponse, runUsage, stepUsage } from '../../../src/execution/llm-usage.js';
+import { TYPICAL_BYTES_PER_TOKEN, countLlmResponse, countedUsage, runUsage, stepUsage } from '../../../src/execution/llm-usage.js';
+import { MAX_BYTES_PER_TOKEN } from '../../../src/steps/llm-call.js';
 import { createMetrics } from '../../../src/obs/metrics.js';
 import { metricValue } from '../../support/metric-value.js';
 
@@ -21,6 +23,36 @@ const usage = (inputTokens: number, outputTokens: number, cacheCreationInputToke
 describe('stepUsage', () => {
   it('names the response\'s four counts as the Messages API does', () => {
     expect(stepUsage({ inputTokens: 1, outputTokens: 2, cacheCreationTokens: 3, cacheReadTokens: 4 })).toEqual(usage(1, 2, 3, 4));
+  });
+});
+
+describe('countedUsage', () => {
+  const reported = (outputTokens: number) => ({ inputTokens: 7, outputTokens, cacheReadTokens: 3, cacheCreationTokens: 2 });
+
+  it('keeps the provider\'s count while the bytes fit it at 16 bytes a token', () => {
+    expect(countedUsage(reported(512), 8_192)).toEqual(reported(512));
+    expect(countedUsage(reported(1), 16)).toEqual(reported(1));
+    expect(countedUsage(reported(0), 0)).toEqual(reported(0));
+  });
+
+  it('counts the output at 4 bytes a token when the bytes are more than the count could carry, leaving the other counts', () => {
+    // The issue's case, within the answer's bound: 1 output token reported for 24 KiB.
+    expect(countedUsage(reported(1), 24_576)).toEqual({ ...reported(6_144), inputTokens: 7, cacheReadTokens: 3, cacheCreationTokens: 2 });
+    expect(countedUsage(reported(1), 17)).toEqual(reported(5));
+    // No usage reported at all reads as 0.
+    expect(countedUsage(reported(0), 1)).toEqual(reported(1));
+  });
+
+  it('never counts less than reported, nor less than the bytes can be, and replaces only an implausible count', () => {
+    fc.assert(
+      fc.property(fc.nat({ max: 10_000_000 }), fc.nat({ max: 100_000_000 }), (outputTokens, bytes) => {
+        const counted = countedUsage(reported(outputTokens), bytes).outputTokens;
+        expect(counted).toBeGreaterThanOrEqual(outputTokens);
+        expect(counted).toBeGreaterThanOrEqual(Math.ceil(bytes / MAX_BYTES_PER_TOKEN));
+        const plausible = outputTokens * MAX_BYTES_PER_TOKEN >= bytes;
+        expect(counted).toBe(plausible ? outputTokens : Math.ceil(bytes / TYPICAL_BYTES_PER_TOKEN));
+      }),
+    );
   });
 });
 

@@ -49,7 +49,8 @@ function executor(cancelAnswers: (CancelReason | undefined)[], journal: Map<stri
       const failure = llmFailures.shift();
       if (failure) throw toStepError('anthropic', failure);
       const text = opts.llmText ?? 'ok';
-      return { text, content: [{ type: 'text', text }], model: 'sim', stopReason: 'end_turn', usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } };
+      const answerBytes = Buffer.byteLength(text);
+      return { text, content: [{ type: 'text', text }], model: 'sim', stopReason: 'end_turn', answerBytes, usage: { inputTokens: 1, outputTokens: Math.ceil(answerBytes / 4), cacheReadTokens: 0, cacheCreationTokens: 0 } };
     },
     tool: (req) => toolConnections.call(req),
     simulatorUrl: 'http://127.0.0.1:1',
@@ -356,7 +357,7 @@ describe('RunExecutor and the shared breakers', () => {
     const prompts: string[] = [];
     const llm: RunExecutorDeps['llm'] = async (r) => {
       prompts.push(r.messages[0]!.content as string);
-      return { text: 'ok', content: [{ type: 'text', text: 'ok' }], model: 'sim', stopReason: 'end_turn', usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } };
+      return { text: 'ok', content: [{ type: 'text', text: 'ok' }], model: 'sim', stopReason: 'end_turn', answerBytes: 2, usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } };
     };
     const { exec, published } = executor([], new Map([['understand', { text: 'order 42' }]]), [], undefined, { breaker: openUntil('order-lookup', run.deadline + 1), deps: { llm } });
     expect(await exec.execute(run, ATTEMPT)).toBe('completed');
@@ -550,14 +551,14 @@ describe('RunExecutor bounds what it keeps of step outputs', () => {
     const { exec, published, deadLetters } = executor([], journal, [], bounded(2_048, 100_000), { llmText: 'x'.repeat(2_100) });
     expect(await exec.execute(run, ATTEMPT)).toBe('failed');
     expect(journal.size).toBe(0);
-    const message = 'step 1/3 (understand): its output is 2222 bytes, over the bound of 2048 (processor.maxStepOutputBytes)';
+    const message = 'step 1/3 (understand): its output is 2224 bytes, over the bound of 2048 (processor.maxStepOutputBytes)';
     expect(published.at(-1)).toMatchObject({ status: 'failed', step: 'understand', result: null, error: { code: 'output_too_large', message, retryable: false } });
     expect(deadLetters[0]!.headers['sluice-dlt-reason']).toBe('non_retryable');
   });
 
   it('keeps an output exactly at the bound', async () => {
     const journal = new Map<string, unknown>([['lookup-order', { orderId: '42' }]]);
-    const { exec } = executor([], journal, [], bounded(2_222, 100_000), { llmText: 'x'.repeat(2_100) });
+    const { exec } = executor([], journal, [], bounded(2_224, 100_000), { llmText: 'x'.repeat(2_100) });
     expect(await exec.execute(run, ATTEMPT)).toBe('completed');
     expect(journal.size).toBe(3);
   });
@@ -602,7 +603,7 @@ describe('RunExecutor measures a run against its admission', () => {
         now: () => now,
         llm: async () => {
           now += 500;
-          return { text: 'ok', content: [{ type: 'text', text: 'ok' }], model: 'claude-sonnet-4-6', stopReason: 'end_turn', usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } };
+          return { text: 'ok', content: [{ type: 'text', text: 'ok' }], model: 'claude-sonnet-4-6', stopReason: 'end_turn', answerBytes: 2, usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } };
         },
       },
     });
@@ -625,7 +626,7 @@ describe('RunExecutor measures a run against its admission', () => {
     let calls = 0;
     const llm = async (): Promise<LlmResult> => {
       if (++calls > 1) throw toStepError('anthropic', overloaded());
-      return { text: 'ok', content: [{ type: 'text', text: 'ok' }], model: 'sim', stopReason: 'end_turn', usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } };
+      return { text: 'ok', content: [{ type: 'text', text: 'ok' }], model: 'sim', stopReason: 'end_turn', answerBytes: 2, usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } };
     };
     const answeredFirst = executor([], new Map([['lookup-order', {}]]), [], undefined, { deps: { llm } });
     expect(await answeredFirst.exec.execute(run, ATTEMPT)).toBe('retried');
@@ -658,7 +659,7 @@ describe('RunExecutor measures a run against its admission', () => {
         now: () => now,
         llm: async () => {
           now += 250;
-          return { text: 'ok', content: [{ type: 'text', text: 'ok' }], model: 'sim', stopReason: 'end_turn', usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } };
+          return { text: 'ok', content: [{ type: 'text', text: 'ok' }], model: 'sim', stopReason: 'end_turn', answerBytes: 2, usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } };
         },
       },
     });
@@ -692,7 +693,9 @@ describe('RunExecutor measures a run against its admission', () => {
 });
 
 describe('RunExecutor counts the tokens of LLM responses', () => {
-  const answer = (model: string, usage: LlmResult['usage']) => async (): Promise<LlmResult> => ({ text: 'ok', content: [{ type: 'text', text: 'ok' }], model, stopReason: 'end_turn', usage });
+  const answer =
+    (model: string, usage: LlmResult['usage'], text = 'ok') =>
+    async (): Promise<LlmResult> => ({ text, content: [{ type: 'text', text }], model, stopReason: 'end_turn', answerBytes: Buffer.byteLength(text), usage });
   const tokens = (metrics: ReturnType<typeof createMetrics>, labels: Record<string, string>) => metricValue(metrics.llmTokens, labels);
 
   it('per tenant, workflow, model and kind, every kind from the response\'s usage', async () => {
@@ -734,11 +737,26 @@ describe('RunExecutor counts the tokens of LLM responses', () => {
   it('sums a step the journal kept from an earlier attempt into the result\'s usage, without counting it again', async () => {
     const kept = { text: 'order 42', model: 'claude-sonnet-4-6', usage: { inputTokens: 1_000_000, outputTokens: 0, cacheCreationInputTokens: 0, cacheReadInputTokens: 0 } };
     const { exec, metrics, published } = executor([], new Map<string, unknown>([['understand', kept], ['lookup-order', {}]]), [], undefined, {
-      deps: { llm: answer('claude-sonnet-4-6', { inputTokens: 1_000_000, outputTokens: 0, cacheReadTokens: 0, cacheCreationTokens: 0 }) },
+      deps: { llm: answer('claude-sonnet-4-6', { inputTokens: 1_000_000, outputTokens: 0, cacheReadTokens: 0, cacheCreationTokens: 0 }, '') },
     });
     expect(await exec.execute(run, ATTEMPT)).toBe('completed');
     expect(await metricValue(metrics.llmCost, { model: 'claude-sonnet-4-6' })).toBe(3);
     expect(JSON.parse(published.at(-1)!.result!).usage).toMatchObject({ inputTokens: 2_000_000, llmCalls: 2, costUsd: 6 });
+  });
+
+  it('counts an answer\'s output from its bytes when its usage reports fewer tokens than they can be, for the metrics, the budget and the result', async () => {
+    const llm = async (): Promise<LlmResult> => ({ text: 'x'.repeat(20_000), content: [{ type: 'text', text: 'x'.repeat(20_000) }], model: 'claude-sonnet-4-6', stopReason: 'end_turn', answerBytes: 20_000, usage: { inputTokens: 10, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } });
+    const charged: number[] = [];
+    const tokenSettlement = { charge: async (_run: RunRequested, tokens: number) => void charged.push(tokens), endAttempt: async () => undefined };
+    const { exec, metrics, published } = executor([], new Map([['lookup-order', {}]]), [], undefined, { deps: { llm, tokenSettlement } });
+    expect(await exec.execute(run, ATTEMPT)).toBe('completed');
+    // 20,000 bytes are at least 1,250 tokens at 16 bytes a token: 1 is implausible, so they count as 5,000 (4 bytes a token).
+    expect(charged).toEqual([5_010, 5_010]);
+    expect(await tokens(metrics, { model: 'claude-sonnet-4-6', kind: 'output' })).toBe(10_000);
+    expect(await metricValue(metrics.llmImplausibleUsage, { dependency: 'anthropic' })).toBe(2);
+    const result = JSON.parse(published.at(-1)!.result!);
+    expect(result.steps[0].output.usage).toMatchObject({ inputTokens: 10, outputTokens: 5_000 });
+    expect(result.usage).toMatchObject({ outputTokens: 10_000, llmCalls: 2 });
   });
 
   it('counts nothing for a step taken from the journal: no call, no tokens', async () => {
@@ -800,7 +818,7 @@ describe('RunExecutor paces calls by the dependencies\' rate limits', () => {
   it('books each call with its estimated input and its whole output allowance, then settles by the usage reported', async () => {
     const p = pacer();
     const usage = { inputTokens: 40, outputTokens: 9, cacheReadTokens: 500, cacheCreationTokens: 6 };
-    const { exec } = executor([], toolDone(), [], undefined, { deps: { pacer: p.fake, llm: async () => ({ text: 'ok', content: [{ type: 'text', text: 'ok' }], model: 'sim', stopReason: 'end_turn', usage, headers: () => null }) } });
+    const { exec } = executor([], toolDone(), [], undefined, { deps: { pacer: p.fake, llm: async () => ({ text: 'ok', content: [{ type: 'text', text: 'ok' }], model: 'sim', stopReason: 'end_turn', answerBytes: 2, usage, headers: () => null }) } });
     expect(await exec.execute(run, ATTEMPT)).toBe('completed');
     expect(p.booked).toHaveLength(2);
     expect(p.booked[0]).toMatchObject({ dependency: 'anthropic', deadline: run.deadline, runClass: run.class, tokens: { outputTokens: 512 } });
@@ -820,7 +838,7 @@ describe('RunExecutor paces calls by the dependencies\' rate limits', () => {
         pacer: p.fake,
         llm: async () => {
           if (calledAfter < 0) calledAfter = Date.now() - started;
-          return { text: 'ok', content: [{ type: 'text', text: 'ok' }], model: 'sim', stopReason: 'end_turn', usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } };
+          return { text: 'ok', content: [{ type: 'text', text: 'ok' }], model: 'sim', stopReason: 'end_turn', answerBytes: 2, usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } };
         },
       },
     });
@@ -920,8 +938,8 @@ describe('RunExecutor paces calls by the dependencies\' rate limits', () => {
 describe('RunExecutor with an agent step', () => {
   const agentRun: RunRequested = { ...run, workflow: 'support-agent', input: '{"message":"Where is order A-1?"}' };
   const usage = { inputTokens: 100, outputTokens: 20, cacheReadTokens: 0, cacheCreationTokens: 0 };
-  const answer = (text: string): LlmResult => ({ text, content: [{ type: 'text', text }], model: 'claude-sonnet-4-6', stopReason: 'end_turn', usage });
-  const asks = (...uses: { id: string; name: string; input: Record<string, unknown> }[]): LlmResult => ({ text: '', content: uses.map((u) => ({ type: 'tool_use' as const, ...u })), model: 'claude-sonnet-4-6', stopReason: 'tool_use', usage });
+  const answer = (text: string): LlmResult => ({ text, content: [{ type: 'text', text }], model: 'claude-sonnet-4-6', stopReason: 'end_turn', answerBytes: Buffer.byteLength(text), usage });
+  const asks = (...uses: { id: string; name: string; input: Record<string, unknown> }[]): LlmResult => ({ text: '', content: uses.map((u) => ({ type: 'tool_use' as const, ...u })), model: 'claude-sonnet-4-6', stopReason: 'tool_use', answerBytes: uses.reduce((bytes, u) => bytes + JSON.stringify(u.input).length, 0), usage });
   /** An LLM that plays `turns` in order, keeping the requests it got. */
   const scripted = (turns: LlmResult[]) => {
     const requests: Parameters<RunExecutorDeps['llm']>[0][] = [];
@@ -964,8 +982,8 @@ describe('RunExecutor with an agent step', () => {
     expect(requests).toHaveLength(2);
     expect(requests[0]!.tools!.map((t) => t.name)).toEqual(['order-lookup', 'kb-search']);
     expect(tools.map((t) => [t.path, t.key]).sort()).toEqual([
-      ['/tools/kb-search', `${run.runId}:agent:toolu_2`],
-      ['/tools/order-lookup', `${run.runId}:agent:toolu_1`],
+      ['/tools/kb-search', `${run.runId}:agent:turn-1:toolu_2`],
+      ['/tools/order-lookup', `${run.runId}:agent:turn-1:toolu_1`],
     ]);
     const result = JSON.parse(published.at(-1)!.result!);
     expect(result).toMatchObject({ text: 'It shipped.', degraded: false, steps: [{ id: 'agent', output: { text: 'It shipped.', agent: { turns: 2, toolCalls: 2, toolErrors: 0, tokens: 240, unavailable: [] } } }] });
@@ -998,10 +1016,23 @@ describe('RunExecutor with an agent step', () => {
   it('fails a bound-stopped run without its transcript when the transcript would not fit in a status event', async () => {
     const { llm } = scripted(Array.from({ length: 10 }, (_, i) => asks({ id: `toolu_${i}`, name: 'no-such-tool', input: {} })));
     const config = loadConfig({ env: {} });
-    config.processor.maxResultBytes = 500;
+    // Above the six journaled turns (about 1,400 bytes), below the result with their transcript (about 1,750).
+    config.processor.maxResultBytes = 1_600;
     const { exec, published } = executor([], new Map(), [], config, { deps: { llm, simulatorUrl } });
     expect(await exec.execute(agentRun, ATTEMPT)).toBe('failed');
     expect(published.at(-1)).toMatchObject({ status: 'failed', error: { code: 'agent_bound_reached' }, result: null });
+  });
+
+  it('fails the run with output_too_large when a model turn passes maxStepOutputBytes, journaling nothing of it', async () => {
+    const { llm } = scripted([answer('z'.repeat(3_000))]);
+    const config = loadConfig({ env: {} });
+    config.processor.maxStepOutputBytes = 2_048;
+    const journal = new Map<string, unknown>();
+    const { exec, published, deadLetters } = executor([], journal, [], config, { deps: { llm, simulatorUrl } });
+    expect(await exec.execute(agentRun, ATTEMPT)).toBe('failed');
+    expect(journal.size).toBe(0);
+    expect(published.at(-1)).toMatchObject({ status: 'failed', step: 'agent', result: null, error: { code: 'output_too_large', retryable: false, message: expect.stringMatching(/^step 1\/1 \(agent\): turn 1's answer is \d+ bytes, over the bound of 2048 \(processor\.maxStepOutputBytes\)$/) } });
+    expect(deadLetters[0]!.headers['sluice-dlt-reason']).toBe('non_retryable');
   });
 
   it('completes degraded when a tool is unavailable to a degrade tenant: the model read an is_error result', async () => {

@@ -7,7 +7,7 @@ import { sha256Hex } from '../../../src/util/sha256-hex.js';
 import type { CallTimeouts } from '../../../src/config/schema.js';
 import { loadConfig } from '../../../src/config/load.js';
 import { createLogger } from '../../../src/obs/logger.js';
-import { callLlm, MAX_CONTENT_BLOCKS, MAX_TOOL_INPUT_BYTES, type LlmRequest } from '../../../src/steps/llm-call.js';
+import { ANSWER_SLACK_BYTES, callLlm, MAX_BYTES_PER_TOKEN, MAX_CONTENT_BLOCKS, MAX_TOOL_INPUT_BYTES, maxAnswerBytes, maxEventBytes, SseEventMeter, type LlmRequest } from '../../../src/steps/llm-call.js';
 import { StepError } from '../../../src/steps/step-error.js';
 import { createProviderSim, type ProviderSimStats } from '../../../src/dev/sim/provider-sim.js';
 
@@ -40,6 +40,10 @@ function request(timeouts: Partial<CallTimeouts> = {}, headers: Record<string, s
     timeoutMs: t.totalMs,
     headers,
   };
+}
+
+function withMaxTokens(req: LlmRequest, maxTokens: number): LlmRequest {
+  return { ...req, config: { ...req.config, maxTokens } };
 }
 
 async function failure(promise: Promise<unknown>): Promise<StepError> {
@@ -87,6 +91,7 @@ describe('callLlm against the provider simulator', () => {
       model: 'claude-sim-1',
       stopReason: 'end_turn',
       usage: { inputTokens: Math.ceil(`${SYSTEM}\n${USER}`.length / 4), outputTokens: Math.ceil(reply.length / 4), cacheReadTokens: 0, cacheCreationTokens: 0 },
+      answerBytes: reply.length,
       headers: expect.any(Function),
     });
     expect(await callsMade()).toBe(1);
@@ -273,7 +278,7 @@ describe('callLlm against a scripted SSE server', () => {
       }, 1_500);
     };
     const result = await callLlm(scripted.client, request({ readMs: 500 }));
-    expect(result).toEqual({ text: 'pong', content: [{ type: 'text', text: 'pong' }], model: 'claude-scripted', stopReason: 'end_turn', usage: { inputTokens: 7, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 }, headers: expect.any(Function) });
+    expect(result).toEqual({ text: 'pong', content: [{ type: 'text', text: 'pong' }], model: 'claude-scripted', stopReason: 'end_turn', usage: { inputTokens: 7, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 }, answerBytes: 4, headers: expect.any(Function) });
   });
 
   it('returns empty text for an answer without text blocks', async () => {
@@ -281,7 +286,7 @@ describe('callLlm against a scripted SSE server', () => {
       startStream(res);
       finishStream(res, 0);
     };
-    expect(await callLlm(scripted.client, request())).toEqual({ text: '', content: [], model: 'claude-scripted', stopReason: 'end_turn', usage: { inputTokens: 7, outputTokens: 0, cacheReadTokens: 0, cacheCreationTokens: 0 }, headers: expect.any(Function) });
+    expect(await callLlm(scripted.client, request())).toEqual({ text: '', content: [], model: 'claude-scripted', stopReason: 'end_turn', usage: { inputTokens: 7, outputTokens: 0, cacheReadTokens: 0, cacheCreationTokens: 0 }, answerBytes: 0, headers: expect.any(Function) });
   });
 
   it('reads the cache counts of message_start, and the final message_delta\'s cumulative counts over them', async () => {
@@ -481,12 +486,94 @@ describe('callLlm against a scripted SSE server', () => {
       toolUseBlock(res, 1, 'toolu_2', 'store', input(secondBytes));
       finishStream(res, 1, {}, 'tool_use');
     };
-    const whole = await callLlm(scripted.client, request());
+    // A maxTokens whose answer bound is above the tool input's, so this bound is the one met.
+    const large = withMaxTokens(request(), 64_000);
+    const whole = await callLlm(scripted.client, large);
     expect(whole.content.map((b) => b.type === 'tool_use' && b.inputError)).toEqual([undefined, undefined]);
     secondBytes += 1;
-    const error = await failure(callLlm(scripted.client, request()));
+    const error = await failure(callLlm(scripted.client, large));
     expect(error).toMatchObject({ kind: 'bad_response', retryable: false });
     expect(error.message).toContain(`more than ${MAX_TOOL_INPUT_BYTES} bytes of tool input`);
+  });
+
+  describe('the answer\'s bound, from maxTokens', () => {
+    const MAX_TOKENS = 8;
+    const BOUND = maxAnswerBytes(MAX_TOKENS);
+    /** Writes `text_delta`s of 1,000 bytes (the last shorter) until `bytes` are sent, then keeps sending them until the client hangs up. */
+    const endless = (res: ServerResponse, sent: { bytes: number }) => {
+      const timer = setInterval(() => {
+        blockDelta(res, 0, { type: 'text_delta', text: 'y'.repeat(1_000) });
+        sent.bytes += 1_000;
+      }, 5);
+      res.once('close', () => clearInterval(timer));
+    };
+
+    it(`is maxTokens × ${MAX_BYTES_PER_TOKEN} + ${ANSWER_SLACK_BYTES} bytes of text and tool input`, () => {
+      expect(BOUND).toBe(8 * 16 + 16_384);
+      expect(maxAnswerBytes(64_000)).toBe(1_040_384);
+      expect(maxEventBytes(MAX_TOKENS)).toBe(6 * BOUND + 4_096);
+    });
+
+    it('takes an answer of exactly the bound, counting UTF-8 bytes, and reports them', async () => {
+      // "é" is two bytes: half the bound in characters is the whole bound in bytes.
+      const text = 'é'.repeat(BOUND / 2);
+      script = (_req, res) => {
+        startStream(res);
+        textBlock(res, text);
+        finishStream(res, 8);
+      };
+      const result = await callLlm(scripted.client, withMaxTokens(request(), MAX_TOKENS));
+      expect(result.text).toBe(text);
+      expect(result.answerBytes).toBe(BOUND);
+    });
+
+    it('fails an answer past it, not retryable, naming the bound and the bytes received, and hangs up', async () => {
+      const sent = { bytes: 0 };
+      script = (_req, res) => {
+        startStream(res);
+        blockStart(res, 0, { type: 'text', text: '' });
+        blockDelta(res, 0, { type: 'text_delta', text: 'x'.repeat(BOUND) });
+        blockDelta(res, 0, { type: 'text_delta', text: 'x' });
+        endless(res, sent);
+      };
+      const error = await failure(callLlm(scripted.client, withMaxTokens(request(), MAX_TOKENS)));
+      expect(error).toMatchObject({ kind: 'bad_response', retryable: false });
+      expect(error.message).toBe(`anthropic: the answer passed its bound of ${BOUND} bytes (maxTokens 8 × 16 + 16384) with ${BOUND + 1} bytes received`);
+      // Nothing more is read: the request is aborted, and the provider stops long before it would end.
+      await scripted.hungUp();
+      expect(sent.bytes).toBeLessThan(1_000_000);
+    });
+
+    it('counts tool input toward it with the text', async () => {
+      script = (_req, res) => {
+        startStream(res);
+        textBlock(res, 'x'.repeat(BOUND - 10));
+        toolUseBlock(res, 1, 'toolu_1', 'store', ['{"a":"123456"}']);
+        finishStream(res, 8, {}, 'tool_use');
+      };
+      const error = await failure(callLlm(scripted.client, withMaxTokens(request(), MAX_TOKENS)));
+      expect(error.message).toContain(`with ${BOUND + 4} bytes received`);
+    });
+
+    it('cuts off one event that passes its own bound before the SDK has buffered it, and hangs up', async () => {
+      const sent = { bytes: 0 };
+      script = (_req, res) => {
+        startStream(res);
+        blockStart(res, 0, { type: 'text', text: '' });
+        // An event that never ends: its line grows by 16 KiB every few milliseconds.
+        res.write('event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"');
+        const timer = setInterval(() => {
+          res.write('z'.repeat(16_384));
+          sent.bytes += 16_384;
+        }, 2);
+        res.once('close', () => clearInterval(timer));
+      };
+      const error = await failure(callLlm(scripted.client, withMaxTokens(request(), MAX_TOKENS)));
+      expect(error).toMatchObject({ kind: 'bad_response', retryable: false });
+      expect(error.message).toMatch(new RegExp(`^anthropic: a stream event passed its bound of ${maxEventBytes(MAX_TOKENS)} bytes \\(from maxTokens 8\\) with \\d+ bytes received$`));
+      await scripted.hungUp();
+      expect(sent.bytes).toBeLessThan(4 * maxEventBytes(MAX_TOKENS));
+    });
   });
 
   it.each<[string, (res: ServerResponse) => void, string]>([
@@ -517,5 +604,33 @@ describe('callLlm against a scripted SSE server', () => {
     expect(error).toMatchObject({ kind: 'total_timeout', retryable: true });
     await scripted.hungUp();
     expect(scripted.requests()).toBe(1);
+  });
+});
+
+describe('SseEventMeter', () => {
+  const bytes = (text: string) => new TextEncoder().encode(text);
+
+  it('counts the bytes since the last blank line, line ends left out', () => {
+    const meter = new SseEventMeter();
+    expect(meter.feed(bytes('event: a\ndata: 12'))).toBe(16);
+    expect(meter.feed(bytes('34\n\nevent: b\n'))).toBe(18);
+    expect(meter.feed(bytes('data: x'))).toBe(15);
+  });
+
+  it.each([
+    ['LF', '\n'],
+    ['CRLF', '\r\n'],
+    ['CR', '\r'],
+  ])('ends an event at a blank line with %s line ends, also when the ends are split between chunks', (_name, eol) => {
+    const meter = new SseEventMeter();
+    const stream = `data: one${eol}${eol}data: two`;
+    let most = 0;
+    for (const ch of stream) most = meter.feed(bytes(ch));
+    expect(most).toBe('data: two'.length);
+    expect(new SseEventMeter().feed(bytes(`data: one${eol}data: two`))).toBe(18);
+  });
+
+  it('returns the most an event held within the chunk, even when a blank line follows', () => {
+    expect(new SseEventMeter().feed(bytes('data: long line\n\ndata: x'))).toBe(15);
   });
 });

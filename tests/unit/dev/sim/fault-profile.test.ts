@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import {
+  MAX_ANSWER_BYTES,
   MAX_LATENCY_MS,
+  MAX_REPORTED_OUTPUT_TOKENS,
   MAX_RATE_LIMIT,
   MAX_RETRY_AFTER_SEC,
   ZERO_PROFILE,
@@ -95,6 +97,26 @@ describe('parseFaultUpdate', () => {
 
   it.each([-0.1, 1.1, '0.5', Number.NaN])('rejects errorRate %j', (errorRate) => {
     expect(fieldsOf({ target: 'anthropic', errorStatus: 500, errorRate })).toEqual(['errorRate']);
+  });
+
+  it('accepts an answer size and a reported output count for the anthropic target, within their bounds', () => {
+    expect(parseFaultUpdate({ target: 'anthropic', answerBytes: MAX_ANSWER_BYTES, reportedOutputTokens: 1 }, TARGETS)).toEqual({
+      ok: true,
+      value: { target: 'anthropic', patch: { answerBytes: MAX_ANSWER_BYTES, reportedOutputTokens: 1 } },
+    });
+    expect(fieldsOf({ target: 'anthropic', answerBytes: MAX_ANSWER_BYTES + 1, reportedOutputTokens: MAX_REPORTED_OUTPUT_TOKENS + 1 })).toEqual(['answerBytes', 'reportedOutputTokens']);
+    expect(fieldsOf({ target: 'anthropic', answerBytes: -1, reportedOutputTokens: 0.5 })).toEqual(['answerBytes', 'reportedOutputTokens']);
+  });
+
+  it('refuses an answer size or a reported output count for a tool', () => {
+    const result = parseFaultUpdate({ target: 'order-lookup', answerBytes: 10, reportedOutputTokens: 1 }, TARGETS);
+    expect(result).toEqual({
+      ok: false,
+      errors: [
+        { field: 'answerBytes', message: 'is a fault of the anthropic target only' },
+        { field: 'reportedOutputTokens', message: 'is a fault of the anthropic target only' },
+      ],
+    });
   });
 
   it('treats an error status without a rate as "always"', () => {

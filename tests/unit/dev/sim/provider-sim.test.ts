@@ -447,6 +447,12 @@ describe('POST /v1/messages with tools: the scripted agent', () => {
     expect(refused.json().error).toEqual({ type: 'invalid_request_error', message: 'tools: List should have at most 128 items' });
   });
 
+  it('uses the same tool_use ids in every turn with repeat-ids', async () => {
+    const answers = await runAgent({ stream: true, system: '[sim-agent tool-turns=2 parallel=2 repeat-ids]' });
+    const ids = answers.map((answer) => answer.content.flatMap((block) => (block.type === 'tool_use' ? [block.id] : [])));
+    expect(ids).toEqual([['toolu_sim_0', 'toolu_sim_1'], ['toolu_sim_0', 'toolu_sim_1'], []]);
+  });
+
   it('applies faults and latency to every turn', async () => {
     const failed = await sendMessage(messageBody({ tools: AGENT_TOOLS }), { 'x-simulate-failure': '529' });
     expect(failed.statusCode).toBe(529);
@@ -456,6 +462,27 @@ describe('POST /v1/messages with tools: the scripted agent', () => {
     expect((await askAgent(messageBody({ tools: AGENT_TOOLS, stream: true }))).stop_reason).toBe('tool_use');
     expect(Date.now() - started).toBeGreaterThanOrEqual(90);
     expect(await stats()).toMatchObject({ calls: { anthropic: 2 }, errors: { anthropic: 1 } });
+  });
+});
+
+describe('answers that break the request\'s word', () => {
+  it('streams answerBytes of text in deltas of at most 16 KiB, whatever max_tokens allowed, and reports reportedOutputTokens', async () => {
+    expect((await setFault({ target: 'anthropic', answerBytes: 100_000, reportedOutputTokens: 1 })).statusCode).toBe(200);
+    const response = await sendMessage(messageBody({ stream: true, max_tokens: 16, messages: [{ role: 'user', content: 'héllo' }] }));
+    const deltas = sseEvents(response.payload).flatMap((e) => ((e.data.delta as { type?: string } | undefined)?.type === 'text_delta' ? [(e.data.delta as { text: string }).text] : []));
+    const text = deltas.join('');
+    expect(Buffer.byteLength(text)).toBe(100_000);
+    expect(text.startsWith('Simulated reply to: héllo The simulator was told to answer at length.')).toBe(true);
+    expect(Math.max(...deltas.map((d) => d.length))).toBeLessThanOrEqual(16_384);
+    expect(sseEvents(response.payload).find((e) => e.event === 'message_delta')!.data.usage).toMatchObject({ output_tokens: 1 });
+  });
+
+  it('cuts the answer to answerBytes between characters', async () => {
+    await setFault({ target: 'anthropic', answerBytes: 22 });
+    const answer = (await sendMessage(messageBody({ messages: [{ role: 'user', content: 'ééé' }] }))).json();
+    // "Simulated reply to: é" is 22 bytes; the next "é" would not fit.
+    expect(answer.content).toEqual([{ type: 'text', text: 'Simulated reply to: é' }]);
+    expect(answer.usage.output_tokens).toBe(Math.ceil('Simulated reply to: é'.length / 4));
   });
 });
 

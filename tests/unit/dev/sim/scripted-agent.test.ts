@@ -33,15 +33,15 @@ describe('parseAgentDirective', () => {
   it('gives the default script without a directive', () => {
     expect(parseAgentDirective('You are a support agent.', [])).toEqual({
       ok: true,
-      value: { toolTurns: 2, parallel: 2, unknownTool: undefined, invalidInput: false },
+      value: { toolTurns: 2, parallel: 2, unknownTool: undefined, invalidInput: false, repeatIds: false },
     });
   });
 
   it('reads every key from a line of a longer prompt', () => {
-    const system = 'You are a support agent.\n[sim-agent tool-turns=3 parallel=4 unknown-tool=refund invalid-input]\nBe brief.';
+    const system = 'You are a support agent.\n[sim-agent tool-turns=3 parallel=4 unknown-tool=refund invalid-input repeat-ids]\nBe brief.';
     expect(parseAgentDirective(system, ['order-lookup'])).toEqual({
       ok: true,
-      value: { toolTurns: 3, parallel: 4, unknownTool: 'refund', invalidInput: true },
+      value: { toolTurns: 3, parallel: 4, unknownTool: 'refund', invalidInput: true, repeatIds: true },
     });
   });
 
@@ -77,6 +77,7 @@ describe('parseAgentDirective', () => {
     [`[sim-agent unknown-tool=${'t'.repeat(129)}]`, 'unknown-tool must name a tool of 1 to 128 characters'],
     ['[sim-agent unknown-tool=order-lookup]', 'unknown-tool "order-lookup" is one of the request\'s tools'],
     ['[sim-agent invalid-input=yes]', 'invalid-input takes no value'],
+    ['[sim-agent repeat-ids=1]', 'repeat-ids takes no value'],
     ['[sim-agent parallel=2 parallel=3]', 'parallel given twice'],
     ['[sim-agent turns=2]', 'unknown key "turns"'],
     ['[sim-agent tool-turns=2', 'must be one line like'],
