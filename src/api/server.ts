@@ -5,6 +5,7 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type
 import type { Logger } from '../obs/logger.js';
 import type { Metrics } from '../obs/metrics.js';
 import { KeyDirectory, type Principal } from './auth.js';
+import { PARAM_FORMATS } from './params.js';
 import { PROBLEMS, problemBody, sendProblem, type FieldError, type ProblemCode } from './problem.js';
 import { infrastructureFailure } from '../util/infrastructure-failure.js';
 import { httpOutcome, type SubmitAnswer } from './http-outcome.js';
@@ -130,7 +131,7 @@ export function buildApiServer(deps: ApiDeps): FastifyInstance {
       const given = req.headers['x-request-id'];
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
     },
-    ajv: { customOptions: { allErrors: true, coerceTypes: false, removeAdditional: false, useDefaults: false } },
+    ajv: { customOptions: { allErrors: true, coerceTypes: false, removeAdditional: false, useDefaults: false, formats: PARAM_FORMATS } },
     // The router's own refusals, before any hook runs, answer in the contract's shape too.
     frameworkErrors: (err, req, reply) => {
       void reply.header('X-Request-Id', req.id);

@@ -12,6 +12,7 @@ import type { ClusterProcessorState } from '../../processors/processor-state.js'
 import type { RedisCancellations } from '../../runs/cancellation.js';
 import type { RunStore } from '../../status/run-store.js';
 import type { KeyDirectory } from '../auth.js';
+import { DEAD_LETTER_ID, DEAD_LETTER_ID_PARAMS, FILTER_TEXT, INSTANT, RUN_ID, RUN_ID_PARAMS } from '../params.js';
 import { sendProblem } from '../problem.js';
 import { answerCancel } from '../routes/cancel-run.js';
 import { answerLimitChange, answerLimits, limitChangeSchema, type AdminLimitsRouteDeps, type LimitChange } from '../routes/admin-limits.js';
@@ -90,12 +91,12 @@ const runQuerySchema = {
   type: 'object',
   additionalProperties: false,
   properties: {
-    runId: { type: 'string', minLength: 1, maxLength: 64 },
-    tenant: { type: 'string', minLength: 1, maxLength: 200 },
-    workflow: { type: 'string', minLength: 1, maxLength: 200 },
+    runId: RUN_ID,
+    tenant: FILTER_TEXT,
+    workflow: FILTER_TEXT,
     status: { enum: [...RUN_STATUSES] },
-    since: { type: 'string', format: 'date-time' },
-    until: { type: 'string', format: 'date-time' },
+    since: INSTANT,
+    until: INSTANT,
   },
 } as const;
 
@@ -111,15 +112,15 @@ const dlqQuerySchema = {
   additionalProperties: false,
   properties: {
     status: { enum: [...DEAD_LETTER_STATUSES] },
-    tenant: { type: 'string', minLength: 1, maxLength: 200 },
-    workflow: { type: 'string', minLength: 1, maxLength: 200 },
-    reason: { type: 'string', minLength: 1, maxLength: 200 },
+    tenant: FILTER_TEXT,
+    workflow: FILTER_TEXT,
+    reason: FILTER_TEXT,
   },
 } as const;
 
 /** Rows one console request may replay or discard: at the CLI's rate, a replay answers within 10 s. */
 const MAX_DLQ_IDS = 100;
-const DLQ_IDS = { type: 'array', minItems: 1, maxItems: MAX_DLQ_IDS, uniqueItems: true, items: { type: 'string', pattern: '^[1-9][0-9]{0,18}$' } } as const;
+const DLQ_IDS = { type: 'array', minItems: 1, maxItems: MAX_DLQ_IDS, uniqueItems: true, items: DEAD_LETTER_ID } as const;
 
 /**
  * The operations console at `/console`: a page and its bundles (public: they hold no data), the
@@ -276,13 +277,13 @@ export function registerConsoleRoutes(app: FastifyInstance, deps: ConsoleDeps): 
     return { runs, limit: MAX_RUNS };
   });
 
-  app.get<{ Params: { id: string } }>('/console/api/runs/:id', { onRequest: requireSession }, async (req, reply) => {
+  app.get<{ Params: { id: string } }>('/console/api/runs/:id', { onRequest: requireSession, schema: { params: RUN_ID_PARAMS } }, async (req, reply) => {
     const [run] = await deps.runs.findRuns({ runId: req.params.id, limit: 1 });
     if (!run) return sendProblem(reply, 'not_found', { detail: 'no such run' });
     return { run, events: await deps.runs.listEvents(run.runId, run.tenantId, 0, MAX_EVENTS) };
   });
 
-  app.post<{ Params: { id: string } }>('/console/api/runs/:id/cancel', { onRequest: requireSession }, async (req, reply) => {
+  app.post<{ Params: { id: string } }>('/console/api/runs/:id/cancel', { onRequest: requireSession, schema: { params: RUN_ID_PARAMS } }, async (req, reply) => {
     const [run] = await deps.runs.findRuns({ runId: req.params.id, limit: 1 });
     if (!run) {
       record(req, 'run.cancel', 'refused', { runId: req.params.id, why: 'no such run' });
@@ -298,8 +299,8 @@ export function registerConsoleRoutes(app: FastifyInstance, deps: ConsoleDeps): 
     return { rows };
   });
 
-  app.get<{ Params: { id: string } }>('/console/api/dlq/:id', { onRequest: requireSession }, async (req, reply) => {
-    const row = /^[1-9]\d{0,18}$/.test(req.params.id) ? await deps.dlq.store.get(req.params.id) : undefined;
+  app.get<{ Params: { id: string } }>('/console/api/dlq/:id', { onRequest: requireSession, schema: { params: DEAD_LETTER_ID_PARAMS } }, async (req, reply) => {
+    const row = await deps.dlq.store.get(req.params.id);
     if (!row) return sendProblem(reply, 'not_found', { detail: 'no such dead letter' });
     return rowJson(row);
   });

@@ -61,6 +61,8 @@ let limitFields: Map<string, number>;
 let cancelled: string[];
 let replays: { ids: readonly string[]; by: string; ratePerSec: number }[];
 let discards: { ids: readonly string[]; who: string; reason: string }[];
+/** What the run store and the DLQ store were asked to read. */
+let reads: unknown[];
 let breakerAdmin: ReturnType<typeof fakeBreakerAdmin>;
 let alertWatch: AlertWatch;
 let sampler: OverviewSampler;
@@ -75,6 +77,7 @@ function server(o: { trustProxy?: boolean; failing?: boolean } = {}): FastifyIns
   cancelled = [];
   replays = [];
   discards = [];
+  reads = [];
   breakerAdmin = fakeBreakerAdmin();
   metrics = createMetrics();
   // What registerPermitGauges shows at scrape time, without Redis.
@@ -125,13 +128,13 @@ function server(o: { trustProxy?: boolean; failing?: boolean } = {}): FastifyIns
         if (o.failing) throw new Error('connect ECONNREFUSED');
         return { oldestWaitingSec: new Map([['tenant:tenant-a', 7.5]]), paused: [], held: [{ dependency: 'anthropic', runs: 1, tenants: { 'tenant-b': 1 } }] };
       },
-      runs: { findRuns: async (f) => (f.runId === undefined || f.runId === RUN.runId ? [RUN] : []), listEvents: async () => [] },
+      runs: { findRuns: async (f) => (reads.push(f), f.runId === undefined || f.runId === RUN.runId ? [RUN] : []), listEvents: async () => [] },
       cancellations: { request: async (runId) => void cancelled.push(runId) },
       audit: auditLog,
       dlq: {
         store: {
           list: async () => [],
-          get: async () => undefined,
+          get: async (id) => void reads.push(id),
           discard: async (ids, who, reason) => {
             if (o.failing) throw new Error('Postgres: connection refused');
             discards.push({ ids, who, reason });
@@ -284,6 +287,36 @@ describe('console data behind the session', () => {
     expect((await a.inject({ url: '/console/api/runs?status=bogus', headers: { cookie } })).statusCode).toBe(400);
     expect((await a.inject({ url: '/console/api/runs?since=2026-01-01T00:00:00.000Z', headers: { cookie } })).statusCode).toBe(200);
     expect((await a.inject({ url: '/console/api/runs?since=yesterday', headers: { cookie } })).statusCode).toBe(400);
+  });
+});
+
+describe('console parameters, checked at the boundary', () => {
+  const problem = (res: LightMyRequestResponse) => ({ status: res.statusCode, mediaType: res.headers['content-type'], ...(res.json() as { code: string; errors: { path: string }[] }) });
+
+  it('answers 400 invalid_request naming the parameter for a time, id or filter Postgres would refuse, and reads nothing', async () => {
+    const a = server();
+    const { cookie, csrf } = await login(a);
+    const cases: [string, string, object | undefined, string][] = [
+      ['GET', '/console/api/runs?since=2016-12-31T23:59:60Z', undefined, '/query/since'],
+      ['GET', '/console/api/runs?until=2021-02-29T00:00:00Z', undefined, '/query/until'],
+      ['GET', '/console/api/runs?runId=NOT-A-RUN', undefined, '/query/runId'],
+      ['GET', '/console/api/runs?tenant=a%00b', undefined, '/query/tenant'],
+      ['GET', '/console/api/dlq?reason=%00', undefined, '/query/reason'],
+      ['GET', '/console/api/dlq/9999999999999999999', undefined, '/params/id'],
+      ['GET', '/console/api/dlq/abc', undefined, '/params/id'],
+      ['GET', '/console/api/runs/abc', undefined, '/params/id'],
+      ['POST', '/console/api/runs/abc/cancel', undefined, '/params/id'],
+      ['POST', '/console/api/dlq/replay', { ids: ['9999999999999999999'], dryRun: true }, '/ids/0'],
+      ['POST', '/console/api/dlq/discard', { ids: ['9223372036854775808'], reason: 'x' }, '/ids/0'],
+    ];
+    for (const [method, url, payload, path] of cases) {
+      const res = await a.inject({ method: method as 'GET' | 'POST', url, headers: { cookie, 'x-csrf-token': csrf }, ...(payload ? { payload } : {}) });
+      expect(problem(res), `${method} ${url}`).toMatchObject({ status: 400, mediaType: expect.stringContaining('application/problem+json'), code: 'invalid_request', errors: [expect.objectContaining({ path })] });
+    }
+    expect([...reads, ...cancelled, ...replays, ...discards]).toEqual([]);
+    // The edges that are fine still pass.
+    expect((await a.inject({ url: '/console/api/runs?since=2016-12-31T23:59:59Z&until=2020-02-29T00:00:00%2B05:30', headers: { cookie } })).statusCode).toBe(200);
+    expect((await a.inject({ url: '/console/api/dlq/9223372036854775807', headers: { cookie } })).statusCode).toBe(404);
   });
 });
 
