@@ -5,6 +5,7 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type
 import type { Logger } from '../obs/logger.js';
 import type { Metrics } from '../obs/metrics.js';
 import { KeyDirectory, type Principal } from './auth.js';
+import { noteAudit, registerAuditTrail } from './audit.js';
 import { PARAM_FORMATS } from './params.js';
 import { PROBLEMS, problemBody, sendProblem, type FieldError, type ProblemCode } from './problem.js';
 import { infrastructureFailure } from '../util/infrastructure-failure.js';
@@ -43,6 +44,8 @@ export interface ApiDeps extends Omit<RunRouteDeps, 'config' | 'reads'> {
   limits: AdminLimitsRouteDeps['limits'];
   /** The shared breakers behind `/v1/admin/breakers`: their reports and operators' forces. */
   breakers: AdminBreakersRouteDeps['breakers'];
+  /** The audit trail (`createAuditLogger`): a line per request to a route that changes something. */
+  audit: Logger;
   /** The operations console at `/console`; absent when `api.console.enable` is false. */
   console?: Omit<ConsoleDeps, 'keys' | 'limits' | 'breakerAdmin'>;
 }
@@ -161,6 +164,8 @@ export function buildApiServer(deps: ApiDeps): FastifyInstance {
     req.principal = principal;
   });
 
+  registerAuditTrail(app, deps.audit);
+
   app.addHook('onResponse', async (req, reply) => {
     const route = req.routeOptions.url ?? 'unmatched';
     const outcome = httpOutcome(req.routeOptions.config?.submission === true, req.submitAnswer);
@@ -178,6 +183,7 @@ export function buildApiServer(deps: ApiDeps): FastifyInstance {
     if (err.statusCode === 400) return sendProblem(reply, 'invalid_request', { detail: err.message, errors: [{ path: '/', message: err.message }] });
     // A dependency that vanished mid-request is "retry later", not a bug: only bugs answer 500.
     const failure = infrastructureFailure(err);
+    noteAudit(req, { error: err.message });
     if (failure) {
       req.log.warn({ err, dependency: failure.dependency, reason: failure.reason }, 'a dependency failed during the request');
       return sendProblem(reply, 'dependency_unavailable', { detail: 'a service Sluice depends on is unavailable; retry after the indicated time', retryAfterSec: DEPENDENCY_RETRY_AFTER_SEC });

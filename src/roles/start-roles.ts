@@ -4,7 +4,7 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { RUN_CLASSES, type Role, type SluiceConfig } from '../config/schema.js';
-import type { Logger } from '../obs/logger.js';
+import { createAuditLogger, type Logger } from '../obs/logger.js';
 import { createMetrics, type Metrics } from '../obs/metrics.js';
 import { buildApiServer } from '../api/server.js';
 import { registerHealthRoutes } from '../api/routes/health.js';
@@ -371,8 +371,8 @@ async function startApi(ctx: RoleContext): Promise<string> {
     breakers: {
       store: new BreakerStore(clients.scripts, clients.keys, (d) => ownEntry(config.dependencies, d)?.breaker),
       reports: new DependencyReports(clients.redis, clients.keys, config),
-      audit: log.child({ component: 'admin' }),
     },
+    audit: createAuditLogger(),
     ...(config.api.console.enable && {
       console: {
         sessions: new ConsoleSessions(clients.redis, clients.keys, config.api.console.sessionTtlSec),
@@ -389,7 +389,6 @@ async function startApi(ctx: RoleContext): Promise<string> {
         processorState: () => processorState.read(),
         runs: store,
         cancellations,
-        audit: log.child({ component: 'console' }),
         dlq: { store: deadLetters, replayer: new DeadLetterReplayer(deadLetters, clients.codec, topicNames(config.namespace)), kafka: () => replayConnection.get() },
       },
     }),

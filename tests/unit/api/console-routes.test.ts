@@ -11,12 +11,13 @@ import { FinishedRunsSampler } from '../../../src/api/console/overview-finished.
 import { OverviewSampler } from '../../../src/api/console/overview-sampler.js';
 import { buildApiServer, type ApiDeps } from '../../../src/api/server.js';
 import { loadConfig } from '../../../src/config/load.js';
-import { createLogger, type Logger } from '../../../src/obs/logger.js';
+import { createLogger } from '../../../src/obs/logger.js';
 import { Gauge } from 'prom-client';
 import { createMetrics } from '../../../src/obs/metrics.js';
 import { redisKeys } from '../../../src/redis/keys.js';
 import type { OperatorRunView } from '../../../src/status/run-store.js';
 import { fakeRunStatus } from '../../support/run-status-fakes.js';
+import { auditCapture } from '../../support/audit-capture.js';
 import { fakeBreakerAdmin } from '../../support/breaker-admin-fakes.js';
 
 const config = loadConfig({ env: {} });
@@ -36,12 +37,15 @@ const RUN: OperatorRunView = {
   attempts: 1,
 };
 
-/** Redis's SET/GET/DEL in memory, enough for sessions. */
-function memoryRedis() {
+/** Redis's SET/GET/DEL in memory, enough for sessions; `failWrites` makes SET fail as an unreachable Redis would. */
+function memoryRedis(failWrites = false) {
   const values = new Map<string, string>();
   return {
     values,
-    set: async (k: string, v: string) => (values.set(k, v), 'OK' as const),
+    set: async (k: string, v: string) => {
+      if (failWrites) throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:6379'), { code: 'ECONNREFUSED' });
+      return (values.set(k, v), 'OK' as const);
+    },
     get: async (k: string) => values.get(k) ?? null,
     del: async (k: string) => Number(values.delete(k)),
   };
@@ -56,7 +60,7 @@ function builtConsole(): string {
 }
 
 let app: FastifyInstance | undefined;
-let audit: Record<string, unknown>[];
+let audit: Record<string, any>[];
 let limitFields: Map<string, number>;
 let cancelled: string[];
 let replays: { ids: readonly string[]; by: string; ratePerSec: number }[];
@@ -70,9 +74,10 @@ let metrics: ReturnType<typeof createMetrics>;
 /** The alert watch's clock. */
 let clock: number;
 
-/** `failing`: Kafka, Postgres, the DLQ store and the processors' state's Redis fail as an unreachable one would. */
-function server(o: { trustProxy?: boolean; failing?: boolean } = {}): FastifyInstance {
-  audit = [];
+/** `failing`: Kafka, Postgres, the DLQ store and the processors' state's Redis fail as an unreachable one would; `sessionsDown`: sessions cannot be written. */
+function server(o: { trustProxy?: boolean; failing?: boolean; sessionsDown?: boolean } = {}): FastifyInstance {
+  const trail = auditCapture();
+  audit = trail.entries;
   limitFields = new Map();
   cancelled = [];
   replays = [];
@@ -86,7 +91,6 @@ function server(o: { trustProxy?: boolean; failing?: boolean } = {}): FastifyIns
   clock = 0;
   sampler = new OverviewSampler(metrics, 60_000);
   alertWatch = new AlertWatch(async () => ({ lag: undefined, backlog: 'unreadable', breakers: [{ name: 'anthropic', state: 'open', retryAt: 1 }], tallies: sampler.history() }), () => clock);
-  const auditLog = { info: (fields: { audit: Record<string, unknown> }) => audit.push(fields.audit) } as unknown as Logger;
   app = buildApiServer({
     config: { ...config, api: { ...config.api, trustProxy: o.trustProxy ?? false } },
     logger: createLogger('silent'),
@@ -101,8 +105,9 @@ function server(o: { trustProxy?: boolean; failing?: boolean } = {}): FastifyIns
     withdrawals: { markAnswerPending: unused, markAnswered: unused, withdraw: unused },
     limits: { overrides: async () => new Map(limitFields), set: async (f, l) => void limitFields.set(f, l) },
     breakers: breakerAdmin.deps,
+    audit: trail.logger,
     console: {
-      sessions: new ConsoleSessions(memoryRedis(), redisKeys(''), 3600),
+      sessions: new ConsoleSessions(memoryRedis(o.sessionsDown), redisKeys(''), 3600),
       sessionTtlSec: 3600,
       loginThrottle: new LoginThrottle({ attempts: 5, perSec: 60, maxAddresses: 100 }, () => clock),
       assets: new ConsoleAssets(builtConsole()),
@@ -130,7 +135,6 @@ function server(o: { trustProxy?: boolean; failing?: boolean } = {}): FastifyIns
       },
       runs: { findRuns: async (f) => (reads.push(f), f.runId === undefined || f.runId === RUN.runId ? [RUN] : []), listEvents: async () => [] },
       cancellations: { request: async (runId) => void cancelled.push(runId) },
-      audit: auditLog,
       dlq: {
         store: {
           list: async () => [],
@@ -366,10 +370,11 @@ describe('changes from the console', () => {
     expect((await a.inject({ method: 'DELETE', url: '/console/api/breakers/anthropic/force', headers })).json()).toEqual({ dependency: 'anthropic', forced: null });
     // The same validation as the admin API: no duration, no force.
     expect((await a.inject({ method: 'PUT', url: '/console/api/breakers/anthropic/force', headers, payload: { mode: 'closed' } })).statusCode).toBe(400);
-    expect(audit.slice(-3)).toEqual([
-      expect.objectContaining({ action: 'PUT /console/api/breakers/:dependency/force', outcome: 'refused' }),
+    expect(audit.slice(-4)).toEqual([
+      expect.objectContaining({ action: 'breaker.force', outcome: 'refused', status: 403, why: 'CSRF token or origin mismatch' }),
       expect.objectContaining({ action: 'breaker.force', outcome: 'done', dependency: 'anthropic', mode: 'open', durationSec: 60, session: expect.stringMatching(/^[0-9a-f]{12}$/) }),
       expect.objectContaining({ action: 'breaker.clear', outcome: 'done', dependency: 'anthropic' }),
+      expect.objectContaining({ action: 'breaker.force', outcome: 'refused', status: 400, dependency: 'anthropic' }),
     ]);
   });
 
@@ -460,6 +465,14 @@ describe('console hardening', () => {
     expect((await a.inject({ url: '/console/api/session', headers: { cookie: first.cookie } })).statusCode).toBe(401);
     expect((await a.inject({ url: '/console/api/session', headers: { cookie: second } })).statusCode).toBe(200);
     expect(audit.at(-1)).toMatchObject({ action: 'login', outcome: 'done', ended: expect.stringMatching(/^[0-9a-f]{12}$/) });
+  });
+
+  it('audits a login whose session could not be written as failed, and answers 503', async () => {
+    const a = server({ sessionsDown: true });
+    const { res } = await login(a);
+    expect(res.statusCode).toBe(503);
+    expect(res.json()).toMatchObject({ code: 'dependency_unavailable' });
+    expect(audit).toEqual([expect.objectContaining({ action: 'login', outcome: 'failed', status: 503, session: null, error: expect.stringContaining('ECONNREFUSED') })]);
   });
 
   it('audits a replay and a discard that failed, with the failure', async () => {
