@@ -33,8 +33,14 @@ function principalOf(req: FastifyRequest): string | null {
 }
 
 /** Who asked, from where, and the request's id, as every audit line has them. */
-export function auditContext(req: FastifyRequest): Record<string, unknown> {
+function auditContext(req: FastifyRequest): Record<string, unknown> {
   return { principal: principalOf(req), session: req.consoleSession?.id ?? null, ip: req.ip, userAgent: req.headers['user-agent'] ?? null, requestId: req.id };
+}
+
+/** Writes one audit line about `req`: who asked and from where, then `details`. */
+export function writeAudit(audit: Logger, req: FastifyRequest, action: string, outcome: AuditOutcome, details: Record<string, unknown>): void {
+  const via = req.routeOptions.url?.startsWith('/console') ? 'console' : 'api';
+  audit.info({ audit: { action, outcome, via, ...auditContext(req), ...details } }, `${via} ${action} ${outcome}`);
 }
 
 /**
@@ -46,11 +52,9 @@ export function registerAuditTrail(app: FastifyInstance, audit: Logger): void {
   app.addHook('onSend', async (req, reply, payload) => {
     const action = req.routeOptions.config?.audit;
     if (action === undefined) return payload;
-    const via = req.routeOptions.url?.startsWith('/console') ? 'console' : 'api';
-    const outcome = auditOutcome(reply.statusCode);
     // Path parameters (a dependency, an id) say what was aimed at even when the handler never ran; the router bounds their length.
     const params = req.params as Record<string, string> | undefined;
-    audit.info({ audit: { action, outcome, status: reply.statusCode, via, ...auditContext(req), ...params, ...req.auditDetails } }, `${via} ${action} ${outcome}`);
+    writeAudit(audit, req, action, auditOutcome(reply.statusCode), { status: reply.statusCode, ...params, ...req.auditDetails });
     return payload;
   });
 }

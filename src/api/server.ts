@@ -5,7 +5,8 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type
 import type { Logger } from '../obs/logger.js';
 import type { Metrics } from '../obs/metrics.js';
 import { KeyDirectory, type Principal } from './auth.js';
-import { noteAudit, registerAuditTrail } from './audit.js';
+import { noteAudit, registerAuditTrail, writeAudit } from './audit.js';
+import { AuthFailureThrottle, clientBlock, type FailedAuthentications } from './auth-throttle.js';
 import { PARAM_FORMATS } from './params.js';
 import { PROBLEMS, problemBody, sendProblem, type FieldError, type ProblemCode } from './problem.js';
 import { infrastructureFailure } from '../util/infrastructure-failure.js';
@@ -46,8 +47,10 @@ export interface ApiDeps extends Omit<RunRouteDeps, 'config' | 'reads'> {
   breakers: AdminBreakersRouteDeps['breakers'];
   /** The audit trail (`createAuditLogger`): a line per request to a route that changes something. */
   audit: Logger;
+  /** Failed authentications per client address; one from `api.authFailureLimit` unless given (a test's, on its clock). */
+  authFailures?: AuthFailureThrottle;
   /** The operations console at `/console`; absent when `api.console.enable` is false. */
-  console?: Omit<ConsoleDeps, 'keys' | 'limits' | 'breakerAdmin'>;
+  console?: Omit<ConsoleDeps, 'keys' | 'authFailures' | 'limits' | 'breakerAdmin'>;
 }
 
 const PUBLIC_PATHS = new Set(['/healthz', '/readyz', '/metrics']);
@@ -118,9 +121,20 @@ export function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): v
   socket.destroy();
 }
 
+/** The throttle told of each failure; the failure that starts an address's throttle leaves an audit line. */
+function failedAuthentications(throttle: AuthFailureThrottle, audit: Logger): FailedAuthentications {
+  return {
+    refusal: (req) => throttle.refusal(req.ip),
+    failed: (req) => {
+      if (throttle.failed(req.ip)) writeAudit(audit, req, 'auth.throttled', 'refused', { block: clientBlock(req.ip), retryAfterSec: throttle.refusal(req.ip)?.retryAfterSec ?? null });
+    },
+  };
+}
+
 export function buildApiServer(deps: ApiDeps): FastifyInstance {
   const { config, logger, metrics } = deps;
   const keys = new KeyDirectory(config);
+  const authFailures = failedAuthentications(deps.authFailures ?? new AuthFailureThrottle(config.api.authFailureLimit), deps.audit);
   const app = Fastify({
     loggerInstance: logger.child({ role: 'api' }) as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: true }),
@@ -156,8 +170,12 @@ export function buildApiServer(deps: ApiDeps): FastifyInstance {
     const path = req.url.split('?')[0]!;
     // The console authenticates by its own session cookie (see console-routes.ts), never by Bearer keys.
     if (PUBLIC_PATHS.has(path) || (deps.console && isConsolePath(path))) return;
+    const refused = authFailures.refusal(req);
+    if (refused) return sendProblem(reply, 'rate_limited', { detail: 'too many failed authentications from this address; try again later', retryAfterSec: refused.retryAfterSec });
     const principal = keys.authenticate(req.headers.authorization);
     if (!principal) {
+      // A missing header guesses nothing; a key that matches none is a guess that failed.
+      if (req.headers.authorization !== undefined) authFailures.failed(req);
       void reply.header('WWW-Authenticate', 'Bearer');
       return sendProblem(reply, 'unauthorized', { detail: 'send Authorization: Bearer <api key>' });
     }
@@ -200,6 +218,6 @@ export function buildApiServer(deps: ApiDeps): FastifyInstance {
   registerCancelRunRoute(app, { ...deps.runStatus, reads: deps.reads });
   registerAdminLimitsRoutes(app, { config, limits: deps.limits });
   registerAdminBreakerRoutes(app, { config, breakers: deps.breakers });
-  if (deps.console) registerConsoleRoutes(app, { ...deps.console, keys, limits: { config, limits: deps.limits }, breakerAdmin: { config, breakers: deps.breakers } });
+  if (deps.console) registerConsoleRoutes(app, { ...deps.console, keys, authFailures, limits: { config, limits: deps.limits }, breakerAdmin: { config, breakers: deps.breakers } });
   return app;
 }

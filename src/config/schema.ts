@@ -414,7 +414,7 @@ export const configSchema = z
         publicUrl: z.url().optional(),
         /**
          * Which proxies in front of the API to believe: their X-Forwarded-For gives the client's
-         * address (the console's login rate limit, logs) and X-Forwarded-Proto whether it came over
+         * address (the failed-authentication throttle, logs) and X-Forwarded-Proto whether it came over
          * https (the console cookie's `Secure`). false (default): none, the headers are ignored;
          * true: any; a list: those addresses or CIDR ranges.
          */
@@ -446,14 +446,20 @@ export const configSchema = z
             enable: z.boolean().default(true),
             sessionTtlSec: z.number().int().min(60).max(7 * 86_400).default(8 * 3_600),
             sampleMs: ms(1_000, 60_000).default(5_000),
-            /** Logins one client address may try: `attempts` at once, refilled over `perSec`; more get 429. */
-            loginRateLimit: z
-              .object({
-                attempts: z.number().int().min(1).max(1_000).default(10),
-                perSec: z.number().int().min(1).max(86_400).default(60),
-                maxAddresses: z.number().int().min(100).max(1_000_000).default(10_000),
-              })
-              .prefault({}),
+            loginRateLimit: z.never({ error: 'moved to api.authFailureLimit, which counts the failed logins and every failed Bearer authentication' }).optional(),
+          })
+          .prefault({}),
+        /**
+         * Failed authentications one client address may make (an unknown Bearer key on any route,
+         * an unknown key at the console's login): `attempts` at once, refilled over `perSec`; past
+         * them every such request from it gets 429 until an attempt refills, its valid keys too.
+         * Counted per API instance, in memory (`maxAddresses` remembered at most).
+         */
+        authFailureLimit: z
+          .object({
+            attempts: z.number().int().min(1).max(1_000).default(10),
+            perSec: z.number().int().min(1).max(86_400).default(60),
+            maxAddresses: z.number().int().min(100).max(1_000_000).default(10_000),
           })
           .prefault({}),
         /**

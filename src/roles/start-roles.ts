@@ -66,7 +66,6 @@ import { OverviewSampler } from '../api/console/overview-sampler.js';
 import { FinishedRunsSampler } from '../api/console/overview-finished.js';
 import { DependencyReports } from '../api/console/dependencies.js';
 import { AlertWatch, backlogUse } from '../api/console/alerts.js';
-import { LoginThrottle } from '../api/console/login-throttle.js';
 import { readBacklog } from '../admission/backlog-census.js';
 import { packageRoot } from '../util/package-root.js';
 import { createLagMetrics } from '../lag/lag-metrics.js';
@@ -377,7 +376,6 @@ async function startApi(ctx: RoleContext): Promise<string> {
       console: {
         sessions: new ConsoleSessions(clients.redis, clients.keys, config.api.console.sessionTtlSec),
         sessionTtlSec: config.api.console.sessionTtlSec,
-        loginThrottle: new LoginThrottle(config.api.console.loginRateLimit),
         assets: new ConsoleAssets(join(packageRoot(), 'dist', 'console')),
         sampler,
         finishedRuns,

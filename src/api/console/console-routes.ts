@@ -11,6 +11,7 @@ import type { ClusterProcessorState } from '../../processors/processor-state.js'
 import type { RedisCancellations } from '../../runs/cancellation.js';
 import type { RunStore } from '../../status/run-store.js';
 import type { KeyDirectory } from '../auth.js';
+import type { FailedAuthentications } from '../auth-throttle.js';
 import { DEAD_LETTER_ID, DEAD_LETTER_ID_PARAMS, FILTER_TEXT, INSTANT, RUN_ID, RUN_ID_PARAMS } from '../params.js';
 import { noteAudit } from '../audit.js';
 import { sendProblem } from '../problem.js';
@@ -22,7 +23,6 @@ import type { AlertWatch } from './alerts.js';
 import { backpressureGauges } from './backpressure.js';
 import { ASSET_CACHE, CONSOLE_HEADERS, PAGE_CACHE, type ConsoleAssets } from './console-assets.js';
 import { changesState, cookieValue, csrfMatches, CSRF_HEADER, sameOrigin, SESSION_COOKIE, sessionCookie, type ConsoleSession, type ConsoleSessions } from './console-session.js';
-import type { LoginThrottle } from './login-throttle.js';
 import { pointsOf } from './overview.js';
 import type { FinishedRunsSampler } from './overview-finished.js';
 import type { OverviewSampler } from './overview-sampler.js';
@@ -31,8 +31,8 @@ export interface ConsoleDeps {
   keys: KeyDirectory;
   sessions: ConsoleSessions;
   sessionTtlSec: number;
-  /** Logins per client address (its bucket), before the key is even looked at. */
-  loginThrottle: Pick<LoginThrottle, 'take'>;
+  /** Failed authentications per client address, the API's: a login is refused before its key is looked at once they are spent. */
+  authFailures: FailedAuthentications;
   assets: ConsoleAssets;
   /** This process's admission counts, sampled for the Overview. */
   sampler: OverviewSampler;
@@ -177,12 +177,14 @@ export function registerConsoleRoutes(app: FastifyInstance, deps: ConsoleDeps): 
         noteAudit(req, { why: 'cross-origin' });
         return sendProblem(reply, 'forbidden', { detail: 'log in from the console page' });
       }
-      const allowed = deps.loginThrottle.take(req.ip);
-      if (!allowed.allowed) {
-        noteAudit(req, { why: 'too many login attempts from this address', retryAfterSec: allowed.retryAfterSec });
-        return sendProblem(reply, 'rate_limited', { detail: 'too many login attempts from this address; try again later', retryAfterSec: allowed.retryAfterSec });
+      const refused = deps.authFailures.refusal(req);
+      if (refused) {
+        noteAudit(req, { why: 'too many failed authentications from this address', retryAfterSec: refused.retryAfterSec });
+        return sendProblem(reply, 'rate_limited', { detail: 'too many failed authentications from this address; try again later', retryAfterSec: refused.retryAfterSec });
       }
       const principal = deps.keys.principalOf(req.body.key);
+      // A tenant's key is a known key, its owner's: refused here, but no guess.
+      if (!principal) deps.authFailures.failed(req);
       if (principal?.kind !== 'admin') {
         // A tenant's key is a known key but never an operator's: it is refused, and said so.
         noteAudit(req, { why: principal ? 'tenant key' : 'unknown key' });

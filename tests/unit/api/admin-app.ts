@@ -11,7 +11,7 @@ const unused = async () => {
 };
 
 /** The whole API server (its authentication, errors and validation) for the admin routes: only the limits and breakers are real enough to matter. */
-export function adminApp(deps: Pick<ApiDeps, 'limits' | 'breakers'> & Partial<Pick<ApiDeps, 'audit'>>): FastifyInstance {
+export function adminApp(deps: Pick<ApiDeps, 'limits' | 'breakers'> & Partial<Pick<ApiDeps, 'audit' | 'authFailures' | 'config'>>): FastifyInstance {
   return buildApiServer({
     config,
     logger: createLogger('silent'),

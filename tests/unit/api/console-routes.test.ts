@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { AlertWatch } from '../../../src/api/console/alerts.js';
 import { ConsoleAssets } from '../../../src/api/console/console-assets.js';
 import { ConsoleSessions } from '../../../src/api/console/console-session.js';
-import { LoginThrottle } from '../../../src/api/console/login-throttle.js';
+import { AuthFailureThrottle } from '../../../src/api/auth-throttle.js';
 import { FinishedRunsSampler } from '../../../src/api/console/overview-finished.js';
 import { OverviewSampler } from '../../../src/api/console/overview-sampler.js';
 import { buildApiServer, type ApiDeps } from '../../../src/api/server.js';
@@ -106,10 +106,10 @@ function server(o: { trustProxy?: boolean; failing?: boolean; sessionsDown?: boo
     limits: { overrides: async () => new Map(limitFields), set: async (f, l) => void limitFields.set(f, l) },
     breakers: breakerAdmin.deps,
     audit: trail.logger,
+    authFailures: new AuthFailureThrottle({ attempts: 5, perSec: 60, maxAddresses: 100 }, () => clock),
     console: {
       sessions: new ConsoleSessions(memoryRedis(o.sessionsDown), redisKeys(''), 3600),
       sessionTtlSec: 3600,
-      loginThrottle: new LoginThrottle({ attempts: 5, perSec: 60, maxAddresses: 100 }, () => clock),
       assets: new ConsoleAssets(builtConsole()),
       sampler,
       finishedRuns: new FinishedRunsSampler({
@@ -437,14 +437,21 @@ describe('console hardening', () => {
   const loginFrom = (a: FastifyInstance, headers: Record<string, string> = {}, key = 'local-admin-key') =>
     a.inject({ method: 'POST', url: '/console/session', headers: { host: HOST, origin: `http://${HOST}`, ...headers }, payload: { key } });
 
-  it('refuses a sixth login from one address within the minute with 429 and Retry-After, audited; another address still logs in', async () => {
+  it('refuses a login after five unknown keys from one address within the minute, the right key too, with 429 and Retry-After, audited; another address still logs in', async () => {
     const a = server();
     for (let i = 0; i < 5; i++) expect((await loginFrom(a, {}, 'wrong-key')).statusCode).toBe(401);
     const refused = await loginFrom(a);
     expect(refused.statusCode).toBe(429);
     expect(refused.headers['retry-after']).toBe('12');
     expect(refused.json()).toMatchObject({ code: 'rate_limited', retryAfterSec: 12 });
-    expect(audit.at(-1)).toMatchObject({ action: 'login', outcome: 'refused', why: 'too many login attempts from this address' });
+    // The fifth unknown key starts the throttle, which says so once, before its own login line.
+    expect(audit.slice(-3)).toEqual([
+      expect.objectContaining({ action: 'auth.throttled', outcome: 'refused', via: 'console', block: '127.0.0.1', retryAfterSec: 12 }),
+      expect.objectContaining({ action: 'login', outcome: 'refused', status: 401, why: 'unknown key' }),
+      expect.objectContaining({ action: 'login', outcome: 'refused', status: 429, why: 'too many failed authentications from this address' }),
+    ]);
+    // The console's login and the API's Bearer keys spend one bucket: the address is refused there too.
+    expect((await a.inject({ url: '/v1/admin/limits', headers: { authorization: 'Bearer local-admin-key' } })).statusCode).toBe(429);
     expect((await a.inject({ method: 'POST', url: '/console/session', remoteAddress: '10.1.2.3', headers: { host: HOST, origin: `http://${HOST}` }, payload: { key: 'local-admin-key' } })).statusCode).toBe(200);
   });
 
