@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { STATUS_CODES, type IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Logger } from '../obs/logger.js';
 import type { Metrics } from '../obs/metrics.js';
 import { KeyDirectory, type Principal } from './auth.js';
@@ -53,7 +53,7 @@ export interface ApiDeps extends Omit<RunRouteDeps, 'config' | 'reads'> {
   console?: Omit<ConsoleDeps, 'keys' | 'authFailures' | 'limits' | 'breakerAdmin'>;
 }
 
-const PUBLIC_PATHS = new Set(['/healthz', '/readyz', '/metrics']);
+const PUBLIC_PATHS = new Set(['/healthz', '/readyz']);
 const REQUEST_ID = /^[\w.:-]{1,128}$/;
 
 /** Retry hint when a dependency failed mid-request: long enough for a reconnect attempt (Redis, pg and kafkajs back off in about that). */
@@ -119,6 +119,13 @@ export function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): v
     socket.write(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/problem+json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
   }
   socket.destroy();
+}
+
+/** The API port's `/metrics` shows every tenant's volumes and usage: the admin's and the scrapers' keys only. */
+async function metricsReaders(req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> {
+  const kind = req.principal?.kind;
+  if (kind === 'admin' || kind === 'metrics') return undefined;
+  return sendProblem(reply, 'forbidden', { detail: 'metrics need the admin key or the metrics key (api.metricsKeySha256); the ops port serves them without one' });
 }
 
 /** The throttle told of each failure; the failure that starts an address's throttle leaves an audit line. */
@@ -212,7 +219,7 @@ export function buildApiServer(deps: ApiDeps): FastifyInstance {
 
   app.setNotFoundHandler((req, reply) => sendProblem(reply, 'not_found', { detail: `no route ${req.method} ${req.url.split('?')[0]}` }));
 
-  registerHealthRoutes(app, { readiness: deps.readiness, metrics });
+  registerHealthRoutes(app, { readiness: deps.readiness, metrics, scrapers: metricsReaders });
   registerRunRoutes(app, { ...deps, config });
   registerRunEventRoutes(app, { ...deps.runStatus, reads: deps.reads, metrics, now: deps.now });
   registerCancelRunRoute(app, { ...deps.runStatus, reads: deps.reads });

@@ -344,7 +344,11 @@ export const configSchema = z
     profile: z.enum(PROFILES).default('production'),
     instanceId: z.string().min(1).max(100).optional(),
     roles: z.array(z.enum(ROLES)).min(1).default([...ROLES]),
-    /** Serves /healthz, /readyz and /metrics for processes without the api role (0 = off). */
+    /**
+     * Serves /healthz, /readyz and /metrics without credentials, for any process, with the api role
+     * or not (0 = off), on `api.host`: an internal port for probes and Prometheus, never to be
+     * reachable where tenants are (the API port's /metrics needs a key).
+     */
     opsPort: z.number().int().min(0).max(65_535).default(0),
     stateDir: z.string().min(1).default('.sluice'),
     /** Prepended to every topic, consumer group and Redis key, so environments (or test runs) can share infrastructure. */
@@ -434,6 +438,8 @@ export const configSchema = z
           })
           .prefault({}),
         adminKeySha256: sha256Hex,
+        /** A key that opens the API port's `/metrics` and nothing else (a scraper's), besides the admin key. */
+        metricsKeySha256: sha256Hex.optional(),
         /**
          * The operations console at `/console`: the admin key, given once at the login form, is
          * exchanged for a session cookie that lasts `sessionTtlSec` (sessions live in Redis, so
@@ -747,6 +753,10 @@ export const configSchema = z
     }
     if (keyOwners.has(cfg.api.adminKeySha256)) {
       ctx.addIssue({ code: 'custom', path: ['api', 'adminKeySha256'], message: 'the admin key must differ from every tenant key' });
+    }
+    const metricsKey = cfg.api.metricsKeySha256;
+    if (metricsKey !== undefined && (keyOwners.has(metricsKey) || metricsKey === cfg.api.adminKeySha256)) {
+      ctx.addIssue({ code: 'custom', path: ['api', 'metricsKeySha256'], message: 'the metrics key must differ from the admin key and every tenant key' });
     }
     if (cfg.api.deadlineMs.min > cfg.api.deadlineMs.max) {
       ctx.addIssue({ code: 'custom', path: ['api', 'deadlineMs', 'min'], message: 'must not exceed api.deadlineMs.max' });

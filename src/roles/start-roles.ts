@@ -396,7 +396,7 @@ async function startApi(ctx: RoleContext): Promise<string> {
   return url;
 }
 
-/** Health and metrics for a process without the API role. */
+/** Health and metrics without credentials, on a port of their own (`opsPort`), for any process. */
 async function startOps({ config, logger, metrics, clients, onStop }: RoleContext): Promise<string> {
   const ops = Fastify({ loggerInstance: logger.child({ role: 'ops' }) as FastifyBaseLogger, logController: new LogController({ disableRequestLogging: true }) });
   registerHealthRoutes(ops, { readiness: clients.readinessChecks(), metrics });
@@ -457,7 +457,7 @@ export async function startRoles(config: SluiceConfig, logger: Logger): Promise<
       else logger.info('lagMonitor.enable is false: the lag-monitor role does not run');
     }
     if (roles.has('api')) running.apiUrl = await startApi(ctx);
-    else if (config.opsPort > 0) running.opsUrl = await startOps(ctx);
+    if (config.opsPort > 0) running.opsUrl = await startOps(ctx);
   } catch (err) {
     await stop();
     throw err;

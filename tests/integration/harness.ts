@@ -182,6 +182,11 @@ export async function http(url: string, init: RequestInit & { key?: string; json
   return { status: res.status, headers: res.headers, body: parsed };
 }
 
+/** A scrape of `/metrics` on an API port, which answers it to the admin key (the ops port needs none). */
+export function scrapeMetrics(apiUrl: string): Promise<Response> {
+  return fetch(`${apiUrl}/metrics`, { headers: { authorization: `Bearer ${ADMIN_KEY}` }, signal: AbortSignal.timeout(15_000) });
+}
+
 /** Polls until `check` returns a value or the time is up; bounded so a broken run fails the test, not CI. */
 export async function eventually<T>(check: () => Promise<T | undefined>, timeoutMs: number, what: string, intervalMs = 100): Promise<T> {
   const until = Date.now() + timeoutMs;

@@ -635,6 +635,16 @@ describe('parseConfig errors name the field path', () => {
     expect(err.message).toContain('the admin key must differ from every tenant key');
   });
 
+  it('the metrics key equal to the admin key or a tenant key', () => {
+    for (const key of [ADMIN, KEY_2]) {
+      const doc = baseDoc();
+      doc.api.metricsKeySha256 = key;
+      const err = configError(() => parseConfig(doc));
+      expect(err.fields).toEqual(['api.metricsKeySha256']);
+      expect(err.message).toContain('the metrics key must differ from the admin key and every tenant key');
+    }
+  });
+
   it('submit input bounds, the admission-row wait and the Redis outage policy out of range', () => {
     const cases: Array<[string, (doc: Record<string, any>) => void]> = [
       ['api.input.maxDepth', (d) => (d.api.input = { maxDepth: 0 })],
