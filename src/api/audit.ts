@@ -19,7 +19,10 @@ export function auditOutcome(status: number): AuditOutcome {
   return status < 400 ? 'done' : status < 500 ? 'refused' : 'failed';
 }
 
-/** Adds to what the request's audit line will say. */
+/**
+ * Adds to what the request's audit line will say. An `outcome` given here replaces the one the
+ * status implies, for an answer whose status does not tell (a replay whose rows partly failed is a 200).
+ */
 export function noteAudit(req: FastifyRequest, details: Record<string, unknown>): void {
   req.auditDetails = { ...req.auditDetails, ...details };
 }

@@ -309,7 +309,7 @@ export function registerConsoleRoutes(app: FastifyInstance, deps: ConsoleDeps): 
         } finally {
           noteAudit(req, { done: outcomes.map((o) => `${o.id} ${o.result}`) });
         }
-        noteAudit(req, { replayed: tally.replayed, refused: tally.refused, failed: tally.failed, untried });
+        noteAudit(req, { replayed: tally.replayed, refused: tally.refused, failed: tally.failed, untried, ...(tally.failed > 0 && { outcome: 'failed' }) });
       }
       return { lines: outcomes.map((o) => outcomeLine(o, dryRun)), summary: summaryLine(tally, dryRun), untried };
     },

@@ -150,7 +150,8 @@ function server(o: { trustProxy?: boolean; failing?: boolean; sessionsDown?: boo
           replay: async (ids, _kafka, o) => {
             replays.push({ ids, by: o.by, ratePerSec: o.ratePerSec });
             for (const id of ids) o.onOutcome({ id, result: 'skipped', why: 'replayed' });
-            return { tally: { replayed: 0, refused: 0, failed: 0, skipped: { not_found: 0, replayed: ids.length, discarded: 0, locked: 0 } }, untried: 0 };
+            // Row 13 fails to produce, as a row whose send Kafka refused would.
+            return { tally: { replayed: 0, refused: 0, failed: ids.includes('13') ? 1 : 0, skipped: { not_found: 0, replayed: ids.length, discarded: 0, locked: 0 } }, untried: 0 };
           },
         },
         kafka: async () => {
@@ -396,6 +397,14 @@ describe('DLQ actions from the console', () => {
     expect(res.json()).toEqual({ lines: ['skipped #7: already replayed'], summary: 'replayed 0, skipped 1 (1 already replayed), failed 0', untried: 0 });
     expect(replays).toEqual([{ ids: ['7'], by: expect.stringMatching(/^console:[0-9a-f]{12}$/), ratePerSec: 10 }]);
     expect(audit.at(-1)).toMatchObject({ action: 'dlq.replay', outcome: 'done', ids: ['7'], by: replays[0]!.by });
+  });
+
+  it('audit a replay whose rows partly failed as failed, though it answers 200', async () => {
+    const a = server();
+    const { cookie, csrf } = await login(a);
+    const res = await a.inject({ method: 'POST', url: '/console/api/dlq/replay', headers: { cookie, 'x-csrf-token': csrf }, payload: { ids: ['7', '13'], dryRun: false } });
+    expect(res.statusCode).toBe(200);
+    expect(audit.at(-1)).toMatchObject({ action: 'dlq.replay', outcome: 'failed', status: 200, failed: 1 });
   });
 
   it('preview without changing anything, and refuse ids that are not row ids', async () => {
