@@ -183,10 +183,10 @@ export function registerConsoleRoutes(app: FastifyInstance, deps: ConsoleDeps): 
         return sendProblem(reply, 'rate_limited', { detail: 'too many failed authentications from this address; try again later', retryAfterSec: refused.retryAfterSec });
       }
       const principal = deps.keys.principalOf(req.body.key);
-      // A tenant's key is a known key, its owner's: refused here, but no guess.
+      // Only a key that matches none is a guess. A tenant's key is its owner's, never an
+      // operator's: it is refused, and said so, but not counted.
       if (!principal) deps.authFailures.failed(req);
       if (principal?.kind !== 'admin') {
-        // A tenant's key is a known key but never an operator's: it is refused, and said so.
         noteAudit(req, { why: principal ? 'tenant key' : 'unknown key' });
         return principal ? sendProblem(reply, 'forbidden', { detail: 'the console needs the admin key; tenant keys do not open it' }) : sendProblem(reply, 'unauthorized', { detail: 'unknown key' });
       }
