@@ -1,6 +1,7 @@
 import { sha256Hex } from '../util/sha256-hex.js';
 
-export type Principal = { kind: 'tenant'; tenantId: string } | { kind: 'admin' };
+/** Who a key is: a tenant, the operator, or a scraper (`api.metricsKeySha256`), which may read `/metrics` only. */
+export type Principal = { kind: 'tenant'; tenantId: string } | { kind: 'admin' } | { kind: 'metrics' };
 
 /**
  * Keys are configured as SHA-256 digests only, so a leaked config does not leak keys; lookup
@@ -9,9 +10,10 @@ export type Principal = { kind: 'tenant'; tenantId: string } | { kind: 'admin' }
 export class KeyDirectory {
   private readonly byDigest = new Map<string, Principal>();
 
-  constructor(cfg: { tenants: Readonly<Record<string, { apiKeySha256: string }>>; api: { adminKeySha256: string } }) {
+  constructor(cfg: { tenants: Readonly<Record<string, { apiKeySha256: string }>>; api: { adminKeySha256: string; metricsKeySha256?: string } }) {
     for (const [tenantId, t] of Object.entries(cfg.tenants)) this.byDigest.set(t.apiKeySha256, { kind: 'tenant', tenantId });
     this.byDigest.set(cfg.api.adminKeySha256, { kind: 'admin' });
+    if (cfg.api.metricsKeySha256 !== undefined) this.byDigest.set(cfg.api.metricsKeySha256, { kind: 'metrics' });
   }
 
   /** The principal for an `Authorization` header value, or undefined when missing or unknown. */

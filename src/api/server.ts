@@ -1,10 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { STATUS_CODES, type IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Logger } from '../obs/logger.js';
 import type { Metrics } from '../obs/metrics.js';
 import { KeyDirectory, type Principal } from './auth.js';
+import { noteAudit, registerAuditTrail, writeAudit } from './audit.js';
+import { AuthFailureThrottle, clientBlock, type FailedAuthentications } from './auth-throttle.js';
+import { PARAM_FORMATS } from './params.js';
 import { PROBLEMS, problemBody, sendProblem, type FieldError, type ProblemCode } from './problem.js';
 import { infrastructureFailure } from '../util/infrastructure-failure.js';
 import { httpOutcome, type SubmitAnswer } from './http-outcome.js';
@@ -42,11 +45,15 @@ export interface ApiDeps extends Omit<RunRouteDeps, 'config' | 'reads'> {
   limits: AdminLimitsRouteDeps['limits'];
   /** The shared breakers behind `/v1/admin/breakers`: their reports and operators' forces. */
   breakers: AdminBreakersRouteDeps['breakers'];
+  /** The audit trail (`createAuditLogger`): a line per request to a route that changes something. */
+  audit: Logger;
+  /** Failed authentications per client address; one from `api.authFailureLimit` unless given (a test's, on its clock). */
+  authFailures?: AuthFailureThrottle;
   /** The operations console at `/console`; absent when `api.console.enable` is false. */
-  console?: Omit<ConsoleDeps, 'keys' | 'limits' | 'breakerAdmin'>;
+  console?: Omit<ConsoleDeps, 'keys' | 'authFailures' | 'limits' | 'breakerAdmin'>;
 }
 
-const PUBLIC_PATHS = new Set(['/healthz', '/readyz', '/metrics']);
+const PUBLIC_PATHS = new Set(['/healthz', '/readyz']);
 const REQUEST_ID = /^[\w.:-]{1,128}$/;
 
 /** Retry hint when a dependency failed mid-request: long enough for a reconnect attempt (Redis, pg and kafkajs back off in about that). */
@@ -114,9 +121,27 @@ export function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): v
   socket.destroy();
 }
 
+/** The API port's `/metrics` shows every tenant's volumes and usage: the admin's and the scrapers' keys only. */
+async function metricsReaders(req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> {
+  const kind = req.principal?.kind;
+  if (kind === 'admin' || kind === 'metrics') return undefined;
+  return sendProblem(reply, 'forbidden', { detail: 'metrics need the admin key or the metrics key (api.metricsKeySha256); the ops port serves them without one' });
+}
+
+/** The throttle told of each failure; the failure that starts an address's throttle leaves an audit line. */
+function failedAuthentications(throttle: AuthFailureThrottle, audit: Logger): FailedAuthentications {
+  return {
+    refusal: (req) => throttle.refusal(req.ip),
+    failed: (req) => {
+      if (throttle.failed(req.ip)) writeAudit(audit, req, 'auth.throttled', 'refused', { block: clientBlock(req.ip), retryAfterSec: throttle.refusal(req.ip)?.retryAfterSec ?? null });
+    },
+  };
+}
+
 export function buildApiServer(deps: ApiDeps): FastifyInstance {
   const { config, logger, metrics } = deps;
   const keys = new KeyDirectory(config);
+  const authFailures = failedAuthentications(deps.authFailures ?? new AuthFailureThrottle(config.api.authFailureLimit), deps.audit);
   const app = Fastify({
     loggerInstance: logger.child({ role: 'api' }) as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: true }),
@@ -130,7 +155,7 @@ export function buildApiServer(deps: ApiDeps): FastifyInstance {
       const given = req.headers['x-request-id'];
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
     },
-    ajv: { customOptions: { allErrors: true, coerceTypes: false, removeAdditional: false, useDefaults: false } },
+    ajv: { customOptions: { allErrors: true, coerceTypes: false, removeAdditional: false, useDefaults: false, formats: PARAM_FORMATS } },
     // The router's own refusals, before any hook runs, answer in the contract's shape too.
     frameworkErrors: (err, req, reply) => {
       void reply.header('X-Request-Id', req.id);
@@ -152,13 +177,19 @@ export function buildApiServer(deps: ApiDeps): FastifyInstance {
     const path = req.url.split('?')[0]!;
     // The console authenticates by its own session cookie (see console-routes.ts), never by Bearer keys.
     if (PUBLIC_PATHS.has(path) || (deps.console && isConsolePath(path))) return;
+    const refused = authFailures.refusal(req);
+    if (refused) return sendProblem(reply, 'rate_limited', { detail: 'too many failed authentications from this address; try again later', retryAfterSec: refused.retryAfterSec });
     const principal = keys.authenticate(req.headers.authorization);
     if (!principal) {
+      // A missing header guesses nothing; a key that matches none is a guess that failed.
+      if (req.headers.authorization !== undefined) authFailures.failed(req);
       void reply.header('WWW-Authenticate', 'Bearer');
       return sendProblem(reply, 'unauthorized', { detail: 'send Authorization: Bearer <api key>' });
     }
     req.principal = principal;
   });
+
+  registerAuditTrail(app, deps.audit);
 
   app.addHook('onResponse', async (req, reply) => {
     const route = req.routeOptions.url ?? 'unmatched';
@@ -177,6 +208,7 @@ export function buildApiServer(deps: ApiDeps): FastifyInstance {
     if (err.statusCode === 400) return sendProblem(reply, 'invalid_request', { detail: err.message, errors: [{ path: '/', message: err.message }] });
     // A dependency that vanished mid-request is "retry later", not a bug: only bugs answer 500.
     const failure = infrastructureFailure(err);
+    noteAudit(req, { error: err.message });
     if (failure) {
       req.log.warn({ err, dependency: failure.dependency, reason: failure.reason }, 'a dependency failed during the request');
       return sendProblem(reply, 'dependency_unavailable', { detail: 'a service Sluice depends on is unavailable; retry after the indicated time', retryAfterSec: DEPENDENCY_RETRY_AFTER_SEC });
@@ -187,12 +219,12 @@ export function buildApiServer(deps: ApiDeps): FastifyInstance {
 
   app.setNotFoundHandler((req, reply) => sendProblem(reply, 'not_found', { detail: `no route ${req.method} ${req.url.split('?')[0]}` }));
 
-  registerHealthRoutes(app, { readiness: deps.readiness, metrics });
+  registerHealthRoutes(app, { readiness: deps.readiness, metrics, scrapers: metricsReaders });
   registerRunRoutes(app, { ...deps, config });
   registerRunEventRoutes(app, { ...deps.runStatus, reads: deps.reads, metrics, now: deps.now });
   registerCancelRunRoute(app, { ...deps.runStatus, reads: deps.reads });
   registerAdminLimitsRoutes(app, { config, limits: deps.limits });
   registerAdminBreakerRoutes(app, { config, breakers: deps.breakers });
-  if (deps.console) registerConsoleRoutes(app, { ...deps.console, keys, limits: { config, limits: deps.limits }, breakerAdmin: { config, breakers: deps.breakers } });
+  if (deps.console) registerConsoleRoutes(app, { ...deps.console, keys, authFailures, limits: { config, limits: deps.limits }, breakerAdmin: { config, breakers: deps.breakers } });
   return app;
 }

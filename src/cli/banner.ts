@@ -15,7 +15,8 @@ function demoCommandLine(config: SluiceConfig, apiUrl: string): string {
 export function startBanner(config: SluiceConfig, running: RunningRoles): string {
   const lines = [`Sluice is running (${config.profile} profile): roles ${running.roles.join(', ')}`];
   if (running.apiUrl) {
-    lines.push(`  API          ${running.apiUrl}   (POST /v1/runs, GET /v1/runs/:id)`, `  metrics      ${running.apiUrl}/metrics   readiness ${running.apiUrl}/readyz`);
+    const adminKey = config.profile === 'dev' ? 'local-admin-key' : '<admin key>';
+    lines.push(`  API          ${running.apiUrl}   (POST /v1/runs, GET /v1/runs/:id)`, `  metrics      ${running.apiUrl}/metrics   (Authorization: Bearer ${adminKey})   readiness ${running.apiUrl}/readyz`);
     if (config.api.console.enable) lines.push(`  console      ${running.apiUrl}/console   (log in with the admin key${config.profile === 'dev' ? ': local-admin-key' : ''})`);
     // The demo key works only where the demo config runs.
     if (config.profile === 'dev') {
@@ -36,7 +37,7 @@ export function startBanner(config: SluiceConfig, running: RunningRoles): string
       }
     }
   }
-  if (running.opsUrl) lines.push(`  metrics      ${running.opsUrl}/metrics`);
+  if (running.opsUrl) lines.push(`  ops          ${running.opsUrl}/metrics   readiness ${running.opsUrl}/readyz   (no credentials: keep this port internal)`);
   if (running.simulatorUrl) lines.push(`  simulator    ${running.simulatorUrl}   (PUT /admin/faults, GET /admin/stats with the admin key)`);
   lines.push(`  Kafka        ${config.kafka.brokers.join(',')}   Redis ${config.redis.cluster ? `cluster ${config.redis.cluster.join(',')}` : redactUrl(config.redis.url)}   Postgres ${redactUrl(config.postgres.url)}`);
   lines.push(`  local state  ${config.stateDir}/ (broker log: ${config.stateDir}/kafka/logs/server.log)`, '  stop with Ctrl-C (drains running work first)', '');

@@ -344,7 +344,11 @@ export const configSchema = z
     profile: z.enum(PROFILES).default('production'),
     instanceId: z.string().min(1).max(100).optional(),
     roles: z.array(z.enum(ROLES)).min(1).default([...ROLES]),
-    /** Serves /healthz, /readyz and /metrics for processes without the api role (0 = off). */
+    /**
+     * Serves /healthz, /readyz and /metrics without credentials, for any process, with the api role
+     * or not (0 = off), on `api.host`: an internal port for probes and Prometheus, never to be
+     * reachable where tenants are (the API port's /metrics needs a key).
+     */
     opsPort: z.number().int().min(0).max(65_535).default(0),
     stateDir: z.string().min(1).default('.sluice'),
     /** Prepended to every topic, consumer group and Redis key, so environments (or test runs) can share infrastructure. */
@@ -414,7 +418,7 @@ export const configSchema = z
         publicUrl: z.url().optional(),
         /**
          * Which proxies in front of the API to believe: their X-Forwarded-For gives the client's
-         * address (the console's login rate limit, logs) and X-Forwarded-Proto whether it came over
+         * address (the failed-authentication throttle, logs) and X-Forwarded-Proto whether it came over
          * https (the console cookie's `Secure`). false (default): none, the headers are ignored;
          * true: any; a list: those addresses or CIDR ranges.
          */
@@ -434,6 +438,8 @@ export const configSchema = z
           })
           .prefault({}),
         adminKeySha256: sha256Hex,
+        /** A key that opens the API port's `/metrics` and nothing else (a scraper's), besides the admin key. */
+        metricsKeySha256: sha256Hex.optional(),
         /**
          * The operations console at `/console`: the admin key, given once at the login form, is
          * exchanged for a session cookie that lasts `sessionTtlSec` (sessions live in Redis, so
@@ -446,14 +452,20 @@ export const configSchema = z
             enable: z.boolean().default(true),
             sessionTtlSec: z.number().int().min(60).max(7 * 86_400).default(8 * 3_600),
             sampleMs: ms(1_000, 60_000).default(5_000),
-            /** Logins one client address may try: `attempts` at once, refilled over `perSec`; more get 429. */
-            loginRateLimit: z
-              .object({
-                attempts: z.number().int().min(1).max(1_000).default(10),
-                perSec: z.number().int().min(1).max(86_400).default(60),
-                maxAddresses: z.number().int().min(100).max(1_000_000).default(10_000),
-              })
-              .prefault({}),
+            loginRateLimit: z.never({ error: 'moved to api.authFailureLimit, which counts the failed logins and every failed Bearer authentication' }).optional(),
+          })
+          .prefault({}),
+        /**
+         * Failed authentications one client address may make (an unknown Bearer key on any route,
+         * an unknown key at the console's login): `attempts` at once, refilled over `perSec`; past
+         * them every such request from it gets 429 until an attempt refills, its valid keys too.
+         * Counted per API instance, in memory (`maxAddresses` remembered at most).
+         */
+        authFailureLimit: z
+          .object({
+            attempts: z.number().int().min(1).max(1_000).default(10),
+            perSec: z.number().int().min(1).max(86_400).default(60),
+            maxAddresses: z.number().int().min(100).max(1_000_000).default(10_000),
           })
           .prefault({}),
         /**
@@ -746,6 +758,10 @@ export const configSchema = z
     }
     if (keyOwners.has(cfg.api.adminKeySha256)) {
       ctx.addIssue({ code: 'custom', path: ['api', 'adminKeySha256'], message: 'the admin key must differ from every tenant key' });
+    }
+    const metricsKey = cfg.api.metricsKeySha256;
+    if (metricsKey !== undefined && (keyOwners.has(metricsKey) || metricsKey === cfg.api.adminKeySha256)) {
+      ctx.addIssue({ code: 'custom', path: ['api', 'metricsKeySha256'], message: 'the metrics key must differ from the admin key and every tenant key' });
     }
     if (cfg.api.deadlineMs.min > cfg.api.deadlineMs.max) {
       ctx.addIssue({ code: 'custom', path: ['api', 'deadlineMs', 'min'], message: 'must not exceed api.deadlineMs.max' });

@@ -22,8 +22,24 @@ function censor(value: unknown, path: string[]): unknown {
   return REDACTED;
 }
 
+function build(level: string, name: string, base: Record<string, unknown>, destination: DestinationStream | undefined): Logger {
+  const options = { name, level, base: { pid: process.pid, ...base }, timestamp: pino.stdTimeFunctions.isoTime, redact: { paths: [...REDACT_PATHS], censor } };
+  return destination ? pino(options, destination) : pino(options);
+}
+
 /** Structured JSON logs (stdout unless given another destination); one logger per process, children per role/component. */
 export function createLogger(level: string = process.env.SLUICE_LOG_LEVEL ?? 'info', name = 'sluice', destination?: DestinationStream): Logger {
-  const options = { name, level, base: { pid: process.pid }, timestamp: pino.stdTimeFunctions.isoTime, redact: { paths: [...REDACT_PATHS], censor } };
-  return destination ? pino(options, destination) : pino(options);
+  return build(level, name, {}, destination);
+}
+
+/** What marks an audit line among the others on stdout: route it by this field to keep it. */
+const AUDIT_STREAM = 'audit';
+
+/**
+ * The audit trail: a logger of its own, at `info` whatever `logLevel` / `SLUICE_LOG_LEVEL` says (a
+ * level chosen to quieten the logs must not also erase who changed what), every line carrying
+ * `"stream": "audit"`. Stdout unless given another destination, beside the ordinary logs.
+ */
+export function createAuditLogger(destination?: DestinationStream): Logger {
+  return build('info', 'sluice', { stream: AUDIT_STREAM }, destination);
 }

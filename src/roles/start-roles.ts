@@ -4,7 +4,7 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { RUN_CLASSES, type Role, type SluiceConfig } from '../config/schema.js';
-import type { Logger } from '../obs/logger.js';
+import { createAuditLogger, type Logger } from '../obs/logger.js';
 import { createMetrics, type Metrics } from '../obs/metrics.js';
 import { buildApiServer } from '../api/server.js';
 import { registerHealthRoutes } from '../api/routes/health.js';
@@ -66,7 +66,6 @@ import { OverviewSampler } from '../api/console/overview-sampler.js';
 import { FinishedRunsSampler } from '../api/console/overview-finished.js';
 import { DependencyReports } from '../api/console/dependencies.js';
 import { AlertWatch, backlogUse } from '../api/console/alerts.js';
-import { LoginThrottle } from '../api/console/login-throttle.js';
 import { readBacklog } from '../admission/backlog-census.js';
 import { packageRoot } from '../util/package-root.js';
 import { createLagMetrics } from '../lag/lag-metrics.js';
@@ -371,13 +370,12 @@ async function startApi(ctx: RoleContext): Promise<string> {
     breakers: {
       store: new BreakerStore(clients.scripts, clients.keys, (d) => ownEntry(config.dependencies, d)?.breaker),
       reports: new DependencyReports(clients.redis, clients.keys, config),
-      audit: log.child({ component: 'admin' }),
     },
+    audit: createAuditLogger(),
     ...(config.api.console.enable && {
       console: {
         sessions: new ConsoleSessions(clients.redis, clients.keys, config.api.console.sessionTtlSec),
         sessionTtlSec: config.api.console.sessionTtlSec,
-        loginThrottle: new LoginThrottle(config.api.console.loginRateLimit),
         assets: new ConsoleAssets(join(packageRoot(), 'dist', 'console')),
         sampler,
         finishedRuns,
@@ -389,7 +387,6 @@ async function startApi(ctx: RoleContext): Promise<string> {
         processorState: () => processorState.read(),
         runs: store,
         cancellations,
-        audit: log.child({ component: 'console' }),
         dlq: { store: deadLetters, replayer: new DeadLetterReplayer(deadLetters, clients.codec, topicNames(config.namespace)), kafka: () => replayConnection.get() },
       },
     }),
@@ -399,7 +396,7 @@ async function startApi(ctx: RoleContext): Promise<string> {
   return url;
 }
 
-/** Health and metrics for a process without the API role. */
+/** Health and metrics without credentials, on a port of their own (`opsPort`), for any process. */
 async function startOps({ config, logger, metrics, clients, onStop }: RoleContext): Promise<string> {
   const ops = Fastify({ loggerInstance: logger.child({ role: 'ops' }) as FastifyBaseLogger, logController: new LogController({ disableRequestLogging: true }) });
   registerHealthRoutes(ops, { readiness: clients.readinessChecks(), metrics });
@@ -460,7 +457,7 @@ export async function startRoles(config: SluiceConfig, logger: Logger): Promise<
       else logger.info('lagMonitor.enable is false: the lag-monitor role does not run');
     }
     if (roles.has('api')) running.apiUrl = await startApi(ctx);
-    else if (config.opsPort > 0) running.opsUrl = await startOps(ctx);
+    if (config.opsPort > 0) running.opsUrl = await startOps(ctx);
   } catch (err) {
     await stop();
     throw err;

@@ -14,10 +14,11 @@ export function newRunId(now: number = Date.now(), random: Buffer = pooledRandom
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+/** A run id's shape: a UUID in lowercase, as `newRunId` writes it. */
+export const RUN_ID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 export function isRunId(value: string): boolean {
-  return UUID.test(value);
+  return RUN_ID_PATTERN.test(value);
 }
 
 /** The admission time (epoch ms) a run id carries, or undefined for an id that is not a UUIDv7. */

@@ -1,7 +1,7 @@
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { redisKeys } from '../../src/redis/keys.js';
-import { TENANT_A_KEY, TENANT_B_KEY, eventually, freePort, http, startSluice, testNamespace, waitForStatus, writeTestConfig, type HttpResult, type SluiceProcess } from './harness.js';
+import { ADMIN_KEY, TENANT_A_KEY, TENANT_B_KEY, eventually, freePort, http, startSluice, testNamespace, waitForStatus, writeTestConfig, type HttpResult, type SluiceProcess } from './harness.js';
 
 /**
  * Token budgets at the door, through the API: a run takes its workflow's estimated tokens from its
@@ -65,7 +65,7 @@ describe('token budgets at admission', () => {
   });
 
   it('counts the refusals in the admissions metric with their reason', async () => {
-    const metrics = await http(`${url}/metrics`);
+    const metrics = await http(`${url}/metrics`, { key: ADMIN_KEY });
     const text = String(metrics.body);
     expect(text).toMatch(/sluice_admission_total\{[^}]*tenant="tenant-a"[^}]*reason="token_budget_exhausted"[^}]*\} 1/);
     expect(text).toMatch(/sluice_admission_total\{[^}]*tenant="tenant-b"[^}]*reason="token_budget_exhausted"[^}]*\} 1/);

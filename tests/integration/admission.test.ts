@@ -2,7 +2,7 @@ import { Kafka, logLevel } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { redisKeys } from '../../src/redis/keys.js';
 import { topicNames } from '../../src/kafka/topics.js';
-import { TENANT_A_KEY, TENANT_B_KEY, TENANT_C_KEY, freePort, http, startSluice, testNamespace, writeTestConfig, type HttpResult, type SluiceProcess } from './harness.js';
+import { scrapeMetrics, TENANT_A_KEY, TENANT_B_KEY, TENANT_C_KEY, freePort, http, startSluice, testNamespace, writeTestConfig, type HttpResult, type SluiceProcess } from './harness.js';
 import { connectRedis, REDIS_BACKENDS, redisEnvOf } from './lua/redis-clients.js';
 import type { RedisClient } from '../../src/redis/client.js';
 
@@ -96,7 +96,7 @@ describe.each(REDIS_BACKENDS)('admission control across two API instances (%s Re
   it('observe-only mode admits everything but counts what it would have refused', async () => {
     const results = await Promise.all(Array.from({ length: 10 }, (_, i) => submit(i, TENANT_B_KEY, { workflow: 'report-digest', input: { n: i } })));
     expect(results.map((r) => r.status)).toEqual(Array(10).fill(202));
-    const metrics = (await Promise.all(urls.map((u) => fetch(`${u}/metrics`).then((r) => r.text())))).join('\n');
+    const metrics = (await Promise.all(urls.map((u) => scrapeMetrics(u).then((r) => r.text())))).join('\n');
     const observed = [...metrics.matchAll(/sluice_admission_observed_total\{tenant="tenant-b",class="batch",outcome="deferred",reason="rate_limited"\} (\d+)/g)].reduce((n, m) => n + Number(m[1]), 0);
     // Capacity 5 was spent by the idempotent request above plus 4 of these: 6 would-be refusals.
     expect(observed).toBe(6);

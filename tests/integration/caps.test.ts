@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ADMIN_KEY, TENANT_A_KEY, TENANT_B_KEY, TENANT_C_KEY, eventually, freePort, http, startSluice, testNamespace, writeTestConfig, type SluiceProcess } from './harness.js';
+import { scrapeMetrics, ADMIN_KEY, TENANT_A_KEY, TENANT_B_KEY, TENANT_C_KEY, eventually, freePort, http, startSluice, testNamespace, writeTestConfig, type SluiceProcess } from './harness.js';
 import { REDIS_BACKENDS, redisEnvOf } from './lua/redis-clients.js';
 
 const TERMINAL = ['completed', 'failed', 'expired', 'cancelled', 'dead_lettered'];
@@ -97,7 +97,7 @@ describe.each(REDIS_BACKENDS)('distributed concurrency caps across three process
     const put = await http(`${api}/v1/admin/limits`, { method: 'PUT', key: ADMIN_KEY, json: { scope: 'tenant', name: 'tenant-a', limit: 1 } });
     expect(put.status).toBe(200);
     try {
-      const metrics = await fetch(`${api}/metrics`).then((r) => r.text());
+      const metrics = await scrapeMetrics(api).then((r) => r.text());
       expect(metrics).toContain('sluice_permit_limit{scope="tenant:tenant-a"} 1');
       expect(metrics).toMatch(/sluice_permits_in_use\{scope="global"\} \d+/);
       await admin('/admin/stats/reset', { method: 'POST' });

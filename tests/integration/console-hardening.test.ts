@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ADMIN_KEY, freePort, startSluice, testNamespace, writeTestConfig, type SluiceProcess } from './harness.js';
+import { ADMIN_KEY, freePort, http, startSluice, TENANT_A_KEY, testNamespace, writeTestConfig, type SluiceProcess } from './harness.js';
 
 /**
  * The console's login and headers against a real API process, behind a (pretend) proxy on
- * 127.0.0.1 that the config trusts: the login rate limit per client address, the cookie's
- * `Secure` from X-Forwarded-Proto, a second login ending the first session, and the console's
- * headers on a path no route answers.
+ * 127.0.0.1 that the config trusts: the failed-authentication throttle per client address (at the
+ * login and on the Bearer routes), the cookie's `Secure` from X-Forwarded-Proto, a second login
+ * ending the first session, and the console's headers on a path no route answers.
  */
 describe('console hardening, over HTTP', () => {
   let sluice: SluiceProcess;
@@ -13,7 +13,7 @@ describe('console hardening, over HTTP', () => {
 
   beforeAll(async () => {
     const port = await freePort();
-    const configPath = writeTestConfig({ api: { port, trustProxy: ['127.0.0.1'], console: { loginRateLimit: { attempts: 4, perSec: 60 } } } });
+    const configPath = writeTestConfig({ api: { port, trustProxy: ['127.0.0.1'], authFailureLimit: { attempts: 4, perSec: 60 } } });
     sluice = await startSluice({ configPath, roles: 'api', namespace: testNamespace('console-hard') });
     api = `http://127.0.0.1:${port}`;
   });
@@ -51,7 +51,7 @@ describe('console hardening, over HTTP', () => {
     expect(await sessionStatus(cookieOf(again))).toBe(200);
   });
 
-  it('answers 429 with Retry-After once a client address used its login attempts, any key; another address still logs in', async () => {
+  it('answers 429 with Retry-After once a client address spent its failed logins, the right key too; another address still logs in', async () => {
     const answers = [];
     for (let i = 0; i < 4; i++) answers.push((await login('203.0.113.7', {}, 'guess')).status);
     expect(answers).toEqual([401, 401, 401, 401]);
@@ -60,6 +60,23 @@ describe('console hardening, over HTTP', () => {
     expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
     expect(((await refused.json()) as { code: string }).code).toBe('rate_limited');
     expect((await login('203.0.113.8')).status).toBe(200);
+  });
+
+  it('throttles guessing the admin key on /v1/admin/*: after the failures allowed every request from that address is 429, the right key too, and no other address notices', async () => {
+    const admin = (client: string, key: string) => http(`${api}/v1/admin/limits`, { key, headers: { 'x-forwarded-for': client } });
+    const answers: number[] = [];
+    for (let i = 0; i < 15; i++) answers.push((await admin('203.0.113.9', `guess-${i}`)).status);
+    expect(answers).toEqual([401, 401, 401, 401, ...Array<number>(11).fill(429)]);
+    const refused = await admin('203.0.113.9', ADMIN_KEY);
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get('content-type')).toContain('application/problem+json');
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    expect(refused.body).toMatchObject({ code: 'rate_limited', retryable: true });
+    expect((await admin('203.0.113.10', ADMIN_KEY)).status).toBe(200);
+    expect((await http(`${api}/v1/runs/00000000-0000-7000-8000-000000000000`, { key: TENANT_A_KEY, headers: { 'x-forwarded-for': '198.51.100.30' } })).status).toBe(404);
+    // The failure that started the throttle is on the audit trail, once.
+    const throttled = sluice.logs.filter((l) => (l.audit as { action?: string } | undefined)?.action === 'auth.throttled' && (l.audit as { ip?: string }).ip === '203.0.113.9');
+    expect(throttled).toHaveLength(1);
   });
 
   it("gives a path under /console that no route answers the console's headers", async () => {

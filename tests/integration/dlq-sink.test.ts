@@ -12,7 +12,7 @@ import { createLogger } from '../../src/obs/logger.js';
 import { EventProducer } from '../../src/producers/event-producer.js';
 import { packageRoot } from '../../src/util/package-root.js';
 import { postgresProxy } from '../support/postgres-proxy.js';
-import { ADMIN_KEY, TENANT_A_KEY, TENANT_C_KEY, eventually, freePort, http, startSluice, testNamespace, waitForStatus, writeTestConfig, type SluiceProcess, runCli } from './harness.js';
+import { scrapeMetrics, ADMIN_KEY, TENANT_A_KEY, TENANT_C_KEY, eventually, freePort, http, startSluice, testNamespace, waitForStatus, writeTestConfig, type SluiceProcess, runCli } from './harness.js';
 
 
 const pool = () => new pg.Pool({ connectionString: inject('infra').databaseUrl, max: 2 });
@@ -122,7 +122,7 @@ describe('DLQ sink: failed runs and poison come to rest in Postgres', () => {
     for (const header of Object.values(DLQ_HEADER)) expect(row.headers[header], header).toBeTruthy();
     expect(row.headers[DLQ_HEADER.runId]).toBe(runId);
     expect(row.error_class).toBe('dependency_unavailable');
-    const metrics = await (await fetch(`${api}/metrics`)).text();
+    const metrics = await (await scrapeMetrics(api)).text();
     expect(metrics).toContain('sluice_dlq_archived_total{tenant="tenant-c",reason="dependency_unavailable"} 1');
     expect(metrics).toMatch(/sluice_dlq_archive_lag_seconds_count \d+/);
 

@@ -67,8 +67,12 @@ export interface SluiceProcess {
   kill9: () => Promise<void>;
 }
 
-/** Runs `sluice start` as a user would: the compiled CLI in its own process, against real infrastructure. */
-export async function startSluice(opts: { configPath: string; roles: string; namespace: string; env?: Record<string, string> }): Promise<SluiceProcess> {
+/**
+ * Runs `sluice start` as a user would: the compiled CLI in its own process, against real
+ * infrastructure. Started once it logs 'sluice started', or (`ready: 'banner'`, for a log level
+ * above info, which never writes that line) once it printed its start banner.
+ */
+export async function startSluice(opts: { configPath: string; roles: string; namespace: string; env?: Record<string, string>; ready?: 'log' | 'banner' }): Promise<SluiceProcess> {
   const cli = join(packageRoot(), 'dist', 'cli', 'main.js');
   if (!existsSync(cli)) throw new Error(`${cli} is missing: run \`npm run build\` (npm test does it first)`);
   const infra = inject('infra');
@@ -148,7 +152,8 @@ export async function startSluice(opts: { configPath: string; roles: string; nam
       await exited;
     },
   };
-  await waitForLog((l) => l.msg === 'sluice started', 90_000);
+  if (opts.ready === 'banner') await eventually(async () => (raw.includes('Sluice is running') ? true : undefined), 90_000, `the start banner (stderr: ${stderr.slice(-2000)})`);
+  else await waitForLog((l) => l.msg === 'sluice started', 90_000);
   return proc;
 }
 
@@ -175,6 +180,11 @@ export async function http(url: string, init: RequestInit & { key?: string; json
     /* not JSON: keep the text */
   }
   return { status: res.status, headers: res.headers, body: parsed };
+}
+
+/** A scrape of `/metrics` on an API port, which answers it to the admin key (the ops port needs none). */
+export function scrapeMetrics(apiUrl: string): Promise<Response> {
+  return fetch(`${apiUrl}/metrics`, { headers: { authorization: `Bearer ${ADMIN_KEY}` }, signal: AbortSignal.timeout(15_000) });
 }
 
 /** Polls until `check` returns a value or the time is up; bounded so a broken run fails the test, not CI. */

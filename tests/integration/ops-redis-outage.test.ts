@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sample } from '../support/metric-value.js';
 import { readStatusStream } from '../support/sse.js';
 import { startThrowawayRedis, type ThrowawayRedis } from '../support/throwaway-redis.js';
-import { TENANT_A_KEY, TENANT_B_KEY, TENANT_C_KEY, eventually, freePort, http, startSluice, testNamespace, writeTestConfig, type SluiceProcess } from './harness.js';
+import { scrapeMetrics, TENANT_A_KEY, TENANT_B_KEY, TENANT_C_KEY, eventually, freePort, http, startSluice, testNamespace, writeTestConfig, type SluiceProcess } from './harness.js';
 
 /** A run id in the right format that no run has: reads of it are answered 404 after the lookup. */
 const NO_SUCH_RUN = '0190f5a2-7c00-7abc-8def-0123456789ab';
@@ -42,7 +42,7 @@ describe('ops endpoints and read limits while Redis is down', () => {
   });
 
   const scrape = async () => {
-    const res = await fetch(`${api}/metrics`, { signal: AbortSignal.timeout(15_000) });
+    const res = await scrapeMetrics(api);
     return { status: res.status, text: await res.text() };
   };
 

@@ -11,7 +11,7 @@ import { groupId, topicNames } from '../../src/kafka/topics.js';
 import { createLogger } from '../../src/obs/logger.js';
 import { EventProducer } from '../../src/producers/event-producer.js';
 import { packageRoot } from '../../src/util/package-root.js';
-import { TENANT_A_KEY, TENANT_B_KEY, eventually, freePort, http, startSluice, testNamespace, waitForStatus, writeTestConfig, type SluiceProcess, runCli } from './harness.js';
+import { ADMIN_KEY, TENANT_A_KEY, TENANT_B_KEY, eventually, freePort, http, startSluice, testNamespace, waitForStatus, writeTestConfig, type SluiceProcess, runCli } from './harness.js';
 import { startThrowawayRedis, type ThrowawayRedis } from '../support/throwaway-redis.js';
 
 
@@ -174,7 +174,7 @@ describe('processor faults, end to end', () => {
     } finally {
       await admin.disconnect();
     }
-    const metrics = await http(`${api}/metrics`);
+    const metrics = await http(`${api}/metrics`, { key: ADMIN_KEY });
     expect(metrics.body).toMatch(/^sluice_processor_paused_partitions\{reason="buffer_full"\} 0$/m);
   }, 60_000);
 });

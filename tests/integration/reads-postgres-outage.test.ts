@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { postgresProxy, type PostgresProxy } from '../support/postgres-proxy.js';
 import { readStatusStream, type StatusEvent } from '../support/sse.js';
-import { TENANT_A_KEY, eventually, freePort, http, startSluice, testNamespace, waitForStatus, writeTestConfig, type HttpResult, type SluiceProcess } from './harness.js';
+import { scrapeMetrics, TENANT_A_KEY, eventually, freePort, http, startSluice, testNamespace, waitForStatus, writeTestConfig, type HttpResult, type SluiceProcess } from './harness.js';
 
 const TERMINAL = ['completed', 'failed', 'expired', 'cancelled', 'dead_lettered'];
 
@@ -53,7 +53,7 @@ describe('reads while Postgres is unreachable', () => {
       await new Promise((r) => setTimeout(r, 250));
     }
     // Nothing in /metrics reads Postgres at scrape time; /readyz names the failing check.
-    expect((await fetch(`${api}/metrics`)).status).toBe(200);
+    expect((await scrapeMetrics(api)).status).toBe(200);
     const notReady = await http(`${api}/readyz`);
     expect(notReady.status).toBe(503);
     expect(notReady.body.checks).toContainEqual({ name: 'postgres', ok: false });

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sample } from '../support/metric-value.js';
-import { TENANT_A_KEY, freePort, http, startSluice, testNamespace, waitForStatus, writeTestConfig, type SluiceProcess } from './harness.js';
+import { scrapeMetrics, TENANT_A_KEY, freePort, http, startSluice, testNamespace, waitForStatus, writeTestConfig, type SluiceProcess } from './harness.js';
 
 /**
  * The signals measured against a run's admission, the HTTP outcome classes, the token and cost
@@ -27,7 +27,7 @@ describe('run signals on /metrics after a completed run', () => {
     expect(done.status).toBe('completed');
     const refused = await http(`${api}/v1/runs`, { method: 'POST', key: TENANT_A_KEY, json: { workflow: 'no-such-flow', input: {} } });
     expect(refused.status).toBe(400);
-    text = await fetch(`${api}/metrics`).then((r) => r.text());
+    text = await scrapeMetrics(api).then((r) => r.text());
   });
 
   afterAll(async () => {

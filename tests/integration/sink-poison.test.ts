@@ -15,7 +15,7 @@ import { ensureTopics, topicNames } from '../../src/kafka/topics.js';
 import { createLogger } from '../../src/obs/logger.js';
 import { EventProducer } from '../../src/producers/event-producer.js';
 import { packageRoot } from '../../src/util/package-root.js';
-import { TENANT_A_KEY, TENANT_B_KEY, eventually, freePort, http, startSluice, testNamespace, waitForStatus, writeTestConfig, type SluiceProcess } from './harness.js';
+import { scrapeMetrics, TENANT_A_KEY, TENANT_B_KEY, eventually, freePort, http, startSluice, testNamespace, waitForStatus, writeTestConfig, type SluiceProcess } from './harness.js';
 
 /** One partition per topic: every record of a test shares a partition, so one stuck record would hold them all. */
 const ONE_PARTITION = { interactive: 1, batch: 1, retry: 1, status: 1, dlq: 1 };
@@ -59,7 +59,7 @@ function statusEvent(runId: string, over: Partial<RunStatusChanged> = {}): RunSt
 }
 
 async function metricsText(url: string): Promise<string> {
-  return (await fetch(`${url}/metrics`)).text();
+  return (await scrapeMetrics(url)).text();
 }
 
 describe('a run whose input Postgres cannot store as it is', () => {

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sample } from '../support/metric-value.js';
-import { ADMIN_KEY, TENANT_A_KEY, eventually, freePort, http, startSluice, testNamespace, waitForStatus, writeTestConfig, type SluiceProcess } from './harness.js';
+import { scrapeMetrics, ADMIN_KEY, TENANT_A_KEY, eventually, freePort, http, startSluice, testNamespace, waitForStatus, writeTestConfig, type SluiceProcess } from './harness.js';
 
 /**
  * A provider that answers 429 with a long retry-after: the step is not retried by waiting in the
@@ -38,7 +38,7 @@ describe('a step retry timed by retry-after goes through the retry topic', () =>
     expect(waiting.statusMessage).toMatch(/^anthropic failed .*429.*; attempt 2 at /);
     const scrape = await eventually(
       async () => {
-        const text = await (await fetch(`${api}/metrics`)).text();
+        const text = await (await scrapeMetrics(api)).text();
         const held = ['global', 'tenant:tenant-a', 'workflow:support-reply', 'dependency:anthropic'].map((scope) => sample(text, `sluice_permits_in_use{scope="${scope}"}`));
         return held.every((n) => n === 0) ? held : undefined;
       },

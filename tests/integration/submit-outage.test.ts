@@ -1,7 +1,7 @@
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { redisKeys } from '../../src/redis/keys.js';
-import { TENANT_A_KEY, TENANT_B_KEY, eventually, freePort, http, startSluice, testNamespace, writeTestConfig, type HttpResult, type SluiceProcess } from './harness.js';
+import { scrapeMetrics, TENANT_A_KEY, TENANT_B_KEY, eventually, freePort, http, startSluice, testNamespace, writeTestConfig, type HttpResult, type SluiceProcess } from './harness.js';
 import { startThrowawayRedis, type ThrowawayRedis } from '../support/throwaway-redis.js';
 
 /**
@@ -109,7 +109,7 @@ describe('submit path: input bounds and a Redis outage', () => {
       const keyed = await submit(closedUrl, { workflow: 'support-reply', input: { again: 1 } }, { 'idempotency-key': 'after-outage' });
       expect(keyed.status).toBe(202);
 
-      const scrape = async (url: string) => (await fetch(`${url}/metrics`)).text();
+      const scrape = async (url: string) => (await scrapeMetrics(url)).text();
       const counted = (text: string, policy: string, outcome: string) => Number(new RegExp(`sluice_admission_outage_decisions_total\\{dependency="redis",policy="${policy}",outcome="${outcome}"\\} (\\d+)`).exec(text)?.[1] ?? 0);
       const closedMetrics = await scrape(closedUrl);
       expect(counted(closedMetrics, 'fail-closed', 'refused')).toBeGreaterThanOrEqual(24);

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ADMIN_KEY, TENANT_A_KEY, TENANT_B_KEY, freePort, http, startSluice, testNamespace, waitForStatus, writeTestConfig, type SluiceProcess } from './harness.js';
+import { scrapeMetrics, ADMIN_KEY, TENANT_A_KEY, TENANT_B_KEY, freePort, http, startSluice, testNamespace, waitForStatus, writeTestConfig, type SluiceProcess } from './harness.js';
 
 /** The walking skeleton end to end: HTTP → Avro on Kafka → processor → status topic → Postgres → GET. */
 describe('submit → event → processor → status (all roles in one process)', () => {
@@ -114,7 +114,7 @@ describe('submit → event → processor → status (all roles in one process)',
       ['redis', true],
       ['postgres', true],
     ]);
-    const metrics = await fetch(`${api}/metrics`).then((r) => r.text());
+    const metrics = await scrapeMetrics(api).then((r) => r.text());
     expect(metrics).toMatch(/sluice_runs_submitted_total\{tenant="tenant-a",workflow="support-reply",class="interactive"\} [1-9]/);
     expect(metrics).toMatch(/sluice_runs_finished_total\{[^}]*status="completed"[^}]*\} [1-9]/);
   });

@@ -1,13 +1,12 @@
 import type { AdminBreakersRouteDeps } from '../../src/api/routes/admin-breakers.js';
 import type { DependencyReport } from '../../src/api/console/dependencies.js';
 import type { BreakerForce, ForceMode } from '../../src/breakers/breaker-gate.js';
-import { createLogger } from '../../src/obs/logger.js';
 
 /**
  * The admin breakers' store and reports in memory: forces are kept per dependency (no expiry),
  * reports come from `report` with the force in place; `down` fails every call as an unreachable Redis would.
  */
-export function fakeBreakerAdmin(report: (dependency: string) => DependencyReport = emptyReport, audit = createLogger('silent')) {
+export function fakeBreakerAdmin(report: (dependency: string) => DependencyReport = emptyReport) {
   const forces = new Map<string, BreakerForce>();
   const state = { down: false, now: 1_800_000_000_000 };
   const check = () => {
@@ -35,7 +34,6 @@ export function fakeBreakerAdmin(report: (dependency: string) => DependencyRepor
         });
       },
     },
-    audit,
   };
   return { deps, forces, state };
 }

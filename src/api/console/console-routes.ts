@@ -6,12 +6,14 @@ import { DEFAULT_REPLAY_RATE } from '../../dlq/replay-pacer.js';
 import type { DeadLetterReplayer, ReplayKafka } from '../../dlq/replay-runner.js';
 import { outcomeLine, rowJson, summaryLine } from '../../dlq/replay-text.js';
 import type { PublishedReport } from '../../lag/lag-monitor.js';
-import type { Logger } from '../../obs/logger.js';
 import type { Metrics } from '../../obs/metrics.js';
 import type { ClusterProcessorState } from '../../processors/processor-state.js';
 import type { RedisCancellations } from '../../runs/cancellation.js';
 import type { RunStore } from '../../status/run-store.js';
 import type { KeyDirectory } from '../auth.js';
+import type { FailedAuthentications } from '../auth-throttle.js';
+import { DEAD_LETTER_ID, DEAD_LETTER_ID_PARAMS, FILTER_TEXT, INSTANT, RUN_ID, RUN_ID_PARAMS } from '../params.js';
+import { noteAudit } from '../audit.js';
 import { sendProblem } from '../problem.js';
 import { answerCancel } from '../routes/cancel-run.js';
 import { answerLimitChange, answerLimits, limitChangeSchema, type AdminLimitsRouteDeps, type LimitChange } from '../routes/admin-limits.js';
@@ -21,7 +23,6 @@ import type { AlertWatch } from './alerts.js';
 import { backpressureGauges } from './backpressure.js';
 import { ASSET_CACHE, CONSOLE_HEADERS, PAGE_CACHE, type ConsoleAssets } from './console-assets.js';
 import { changesState, cookieValue, csrfMatches, CSRF_HEADER, sameOrigin, SESSION_COOKIE, sessionCookie, type ConsoleSession, type ConsoleSessions } from './console-session.js';
-import type { LoginThrottle } from './login-throttle.js';
 import { pointsOf } from './overview.js';
 import type { FinishedRunsSampler } from './overview-finished.js';
 import type { OverviewSampler } from './overview-sampler.js';
@@ -30,8 +31,8 @@ export interface ConsoleDeps {
   keys: KeyDirectory;
   sessions: ConsoleSessions;
   sessionTtlSec: number;
-  /** Logins per client address (its bucket), before the key is even looked at. */
-  loginThrottle: Pick<LoginThrottle, 'take'>;
+  /** Failed authentications per client address, the API's: a login is refused before its key is looked at once they are spent. */
+  authFailures: FailedAuthentications;
   assets: ConsoleAssets;
   /** This process's admission counts, sampled for the Overview. */
   sampler: OverviewSampler;
@@ -42,7 +43,7 @@ export interface ConsoleDeps {
   alertEveryMs: number;
   metrics: Pick<Metrics, 'registry' | 'scrapeCollectors'>;
   limits: AdminLimitsRouteDeps;
-  /** The breakers' reports and forces, as the admin breakers API has them (its audit lines are the admin API's; the console writes its own). */
+  /** The breakers' reports and forces, as the admin breakers API has them. */
   breakerAdmin: AdminBreakersRouteDeps;
   /** The lag monitor's last report, or why there is none. */
   lagReport: () => Promise<PublishedReport | string>;
@@ -52,8 +53,6 @@ export interface ConsoleDeps {
   processorState: () => Promise<ClusterProcessorState>;
   runs: Pick<RunStore, 'findRuns' | 'listEvents'>;
   cancellations: Pick<RedisCancellations, 'request'>;
-  /** Where audit lines go: one per console action, allowed or refused. */
-  audit: Logger;
   /** The DLQ archive, replayed and discarded as `sluice dlq` does. */
   dlq: {
     store: Pick<DeadLetterStore, 'list' | 'get' | 'discard'>;
@@ -90,12 +89,12 @@ const runQuerySchema = {
   type: 'object',
   additionalProperties: false,
   properties: {
-    runId: { type: 'string', minLength: 1, maxLength: 64 },
-    tenant: { type: 'string', minLength: 1, maxLength: 200 },
-    workflow: { type: 'string', minLength: 1, maxLength: 200 },
+    runId: RUN_ID,
+    tenant: FILTER_TEXT,
+    workflow: FILTER_TEXT,
     status: { enum: [...RUN_STATUSES] },
-    since: { type: 'string', format: 'date-time' },
-    until: { type: 'string', format: 'date-time' },
+    since: INSTANT,
+    until: INSTANT,
   },
 } as const;
 
@@ -111,24 +110,24 @@ const dlqQuerySchema = {
   additionalProperties: false,
   properties: {
     status: { enum: [...DEAD_LETTER_STATUSES] },
-    tenant: { type: 'string', minLength: 1, maxLength: 200 },
-    workflow: { type: 'string', minLength: 1, maxLength: 200 },
-    reason: { type: 'string', minLength: 1, maxLength: 200 },
+    tenant: FILTER_TEXT,
+    workflow: FILTER_TEXT,
+    reason: FILTER_TEXT,
   },
 } as const;
 
 /** Rows one console request may replay or discard: at the CLI's rate, a replay answers within 10 s. */
 const MAX_DLQ_IDS = 100;
-const DLQ_IDS = { type: 'array', minItems: 1, maxItems: MAX_DLQ_IDS, uniqueItems: true, items: { type: 'string', pattern: '^[1-9][0-9]{0,18}$' } } as const;
+const DLQ_IDS = { type: 'array', minItems: 1, maxItems: MAX_DLQ_IDS, uniqueItems: true, items: DEAD_LETTER_ID } as const;
 
 /**
  * The operations console at `/console`: a page and its bundles (public: they hold no data), the
  * login that trades the admin key for a session cookie, and JSON for the pages, each behind the
  * session. Every call that changes something also needs the session's CSRF token in a header and
- * a same-origin `Origin`, and leaves an audit line, refused or not.
+ * a same-origin `Origin`, and leaves an audit line (`config.audit`), refused or not.
  */
 export function registerConsoleRoutes(app: FastifyInstance, deps: ConsoleDeps): void {
-  const { sessions, audit } = deps;
+  const { sessions } = deps;
   deps.sampler.start();
   // A failed check leaves the alerts as they were.
   const stopAlerts = repeatEvery(deps.alertEveryMs, () => deps.alerts.check());
@@ -142,19 +141,17 @@ export function registerConsoleRoutes(app: FastifyInstance, deps: ConsoleDeps): 
 
   /** Whether the browser reached the console over https: directly, or (`api.trustProxy`) as a trusted proxy's X-Forwarded-Proto says. */
   const secure = (req: FastifyRequest) => req.protocol === 'https';
-  const record = (req: FastifyRequest, action: string, outcome: 'done' | 'refused' | 'failed', details: Record<string, unknown> = {}) =>
-    audit.info({ audit: { action, outcome, session: req.consoleSession?.id ?? null, ip: req.ip, userAgent: req.headers['user-agent'] ?? null, requestId: req.id, ...details } }, `console ${action} ${outcome}`);
 
   /** The session a request's cookie opens; refuses the request without one, and a change without its CSRF token. */
   async function requireSession(req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> {
     const session = await sessions.find(cookieValue(req.headers.cookie, SESSION_COOKIE));
     if (!session) {
-      if (changesState(req.method)) record(req, `${req.method} ${req.routeOptions.url}`, 'refused', { why: 'no session' });
+      noteAudit(req, { why: 'no session' });
       return sendProblem(reply, 'unauthorized', { detail: 'log in to the console with the admin key' });
     }
     req.consoleSession = session;
     if (changesState(req.method) && (!sameOrigin(req.headers.origin, req.headers.host) || !csrfMatches(session, req.headers[CSRF_HEADER]))) {
-      record(req, `${req.method} ${req.routeOptions.url}`, 'refused', { why: 'CSRF token or origin mismatch' });
+      noteAudit(req, { why: 'CSRF token or origin mismatch' });
       return sendProblem(reply, 'forbidden', { detail: `send the session's CSRF token in ${CSRF_HEADER}` });
     }
     return undefined;
@@ -174,40 +171,41 @@ export function registerConsoleRoutes(app: FastifyInstance, deps: ConsoleDeps): 
 
   app.post<{ Body: { key: string } }>(
     '/console/session',
-    { schema: { body: { type: 'object', required: ['key'], additionalProperties: false, properties: { key: { type: 'string', minLength: 1, maxLength: 512 } } } } },
+    { schema: { body: { type: 'object', required: ['key'], additionalProperties: false, properties: { key: { type: 'string', minLength: 1, maxLength: 512 } } } }, config: { audit: 'login' } },
     async (req, reply) => {
       if (!sameOrigin(req.headers.origin, req.headers.host)) {
-        record(req, 'login', 'refused', { why: 'cross-origin' });
+        noteAudit(req, { why: 'cross-origin' });
         return sendProblem(reply, 'forbidden', { detail: 'log in from the console page' });
       }
-      const allowed = deps.loginThrottle.take(req.ip);
-      if (!allowed.allowed) {
-        record(req, 'login', 'refused', { why: 'too many login attempts from this address', retryAfterSec: allowed.retryAfterSec });
-        return sendProblem(reply, 'rate_limited', { detail: 'too many login attempts from this address; try again later', retryAfterSec: allowed.retryAfterSec });
+      const refused = deps.authFailures.refusal(req);
+      if (refused) {
+        noteAudit(req, { why: 'too many failed authentications from this address', retryAfterSec: refused.retryAfterSec });
+        return sendProblem(reply, 'rate_limited', { detail: 'too many failed authentications from this address; try again later', retryAfterSec: refused.retryAfterSec });
       }
       const principal = deps.keys.principalOf(req.body.key);
+      // Only a key that matches none is a guess. A tenant's key is its owner's, never an
+      // operator's: it is refused, and said so, but not counted.
+      if (!principal) deps.authFailures.failed(req);
       if (principal?.kind !== 'admin') {
-        // A tenant's key is a known key but never an operator's: it is refused, and said so.
-        record(req, 'login', 'refused', { why: principal ? 'tenant key' : 'unknown key' });
+        noteAudit(req, { why: principal ? 'tenant key' : 'unknown key' });
         return principal ? sendProblem(reply, 'forbidden', { detail: 'the console needs the admin key; tenant keys do not open it' }) : sendProblem(reply, 'unauthorized', { detail: 'unknown key' });
       }
       // A browser that logs in again gets a new session id, and its old session ends: a token
       // planted in the browser before the login (session fixation) opens nothing after it.
       const previous = cookieValue(req.headers.cookie, SESSION_COOKIE);
       const ended = previous ? await sessions.find(previous) : undefined;
+      if (ended) noteAudit(req, { ended: ended.id });
       if (previous) await sessions.close(previous);
       const { token, session } = await sessions.open();
       req.consoleSession = session;
-      record(req, 'login', 'done', ended ? { ended: ended.id } : {});
       return reply.header('Set-Cookie', sessionCookie(token, { maxAgeSec: deps.sessionTtlSec, secure: secure(req) })).send({ csrfToken: session.csrfToken, expiresAt: new Date(session.expiresAt).toISOString() });
     },
   );
 
   app.get('/console/api/session', { onRequest: requireSession }, async (req) => ({ csrfToken: req.consoleSession!.csrfToken, expiresAt: new Date(req.consoleSession!.expiresAt).toISOString() }));
 
-  app.delete('/console/session', { onRequest: requireSession }, async (req, reply) => {
+  app.delete('/console/session', { onRequest: requireSession, config: { audit: 'logout' } }, async (req, reply) => {
     await sessions.close(cookieValue(req.headers.cookie, SESSION_COOKIE)!);
-    record(req, 'logout', 'done');
     return reply.header('Set-Cookie', sessionCookie('', { maxAgeSec: 0, secure: secure(req) })).code(204).send();
   });
 
@@ -235,11 +233,7 @@ export function registerConsoleRoutes(app: FastifyInstance, deps: ConsoleDeps): 
   });
 
   app.get('/console/api/limits', { onRequest: requireSession }, (req, reply) => answerLimits(deps.limits, req, reply));
-  app.put<{ Body: LimitChange }>('/console/api/limits', { onRequest: requireSession, schema: { body: limitChangeSchema } }, async (req, reply) => {
-    await answerLimitChange(deps.limits, req.body, req, reply);
-    record(req, 'limit.change', reply.statusCode < 400 ? 'done' : 'failed', { scope: req.body.scope, name: req.body.name ?? null, limit: req.body.limit, status: reply.statusCode });
-    return reply;
-  });
+  app.put<{ Body: LimitChange }>('/console/api/limits', { onRequest: requireSession, schema: { body: limitChangeSchema }, config: { audit: 'limit.change' } }, (req, reply) => answerLimitChange(deps.limits, req.body, req, reply));
 
   app.get('/console/api/dependencies', { onRequest: requireSession }, async (req, reply) => {
     try {
@@ -250,17 +244,13 @@ export function registerConsoleRoutes(app: FastifyInstance, deps: ConsoleDeps): 
     }
   });
 
-  app.put<{ Params: { dependency: string }; Body: ForceRequest }>('/console/api/breakers/:dependency/force', { onRequest: requireSession, schema: { body: forceRequestSchema } }, async (req, reply) => {
-    await answerForce(deps.breakerAdmin, req.params.dependency, req.body, req, reply);
-    record(req, 'breaker.force', reply.statusCode < 400 ? 'done' : 'failed', { dependency: req.params.dependency, mode: req.body.mode, durationSec: req.body.durationSec, status: reply.statusCode });
-    return reply;
-  });
+  app.put<{ Params: { dependency: string }; Body: ForceRequest }>('/console/api/breakers/:dependency/force', { onRequest: requireSession, schema: { body: forceRequestSchema }, config: { audit: 'breaker.force' } }, (req, reply) =>
+    answerForce(deps.breakerAdmin, req.params.dependency, req.body, req, reply),
+  );
 
-  app.delete<{ Params: { dependency: string } }>('/console/api/breakers/:dependency/force', { onRequest: requireSession }, async (req, reply) => {
-    await answerForce(deps.breakerAdmin, req.params.dependency, undefined, req, reply);
-    record(req, 'breaker.clear', reply.statusCode < 400 ? 'done' : 'failed', { dependency: req.params.dependency, status: reply.statusCode });
-    return reply;
-  });
+  app.delete<{ Params: { dependency: string } }>('/console/api/breakers/:dependency/force', { onRequest: requireSession, config: { audit: 'breaker.clear' } }, (req, reply) =>
+    answerForce(deps.breakerAdmin, req.params.dependency, undefined, req, reply),
+  );
 
   app.get<{ Querystring: RunQuery }>('/console/api/runs', { onRequest: requireSession, schema: { querystring: runQuerySchema } }, async (req) => {
     const q = req.query;
@@ -276,21 +266,17 @@ export function registerConsoleRoutes(app: FastifyInstance, deps: ConsoleDeps): 
     return { runs, limit: MAX_RUNS };
   });
 
-  app.get<{ Params: { id: string } }>('/console/api/runs/:id', { onRequest: requireSession }, async (req, reply) => {
+  app.get<{ Params: { id: string } }>('/console/api/runs/:id', { onRequest: requireSession, schema: { params: RUN_ID_PARAMS } }, async (req, reply) => {
     const [run] = await deps.runs.findRuns({ runId: req.params.id, limit: 1 });
     if (!run) return sendProblem(reply, 'not_found', { detail: 'no such run' });
     return { run, events: await deps.runs.listEvents(run.runId, run.tenantId, 0, MAX_EVENTS) };
   });
 
-  app.post<{ Params: { id: string } }>('/console/api/runs/:id/cancel', { onRequest: requireSession }, async (req, reply) => {
+  app.post<{ Params: { id: string } }>('/console/api/runs/:id/cancel', { onRequest: requireSession, schema: { params: RUN_ID_PARAMS }, config: { audit: 'run.cancel' } }, async (req, reply) => {
     const [run] = await deps.runs.findRuns({ runId: req.params.id, limit: 1 });
-    if (!run) {
-      record(req, 'run.cancel', 'refused', { runId: req.params.id, why: 'no such run' });
-      return sendProblem(reply, 'not_found', { detail: 'no such run' });
-    }
-    await answerCancel(deps, run, req, reply);
-    record(req, 'run.cancel', reply.statusCode < 400 ? 'done' : 'refused', { runId: run.runId, tenant: run.tenantId, status: reply.statusCode });
-    return reply;
+    if (!run) return sendProblem(reply, 'not_found', { detail: 'no such run' });
+    noteAudit(req, { runId: run.runId, tenant: run.tenantId });
+    return answerCancel(deps, run, req, reply);
   });
 
   app.get<{ Querystring: DlqQuery }>('/console/api/dlq', { onRequest: requireSession, schema: { querystring: dlqQuerySchema } }, async (req) => {
@@ -298,8 +284,8 @@ export function registerConsoleRoutes(app: FastifyInstance, deps: ConsoleDeps): 
     return { rows };
   });
 
-  app.get<{ Params: { id: string } }>('/console/api/dlq/:id', { onRequest: requireSession }, async (req, reply) => {
-    const row = /^[1-9]\d{0,18}$/.test(req.params.id) ? await deps.dlq.store.get(req.params.id) : undefined;
+  app.get<{ Params: { id: string } }>('/console/api/dlq/:id', { onRequest: requireSession, schema: { params: DEAD_LETTER_ID_PARAMS } }, async (req, reply) => {
+    const row = await deps.dlq.store.get(req.params.id);
     if (!row) return sendProblem(reply, 'not_found', { detail: 'no such dead letter' });
     return rowJson(row);
   });
@@ -309,39 +295,34 @@ export function registerConsoleRoutes(app: FastifyInstance, deps: ConsoleDeps): 
 
   app.post<{ Body: { ids: string[]; dryRun: boolean } }>(
     '/console/api/dlq/replay',
-    { onRequest: requireSession, schema: { body: { type: 'object', required: ['ids', 'dryRun'], additionalProperties: false, properties: { ids: DLQ_IDS, dryRun: { type: 'boolean' } } } } },
+    { onRequest: requireSession, schema: { body: { type: 'object', required: ['ids', 'dryRun'], additionalProperties: false, properties: { ids: DLQ_IDS, dryRun: { type: 'boolean' } } } }, config: { audit: 'dlq.replay' } },
     async (req) => {
       const { ids, dryRun } = req.body;
       const outcomes: ReplayResult[] = [];
       let tally = emptyTally();
       let untried = 0;
+      noteAudit(req, { ids, dryRun, by: who(req) });
       if (dryRun) tally = await deps.dlq.replayer.preview(ids, (o) => outcomes.push(o));
       else {
         try {
           ({ tally, untried } = await deps.dlq.replayer.replay(ids, await deps.dlq.kafka(), { by: who(req), ratePerSec: DEFAULT_REPLAY_RATE, onOutcome: (o) => outcomes.push(o) }));
-        } catch (err) {
-          record(req, 'dlq.replay', 'failed', { ids, by: who(req), error: (err as Error).message, done: outcomes.map((o) => `${o.id} ${o.result}`) });
-          throw err;
+        } finally {
+          noteAudit(req, { done: outcomes.map((o) => `${o.id} ${o.result}`) });
         }
+        noteAudit(req, { replayed: tally.replayed, refused: tally.refused, failed: tally.failed, untried, ...(tally.failed > 0 && { outcome: 'failed' }) });
       }
-      if (!dryRun) record(req, 'dlq.replay', tally.failed > 0 ? 'failed' : 'done', { ids, by: who(req), replayed: tally.replayed, refused: tally.refused, failed: tally.failed, untried });
       return { lines: outcomes.map((o) => outcomeLine(o, dryRun)), summary: summaryLine(tally, dryRun), untried };
     },
   );
 
   app.post<{ Body: { ids: string[]; reason: string } }>(
     '/console/api/dlq/discard',
-    { onRequest: requireSession, schema: { body: { type: 'object', required: ['ids', 'reason'], additionalProperties: false, properties: { ids: DLQ_IDS, reason: { type: 'string', minLength: 1, maxLength: 500 } } } } },
+    { onRequest: requireSession, schema: { body: { type: 'object', required: ['ids', 'reason'], additionalProperties: false, properties: { ids: DLQ_IDS, reason: { type: 'string', minLength: 1, maxLength: 500 } } } }, config: { audit: 'dlq.discard' } },
     async (req) => {
       const { ids, reason } = req.body;
-      let result: Awaited<ReturnType<typeof deps.dlq.store.discard>>;
-      try {
-        result = await deps.dlq.store.discard(ids, who(req), reason);
-      } catch (err) {
-        record(req, 'dlq.discard', 'failed', { ids, by: who(req), reason, error: (err as Error).message });
-        throw err;
-      }
-      record(req, 'dlq.discard', 'done', { ids, by: who(req), reason, discarded: result.discarded, notFound: result.notFound, notPending: result.notPending.map((n) => n.id) });
+      noteAudit(req, { ids, by: who(req), reason });
+      const result = await deps.dlq.store.discard(ids, who(req), reason);
+      noteAudit(req, { discarded: result.discarded, notFound: result.notFound, notPending: result.notPending.map((n) => n.id) });
       return result;
     },
   );

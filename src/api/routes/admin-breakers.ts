@@ -3,8 +3,8 @@ import type { BreakerForce, ForceMode } from '../../breakers/breaker-gate.js';
 import { MAX_FORCE_MS, type BreakerStore } from '../../breakers/breaker-store.js';
 import { ownEntry } from '../../config/lookup.js';
 import type { SluiceConfig } from '../../config/schema.js';
-import type { Logger } from '../../obs/logger.js';
 import type { DependencyReport, DependencyReports } from '../console/dependencies.js';
+import { noteAudit } from '../audit.js';
 import { sendProblem } from '../problem.js';
 
 export interface AdminBreakersRouteDeps {
@@ -12,8 +12,6 @@ export interface AdminBreakersRouteDeps {
   breakers: {
     store: Pick<BreakerStore, 'force' | 'clearForce'>;
     reports: Pick<DependencyReports, 'all'>;
-    /** Where each force and clear through the admin API is written, done or not. */
-    audit: Logger;
   };
 }
 
@@ -52,6 +50,7 @@ function unknownDependency(config: SluiceConfig, dependency: string, reply: Fast
 
 /** Forces one breaker (the admin API's PUT, and the console's button); undefined `change` clears the force. */
 export async function answerForce(deps: AdminBreakersRouteDeps, dependency: string, change: ForceRequest | undefined, req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+  if (change) noteAudit(req, { mode: change.mode, durationSec: change.durationSec });
   const unknown = unknownDependency(deps.config, dependency, reply);
   if (unknown) return unknown;
   const { store } = deps.breakers;
@@ -65,6 +64,7 @@ export async function answerForce(deps: AdminBreakersRouteDeps, dependency: stri
     }
   } catch (err) {
     req.log.error({ err, dependency }, 'could not force or clear a breaker');
+    noteAudit(req, { error: (err as Error).message });
     return unavailable(reply);
   }
   req.log.warn({ dependency, forced: answer.forced }, change ? 'breaker forced by an operator' : 'breaker force cleared by an operator');
@@ -95,19 +95,9 @@ async function adminOnly(req: FastifyRequest, reply: FastifyReply): Promise<Fast
  * re-checks the runs it holds at once; each force and clear leaves an audit line.
  */
 export function registerAdminBreakerRoutes(app: FastifyInstance, deps: AdminBreakersRouteDeps): void {
-  const record = (req: FastifyRequest, action: string, reply: FastifyReply, details: Record<string, unknown>) => {
-    const outcome = reply.statusCode < 400 ? 'done' : 'failed';
-    deps.breakers.audit.info({ audit: { action, outcome, principal: 'admin', ip: req.ip, userAgent: req.headers['user-agent'] ?? null, requestId: req.id, status: reply.statusCode, ...details } }, `admin ${action} ${outcome}`);
-  };
   app.get('/v1/admin/breakers', { onRequest: adminOnly }, (req, reply) => answerBreakers(deps, req, reply));
-  app.put<{ Params: { dependency: string }; Body: ForceRequest }>('/v1/admin/breakers/:dependency/force', { onRequest: adminOnly, schema: { body: forceRequestSchema } }, async (req, reply) => {
-    await answerForce(deps, req.params.dependency, req.body, req, reply);
-    record(req, 'breaker.force', reply, { dependency: req.params.dependency, mode: req.body.mode, durationSec: req.body.durationSec });
-    return reply;
-  });
-  app.delete<{ Params: { dependency: string } }>('/v1/admin/breakers/:dependency/force', { onRequest: adminOnly }, async (req, reply) => {
-    await answerForce(deps, req.params.dependency, undefined, req, reply);
-    record(req, 'breaker.clear', reply, { dependency: req.params.dependency });
-    return reply;
-  });
+  app.put<{ Params: { dependency: string }; Body: ForceRequest }>('/v1/admin/breakers/:dependency/force', { onRequest: adminOnly, schema: { body: forceRequestSchema }, config: { audit: 'breaker.force' } }, (req, reply) =>
+    answerForce(deps, req.params.dependency, req.body, req, reply),
+  );
+  app.delete<{ Params: { dependency: string } }>('/v1/admin/breakers/:dependency/force', { onRequest: adminOnly, config: { audit: 'breaker.clear' } }, (req, reply) => answerForce(deps, req.params.dependency, undefined, req, reply));
 }

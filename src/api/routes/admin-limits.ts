@@ -3,6 +3,7 @@ import type { SluiceConfig } from '../../config/schema.js';
 import type { LimitsStore } from '../../permits/limits-store.js';
 import { configuredLimit, LIMIT_SCOPES, limitField, type LimitScope } from '../../permits/permit-scopes.js';
 import { limitAtShare } from '../../util/limit-share.js';
+import { noteAudit } from '../audit.js';
 import { sendProblem } from '../problem.js';
 
 export interface AdminLimitsRouteDeps {
@@ -81,6 +82,7 @@ export async function answerLimits(deps: AdminLimitsRouteDeps, req: FastifyReque
 /** Applies one validated change and answers the scope's new view (the admin API's PUT, and the console's edit). */
 export async function answerLimitChange(deps: AdminLimitsRouteDeps, change: LimitChange, req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
   const { config } = deps;
+  noteAudit(req, { scope: change.scope, name: change.name ?? null, limit: change.limit });
   const problem = nameProblem(config, change);
   if (problem) return sendProblem(reply, 'invalid_request', { detail: `name ${problem}`, errors: [{ path: '/name', message: problem }] });
   const field = limitField(change.scope, change.name);
@@ -88,6 +90,7 @@ export async function answerLimitChange(deps: AdminLimitsRouteDeps, change: Limi
     await deps.limits.set(field, change.limit);
   } catch (err) {
     req.log.error({ err, scope: field }, 'could not change a concurrency limit');
+    noteAudit(req, { error: (err as Error).message });
     return unavailable(reply);
   }
   req.log.info({ scope: field, limit: change.limit }, 'concurrency limit changed');
@@ -98,9 +101,9 @@ export async function answerLimitChange(deps: AdminLimitsRouteDeps, change: Limi
  * `GET` / `PUT /v1/admin/limits`: read and change concurrency caps at run time. A change is written
  * to the limits hash that every acquisition reads, so it holds on every processor at its next
  * acquisition; permits already held are kept until released (a lower cap drains, it does not evict).
- * Overrides stay until changed again, including across restarts.
+ * Overrides stay until changed again, including across restarts. Each change leaves an audit line.
  */
 export function registerAdminLimitsRoutes(app: FastifyInstance, deps: AdminLimitsRouteDeps): void {
   app.get('/v1/admin/limits', { onRequest: adminOnly }, (req, reply) => answerLimits(deps, req, reply));
-  app.put<{ Body: LimitChange }>('/v1/admin/limits', { onRequest: adminOnly, schema: { body: limitChangeSchema } }, (req, reply) => answerLimitChange(deps, req.body, req, reply));
+  app.put<{ Body: LimitChange }>('/v1/admin/limits', { onRequest: adminOnly, schema: { body: limitChangeSchema }, config: { audit: 'limit.change' } }, (req, reply) => answerLimitChange(deps, req.body, req, reply));
 }

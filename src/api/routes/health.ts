@@ -1,4 +1,4 @@
-import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
+import type { FastifyBaseLogger, FastifyInstance, onRequestAsyncHookHandler } from 'fastify';
 import type { Metrics } from '../../obs/metrics.js';
 import type { RedisOutagePolicy } from '../../admission/redis-outage.js';
 import type { Role } from '../../config/schema.js';
@@ -119,7 +119,11 @@ export class Readiness {
   }
 }
 
-export function registerHealthRoutes(app: FastifyInstance, deps: { readiness: ReadinessCheck[]; metrics: Metrics }): void {
+/**
+ * `/healthz`, `/readyz` and `/metrics`. `scrapers`, when given, decides who may read `/metrics`
+ * (the API port: it shows every tenant's volumes and usage); without it (the ops port) anyone may.
+ */
+export function registerHealthRoutes(app: FastifyInstance, deps: { readiness: ReadinessCheck[]; metrics: Metrics; scrapers?: onRequestAsyncHookHandler }): void {
   const readiness = new Readiness(deps.readiness, { logger: app.log });
 
   app.get('/healthz', async () => ({ status: 'ok' }));
@@ -129,7 +133,7 @@ export function registerHealthRoutes(app: FastifyInstance, deps: { readiness: Re
     return reply.code(status === 'not_ready' ? 503 : 200).send({ status, checks });
   });
 
-  app.get('/metrics', async (req, reply) => {
+  app.get('/metrics', { ...(deps.scrapers && { onRequest: deps.scrapers }) }, async (req, reply) => {
     for (const { collector, err } of await deps.metrics.scrapeCollectors.collect()) req.log.warn({ err, collector }, 'a scrape-time read failed; its gauges are left out of this scrape');
     const body = await deps.metrics.registry.metrics();
     return reply.type(deps.metrics.registry.contentType).send(body);

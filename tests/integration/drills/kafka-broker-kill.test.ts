@@ -3,7 +3,7 @@ import kafkajs, { Kafka, logLevel, type Admin } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { topicNames } from '../../../src/kafka/topics.js';
 import { expectDrillInvariants, refusedSubmissions, resetSimStats, settleAndWeigh, type DrillVerdict } from '../../support/drill-invariants.js';
-import { http } from '../harness.js';
+import { ADMIN_KEY, http } from '../harness.js';
 import { keepEvidenceOnFailure } from '../../support/drill-evidence.js';
 import { DrillLog, MIXED_TENANTS, steadyLoad } from '../../support/drill-load.js';
 import { startDrillStack, type DrillStack } from '../../support/drill-stack.js';
@@ -69,7 +69,7 @@ describe('drill: one Kafka broker of three killed', () => {
     const verdict = await settleAndWeigh({ name: 'kafka-broker-kill', log, sim: stack.sim, config: stack.config, terminalWithinMs: 60_000, processes: [stack.front] });
     seen.verdict = verdict;
     // What the process holds at the end (runs in flight, queued, backing off): a run left unended shows there or nowhere.
-    seen.metrics = await http(`${stack.api}/metrics`).then((r) => String(r.body), (err: unknown) => `unreadable: ${String(err)}`);
+    seen.metrics = await http(`${stack.api}/metrics`, { key: ADMIN_KEY }).then((r) => String(r.body), (err: unknown) => `unreadable: ${String(err)}`);
     // A run left unended: was its terminal event on the status topic (not applied by the sink) or never produced?
     if (verdict.notTerminal.length > 0) {
       seen.statusRecords = await statusRecordsFor(client, topicNames(stack.namespace).status, verdict.notTerminal.map((r) => r.runId)).catch((err: unknown) => `unreadable: ${String(err)}`);

@@ -24,10 +24,10 @@ export const MAX_HEADER_BYTES = 16 * 1024;
 
 /** Characters Node lets a client put in a header value: tab, printable ASCII and Latin-1. */
 const headerChar = fc.integer({ min: 0x1f, max: 0xff }).filter((c) => c !== 0x7f).map((c) => (c === 0x1f ? '\t' : String.fromCharCode(c)));
-const headerText = (maxLength: number) => fc.string({ unit: headerChar, maxLength });
+export const headerText = (maxLength: number) => fc.string({ unit: headerChar, maxLength });
 /** Characters Node lets a client put in a path: no controls, no space, Latin-1 sent as raw bytes. */
-const pathChar = fc.integer({ min: 0x21, max: 0xff }).filter((c) => c !== 0x7f && c !== 0x23 && c !== 0x3f).map((c) => String.fromCharCode(c));
-const percentEncoded = fc.uint8Array({ maxLength: 24 }).map((bytes) => [...bytes].map((b) => `%${b.toString(16).padStart(2, '0')}`).join(''));
+export const pathChar = fc.integer({ min: 0x21, max: 0xff }).filter((c) => c !== 0x7f && c !== 0x23 && c !== 0x3f).map((c) => String.fromCharCode(c));
+export const percentEncoded = fc.uint8Array({ maxLength: 24 }).map((bytes) => [...bytes].map((b) => `%${b.toString(16).padStart(2, '0')}`).join(''));
 
 const runSegment = fc.oneof(
   { weight: 4, arbitrary: fc.constant(RUN_PLACEHOLDER) },
@@ -60,7 +60,7 @@ const authorization = fc.oneof(
   { weight: 1, arbitrary: fc.tuple(headerText(40), validKey).map(([t, k]) => [`Bearer ${t}`, `Bearer ${k}`]) },
 );
 
-const contentType = fc.oneof(
+export const contentType = fc.oneof(
   { weight: 8, arbitrary: fc.constant('application/json') },
   { weight: 4, arbitrary: fc.constant(undefined) },
   {

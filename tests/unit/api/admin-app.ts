@@ -11,7 +11,7 @@ const unused = async () => {
 };
 
 /** The whole API server (its authentication, errors and validation) for the admin routes: only the limits and breakers are real enough to matter. */
-export function adminApp(deps: Pick<ApiDeps, 'limits' | 'breakers'>): FastifyInstance {
+export function adminApp(deps: Pick<ApiDeps, 'limits' | 'breakers'> & Partial<Pick<ApiDeps, 'audit' | 'authFailures' | 'config'>>): FastifyInstance {
   return buildApiServer({
     config,
     logger: createLogger('silent'),
@@ -24,6 +24,7 @@ export function adminApp(deps: Pick<ApiDeps, 'limits' | 'breakers'>): FastifyIns
     admission: { decide: unused, withdraw: unused, redisUnreachable: () => { throw new Error('not used by the admin routes'); } },
     idempotency: { claim: unused, store: unused, forget: unused },
     withdrawals: { markAnswerPending: unused, markAnswered: unused, withdraw: unused },
+    audit: createLogger('silent'),
     ...deps,
   } satisfies ApiDeps);
 }

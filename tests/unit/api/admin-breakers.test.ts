@@ -1,19 +1,20 @@
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Logger } from '../../../src/obs/logger.js';
+import { auditCapture } from '../../support/audit-capture.js';
 import { fakeBreakerAdmin } from '../../support/breaker-admin-fakes.js';
 import { adminApp } from './admin-app.js';
 import { ADMIN, expectProblem, KEY_A } from './run-status-app.js';
 
 let app: FastifyInstance | undefined;
 let breakers: ReturnType<typeof fakeBreakerAdmin>;
-let audit: Record<string, unknown>[];
+let audit: Record<string, any>[];
 
 /** The whole API server with the breakers in memory. */
 function server(): FastifyInstance {
-  audit = [];
-  breakers = fakeBreakerAdmin(undefined, { info: (fields: { audit: Record<string, unknown> }) => audit.push(fields.audit) } as unknown as Logger);
-  app = adminApp({ limits: { overrides: async () => new Map(), set: async () => undefined }, breakers: breakers.deps });
+  const trail = auditCapture();
+  audit = trail.entries;
+  breakers = fakeBreakerAdmin();
+  app = adminApp({ limits: { overrides: async () => new Map(), set: async () => undefined }, breakers: breakers.deps, audit: trail.logger });
   return app;
 }
 
@@ -52,23 +53,28 @@ describe('/v1/admin/breakers', () => {
     expect((await force(a, 'anthropic', { mode: 'closed', durationSec: 3_600 })).statusCode).toBe(200);
   });
 
-  it('is 404 for a dependency not configured, audited as failed', async () => {
+  it('is 404 for a dependency not configured, audited as refused', async () => {
     const a = server();
     expectProblem(await force(a, 'nobody', { mode: 'open', durationSec: 60 }), 404, 'not_found');
     expectProblem(await clear(a, 'constructor'), 404, 'not_found');
     expect(audit.map((e) => [e.action, e.outcome, e.status])).toEqual([
-      ['breaker.force', 'failed', 404],
-      ['breaker.clear', 'failed', 404],
+      ['breaker.force', 'refused', 404],
+      ['breaker.clear', 'refused', 404],
     ]);
   });
 
-  it('is 401 without a key and 403 for a tenant key, changing nothing', async () => {
+  it('is 401 without a key and 403 for a tenant key, changing nothing; each refused change audited with who asked', async () => {
     const a = server();
     expectProblem(await force(a, 'anthropic', { mode: 'open', durationSec: 60 }, null), 401, 'unauthorized');
     expectProblem(await force(a, 'anthropic', { mode: 'open', durationSec: 60 }, KEY_A), 403, 'forbidden');
     expectProblem(await clear(a, 'anthropic', KEY_A), 403, 'forbidden');
     expectProblem(await list(a, KEY_A), 403, 'forbidden');
     expect(breakers.forces.size).toBe(0);
+    expect(audit.map((e) => [e.action, e.outcome, e.status, e.principal, e.dependency])).toEqual([
+      ['breaker.force', 'refused', 401, null, 'anthropic'],
+      ['breaker.force', 'refused', 403, 'tenant:tenant-a', 'anthropic'],
+      ['breaker.clear', 'refused', 403, 'tenant:tenant-a', 'anthropic'],
+    ]);
   });
 
   it('is 503 dependency_unavailable, retryable, when Redis cannot be reached', async () => {

@@ -2,6 +2,7 @@ import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
 import { adminApp } from './admin-app.js';
 import { ADMIN, expectProblem, KEY_A } from './run-status-app.js';
+import { auditCapture } from '../../support/audit-capture.js';
 import { fakeBreakerAdmin } from '../../support/breaker-admin-fakes.js';
 
 /** The limits hash in memory; `down` makes every call fail as an unreachable Redis would. */
@@ -27,11 +28,13 @@ function fakeLimits() {
 
 let app: FastifyInstance | undefined;
 let limits: ReturnType<typeof fakeLimits>;
+let audit: ReturnType<typeof auditCapture>;
 
 /** The whole API server with only the limits store real enough to matter. */
 function server(): FastifyInstance {
   limits = fakeLimits();
-  app = adminApp({ limits, breakers: fakeBreakerAdmin().deps });
+  audit = auditCapture();
+  app = adminApp({ limits, breakers: fakeBreakerAdmin().deps, audit: audit.logger });
   return app;
 }
 
@@ -160,5 +163,28 @@ describe('PUT /v1/admin/limits', () => {
     limits.state.down = true;
     const res = await put({ scope: 'global', limit: 3 }, ADMIN, a);
     expect(expectProblem(res, 503, 'dependency_unavailable')).toMatchObject({ retryable: true, retryAfterSec: 1 });
+  });
+
+  it('writes one audit line per change asked for, done, refused or failed, on the audit stream', async () => {
+    const a = server();
+    await put({ scope: 'tenant', name: 'tenant-a', limit: 3 }, ADMIN, a);
+    await put({ scope: 'tenant', name: 'nobody', limit: 3 }, ADMIN, a);
+    await put({ scope: 'global', limit: -1 }, ADMIN, a);
+    await put({ scope: 'global', limit: 3 }, KEY_A, a);
+    await put({ scope: 'global', limit: 3 }, 'Bearer not-a-key', a);
+    limits.state.down = true;
+    await put({ scope: 'global', limit: 4 }, ADMIN, a);
+    // Reads leave none.
+    await a.inject({ method: 'GET', url: '/v1/admin/limits', headers: { authorization: ADMIN } });
+    expect(audit.entries.map((e) => [e.action, e.outcome, e.status, e.principal, e.scope ?? null, e.limit ?? null])).toEqual([
+      ['limit.change', 'done', 200, 'admin', 'tenant', 3],
+      ['limit.change', 'refused', 400, 'admin', 'tenant', 3],
+      ['limit.change', 'refused', 400, 'admin', null, null],
+      ['limit.change', 'refused', 403, 'tenant:tenant-a', null, null],
+      ['limit.change', 'refused', 401, null, null, null],
+      ['limit.change', 'failed', 503, 'admin', 'global', 4],
+    ]);
+    expect(audit.entries[5]).toMatchObject({ via: 'api', error: expect.stringContaining('ECONNREFUSED') });
+    expect(audit.lines.every((l) => l.stream === 'audit' && l.msg === `api limit.change ${l.audit.outcome}`)).toBe(true);
   });
 });

@@ -6,17 +6,18 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { AlertWatch } from '../../../src/api/console/alerts.js';
 import { ConsoleAssets } from '../../../src/api/console/console-assets.js';
 import { ConsoleSessions } from '../../../src/api/console/console-session.js';
-import { LoginThrottle } from '../../../src/api/console/login-throttle.js';
+import { AuthFailureThrottle } from '../../../src/api/auth-throttle.js';
 import { FinishedRunsSampler } from '../../../src/api/console/overview-finished.js';
 import { OverviewSampler } from '../../../src/api/console/overview-sampler.js';
 import { buildApiServer, type ApiDeps } from '../../../src/api/server.js';
 import { loadConfig } from '../../../src/config/load.js';
-import { createLogger, type Logger } from '../../../src/obs/logger.js';
+import { createLogger } from '../../../src/obs/logger.js';
 import { Gauge } from 'prom-client';
 import { createMetrics } from '../../../src/obs/metrics.js';
 import { redisKeys } from '../../../src/redis/keys.js';
 import type { OperatorRunView } from '../../../src/status/run-store.js';
 import { fakeRunStatus } from '../../support/run-status-fakes.js';
+import { auditCapture } from '../../support/audit-capture.js';
 import { fakeBreakerAdmin } from '../../support/breaker-admin-fakes.js';
 
 const config = loadConfig({ env: {} });
@@ -36,12 +37,15 @@ const RUN: OperatorRunView = {
   attempts: 1,
 };
 
-/** Redis's SET/GET/DEL in memory, enough for sessions. */
-function memoryRedis() {
+/** Redis's SET/GET/DEL in memory, enough for sessions; `failWrites` makes SET fail as an unreachable Redis would. */
+function memoryRedis(failWrites = false) {
   const values = new Map<string, string>();
   return {
     values,
-    set: async (k: string, v: string) => (values.set(k, v), 'OK' as const),
+    set: async (k: string, v: string) => {
+      if (failWrites) throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:6379'), { code: 'ECONNREFUSED' });
+      return (values.set(k, v), 'OK' as const);
+    },
     get: async (k: string) => values.get(k) ?? null,
     del: async (k: string) => Number(values.delete(k)),
   };
@@ -56,11 +60,13 @@ function builtConsole(): string {
 }
 
 let app: FastifyInstance | undefined;
-let audit: Record<string, unknown>[];
+let audit: Record<string, any>[];
 let limitFields: Map<string, number>;
 let cancelled: string[];
 let replays: { ids: readonly string[]; by: string; ratePerSec: number }[];
 let discards: { ids: readonly string[]; who: string; reason: string }[];
+/** What the run store and the DLQ store were asked to read. */
+let reads: unknown[];
 let breakerAdmin: ReturnType<typeof fakeBreakerAdmin>;
 let alertWatch: AlertWatch;
 let sampler: OverviewSampler;
@@ -68,13 +74,15 @@ let metrics: ReturnType<typeof createMetrics>;
 /** The alert watch's clock. */
 let clock: number;
 
-/** `failing`: Kafka, Postgres, the DLQ store and the processors' state's Redis fail as an unreachable one would. */
-function server(o: { trustProxy?: boolean; failing?: boolean } = {}): FastifyInstance {
-  audit = [];
+/** `failing`: Kafka, Postgres, the DLQ store and the processors' state's Redis fail as an unreachable one would; `sessionsDown`: sessions cannot be written. */
+function server(o: { trustProxy?: boolean; failing?: boolean; sessionsDown?: boolean } = {}): FastifyInstance {
+  const trail = auditCapture();
+  audit = trail.entries;
   limitFields = new Map();
   cancelled = [];
   replays = [];
   discards = [];
+  reads = [];
   breakerAdmin = fakeBreakerAdmin();
   metrics = createMetrics();
   // What registerPermitGauges shows at scrape time, without Redis.
@@ -83,7 +91,6 @@ function server(o: { trustProxy?: boolean; failing?: boolean } = {}): FastifyIns
   clock = 0;
   sampler = new OverviewSampler(metrics, 60_000);
   alertWatch = new AlertWatch(async () => ({ lag: undefined, backlog: 'unreadable', breakers: [{ name: 'anthropic', state: 'open', retryAt: 1 }], tallies: sampler.history() }), () => clock);
-  const auditLog = { info: (fields: { audit: Record<string, unknown> }) => audit.push(fields.audit) } as unknown as Logger;
   app = buildApiServer({
     config: { ...config, api: { ...config.api, trustProxy: o.trustProxy ?? false } },
     logger: createLogger('silent'),
@@ -98,10 +105,11 @@ function server(o: { trustProxy?: boolean; failing?: boolean } = {}): FastifyIns
     withdrawals: { markAnswerPending: unused, markAnswered: unused, withdraw: unused },
     limits: { overrides: async () => new Map(limitFields), set: async (f, l) => void limitFields.set(f, l) },
     breakers: breakerAdmin.deps,
+    audit: trail.logger,
+    authFailures: new AuthFailureThrottle({ attempts: 5, perSec: 60, maxAddresses: 100 }, () => clock),
     console: {
-      sessions: new ConsoleSessions(memoryRedis(), redisKeys(''), 3600),
+      sessions: new ConsoleSessions(memoryRedis(o.sessionsDown), redisKeys(''), 3600),
       sessionTtlSec: 3600,
-      loginThrottle: new LoginThrottle({ attempts: 5, perSec: 60, maxAddresses: 100 }, () => clock),
       assets: new ConsoleAssets(builtConsole()),
       sampler,
       finishedRuns: new FinishedRunsSampler({
@@ -125,13 +133,12 @@ function server(o: { trustProxy?: boolean; failing?: boolean } = {}): FastifyIns
         if (o.failing) throw new Error('connect ECONNREFUSED');
         return { oldestWaitingSec: new Map([['tenant:tenant-a', 7.5]]), paused: [], held: [{ dependency: 'anthropic', runs: 1, tenants: { 'tenant-b': 1 } }] };
       },
-      runs: { findRuns: async (f) => (f.runId === undefined || f.runId === RUN.runId ? [RUN] : []), listEvents: async () => [] },
+      runs: { findRuns: async (f) => (reads.push(f), f.runId === undefined || f.runId === RUN.runId ? [RUN] : []), listEvents: async () => [] },
       cancellations: { request: async (runId) => void cancelled.push(runId) },
-      audit: auditLog,
       dlq: {
         store: {
           list: async () => [],
-          get: async () => undefined,
+          get: async (id) => void reads.push(id),
           discard: async (ids, who, reason) => {
             if (o.failing) throw new Error('Postgres: connection refused');
             discards.push({ ids, who, reason });
@@ -143,7 +150,8 @@ function server(o: { trustProxy?: boolean; failing?: boolean } = {}): FastifyIns
           replay: async (ids, _kafka, o) => {
             replays.push({ ids, by: o.by, ratePerSec: o.ratePerSec });
             for (const id of ids) o.onOutcome({ id, result: 'skipped', why: 'replayed' });
-            return { tally: { replayed: 0, refused: 0, failed: 0, skipped: { not_found: 0, replayed: ids.length, discarded: 0, locked: 0 } }, untried: 0 };
+            // Row 13 fails to produce, as a row whose send Kafka refused would.
+            return { tally: { replayed: 0, refused: 0, failed: ids.includes('13') ? 1 : 0, skipped: { not_found: 0, replayed: ids.length, discarded: 0, locked: 0 } }, untried: 0 };
           },
         },
         kafka: async () => {
@@ -287,6 +295,36 @@ describe('console data behind the session', () => {
   });
 });
 
+describe('console parameters, checked at the boundary', () => {
+  const problem = (res: LightMyRequestResponse) => ({ status: res.statusCode, mediaType: res.headers['content-type'], ...(res.json() as { code: string; errors: { path: string }[] }) });
+
+  it('answers 400 invalid_request naming the parameter for a time, id or filter Postgres would refuse, and reads nothing', async () => {
+    const a = server();
+    const { cookie, csrf } = await login(a);
+    const cases: [string, string, object | undefined, string][] = [
+      ['GET', '/console/api/runs?since=2016-12-31T23:59:60Z', undefined, '/query/since'],
+      ['GET', '/console/api/runs?until=2021-02-29T00:00:00Z', undefined, '/query/until'],
+      ['GET', '/console/api/runs?runId=NOT-A-RUN', undefined, '/query/runId'],
+      ['GET', '/console/api/runs?tenant=a%00b', undefined, '/query/tenant'],
+      ['GET', '/console/api/dlq?reason=%00', undefined, '/query/reason'],
+      ['GET', '/console/api/dlq/9999999999999999999', undefined, '/params/id'],
+      ['GET', '/console/api/dlq/abc', undefined, '/params/id'],
+      ['GET', '/console/api/runs/abc', undefined, '/params/id'],
+      ['POST', '/console/api/runs/abc/cancel', undefined, '/params/id'],
+      ['POST', '/console/api/dlq/replay', { ids: ['9999999999999999999'], dryRun: true }, '/ids/0'],
+      ['POST', '/console/api/dlq/discard', { ids: ['9223372036854775808'], reason: 'x' }, '/ids/0'],
+    ];
+    for (const [method, url, payload, path] of cases) {
+      const res = await a.inject({ method: method as 'GET' | 'POST', url, headers: { cookie, 'x-csrf-token': csrf }, ...(payload ? { payload } : {}) });
+      expect(problem(res), `${method} ${url}`).toMatchObject({ status: 400, mediaType: expect.stringContaining('application/problem+json'), code: 'invalid_request', errors: [expect.objectContaining({ path })] });
+    }
+    expect([...reads, ...cancelled, ...replays, ...discards]).toEqual([]);
+    // The edges that are fine still pass.
+    expect((await a.inject({ url: '/console/api/runs?since=2016-12-31T23:59:59Z&until=2020-02-29T00:00:00%2B05:30', headers: { cookie } })).statusCode).toBe(200);
+    expect((await a.inject({ url: '/console/api/dlq/9223372036854775807', headers: { cookie } })).statusCode).toBe(404);
+  });
+});
+
 describe('changes from the console', () => {
   it('need the CSRF token: without it, or with another, nothing changes and the refusal is audited', async () => {
     const a = server();
@@ -333,10 +371,11 @@ describe('changes from the console', () => {
     expect((await a.inject({ method: 'DELETE', url: '/console/api/breakers/anthropic/force', headers })).json()).toEqual({ dependency: 'anthropic', forced: null });
     // The same validation as the admin API: no duration, no force.
     expect((await a.inject({ method: 'PUT', url: '/console/api/breakers/anthropic/force', headers, payload: { mode: 'closed' } })).statusCode).toBe(400);
-    expect(audit.slice(-3)).toEqual([
-      expect.objectContaining({ action: 'PUT /console/api/breakers/:dependency/force', outcome: 'refused' }),
+    expect(audit.slice(-4)).toEqual([
+      expect.objectContaining({ action: 'breaker.force', outcome: 'refused', status: 403, why: 'CSRF token or origin mismatch' }),
       expect.objectContaining({ action: 'breaker.force', outcome: 'done', dependency: 'anthropic', mode: 'open', durationSec: 60, session: expect.stringMatching(/^[0-9a-f]{12}$/) }),
       expect.objectContaining({ action: 'breaker.clear', outcome: 'done', dependency: 'anthropic' }),
+      expect.objectContaining({ action: 'breaker.force', outcome: 'refused', status: 400, dependency: 'anthropic' }),
     ]);
   });
 
@@ -358,6 +397,14 @@ describe('DLQ actions from the console', () => {
     expect(res.json()).toEqual({ lines: ['skipped #7: already replayed'], summary: 'replayed 0, skipped 1 (1 already replayed), failed 0', untried: 0 });
     expect(replays).toEqual([{ ids: ['7'], by: expect.stringMatching(/^console:[0-9a-f]{12}$/), ratePerSec: 10 }]);
     expect(audit.at(-1)).toMatchObject({ action: 'dlq.replay', outcome: 'done', ids: ['7'], by: replays[0]!.by });
+  });
+
+  it('audit a replay whose rows partly failed as failed, though it answers 200', async () => {
+    const a = server();
+    const { cookie, csrf } = await login(a);
+    const res = await a.inject({ method: 'POST', url: '/console/api/dlq/replay', headers: { cookie, 'x-csrf-token': csrf }, payload: { ids: ['7', '13'], dryRun: false } });
+    expect(res.statusCode).toBe(200);
+    expect(audit.at(-1)).toMatchObject({ action: 'dlq.replay', outcome: 'failed', status: 200, failed: 1 });
   });
 
   it('preview without changing anything, and refuse ids that are not row ids', async () => {
@@ -399,14 +446,21 @@ describe('console hardening', () => {
   const loginFrom = (a: FastifyInstance, headers: Record<string, string> = {}, key = 'local-admin-key') =>
     a.inject({ method: 'POST', url: '/console/session', headers: { host: HOST, origin: `http://${HOST}`, ...headers }, payload: { key } });
 
-  it('refuses a sixth login from one address within the minute with 429 and Retry-After, audited; another address still logs in', async () => {
+  it('refuses a login after five unknown keys from one address within the minute, the right key too, with 429 and Retry-After, audited; another address still logs in', async () => {
     const a = server();
     for (let i = 0; i < 5; i++) expect((await loginFrom(a, {}, 'wrong-key')).statusCode).toBe(401);
     const refused = await loginFrom(a);
     expect(refused.statusCode).toBe(429);
     expect(refused.headers['retry-after']).toBe('12');
     expect(refused.json()).toMatchObject({ code: 'rate_limited', retryAfterSec: 12 });
-    expect(audit.at(-1)).toMatchObject({ action: 'login', outcome: 'refused', why: 'too many login attempts from this address' });
+    // The fifth unknown key starts the throttle, which says so once, before its own login line.
+    expect(audit.slice(-3)).toEqual([
+      expect.objectContaining({ action: 'auth.throttled', outcome: 'refused', via: 'console', block: '127.0.0.1', retryAfterSec: 12 }),
+      expect.objectContaining({ action: 'login', outcome: 'refused', status: 401, why: 'unknown key' }),
+      expect.objectContaining({ action: 'login', outcome: 'refused', status: 429, why: 'too many failed authentications from this address' }),
+    ]);
+    // The console's login and the API's Bearer keys spend one bucket: the address is refused there too.
+    expect((await a.inject({ url: '/v1/admin/limits', headers: { authorization: 'Bearer local-admin-key' } })).statusCode).toBe(429);
     expect((await a.inject({ method: 'POST', url: '/console/session', remoteAddress: '10.1.2.3', headers: { host: HOST, origin: `http://${HOST}` }, payload: { key: 'local-admin-key' } })).statusCode).toBe(200);
   });
 
@@ -427,6 +481,14 @@ describe('console hardening', () => {
     expect((await a.inject({ url: '/console/api/session', headers: { cookie: first.cookie } })).statusCode).toBe(401);
     expect((await a.inject({ url: '/console/api/session', headers: { cookie: second } })).statusCode).toBe(200);
     expect(audit.at(-1)).toMatchObject({ action: 'login', outcome: 'done', ended: expect.stringMatching(/^[0-9a-f]{12}$/) });
+  });
+
+  it('audits a login whose session could not be written as failed, and answers 503', async () => {
+    const a = server({ sessionsDown: true });
+    const { res } = await login(a);
+    expect(res.statusCode).toBe(503);
+    expect(res.json()).toMatchObject({ code: 'dependency_unavailable' });
+    expect(audit).toEqual([expect.objectContaining({ action: 'login', outcome: 'failed', status: 503, session: null, error: expect.stringContaining('ECONNREFUSED') })]);
   });
 
   it('audits a replay and a discard that failed, with the failure', async () => {

@@ -35,6 +35,7 @@ beforeAll(async () => {
     withdrawals: { markAnswerPending: unused, markAnswered: unused, withdraw: unused },
     limits: { overrides: async () => new Map(), set: async () => undefined },
     breakers: fakeBreakerAdmin().deps,
+    audit: createLogger('silent'),
     now: () => NOW,
   } satisfies ApiDeps);
   await app.listen({ host: '127.0.0.1', port: 0 });

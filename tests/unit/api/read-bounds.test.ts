@@ -39,6 +39,7 @@ function server(opts: { maxStreams?: number; pollMs?: number } = {}): { fake: Fa
     withdrawals: { markAnswerPending: unused, markAnswered: unused, withdraw: unused },
     limits: { overrides: async () => new Map(), set: async () => undefined },
     breakers: fakeBreakerAdmin().deps,
+    audit: createLogger('silent'),
     now: () => NOW,
   } satisfies ApiDeps);
   return { fake, app };

@@ -146,6 +146,7 @@ function harness(opts: HarnessOptions = {}): Harness {
     reads,
     limits: { overrides: async () => new Map(), set: async () => undefined },
     breakers: fakeBreakerAdmin().deps,
+    audit: createLogger('silent'),
     now: () => NOW,
     admission: fakes.admission,
     idempotency: fakes.idempotency,

@@ -47,4 +47,11 @@ describe('startBanner', () => {
     expect(dev).toContain('console      http://127.0.0.1:8080/console   (log in with the admin key: local-admin-key)');
     expect(production).toContain('console      http://127.0.0.1:8080/console   (log in with the admin key)');
   });
+
+  it("says the API port's metrics need the admin key, and shows the ops port's, which need none", () => {
+    expect(startBanner(loadConfig({ env: {} }), running)).toContain("metrics      http://127.0.0.1:8080/metrics   (Authorization: Bearer local-admin-key)");
+    expect(startBanner(parseConfig(secretDoc()), running)).toContain('metrics      http://127.0.0.1:8080/metrics   (Authorization: Bearer <admin key>)');
+    const withOps = startBanner(loadConfig({ env: {} }), { ...running, opsUrl: 'http://127.0.0.1:9464' });
+    expect(withOps).toContain('ops          http://127.0.0.1:9464/metrics   readiness http://127.0.0.1:9464/readyz   (no credentials: keep this port internal)');
+  });
 });

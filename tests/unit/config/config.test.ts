@@ -177,7 +177,8 @@ describe('parseConfig defaults', () => {
       recordAdmissionTimeoutMs: 1_000,
       admissionRows: { writeBehind: true, batchSize: 500, maxWaitMs: 5, maxPending: 20_000, drainMs: 5_000 },
       trustProxy: false,
-      console: { enable: true, sessionTtlSec: 28_800, sampleMs: 5_000, loginRateLimit: { attempts: 10, perSec: 60, maxAddresses: 10_000 } },
+      console: { enable: true, sessionTtlSec: 28_800, sampleMs: 5_000 },
+      authFailureLimit: { attempts: 10, perSec: 60, maxAddresses: 10_000 },
     });
     expect(cfg.processor).toEqual({ maxInFlight: 30, partitionBuffer: 100, shutdownGraceMs: 20_000, produceTimeoutMs: 10_000, permitLeaseMs: 15_000, enforceCaps: true, runRetry: { maxAttempts: 3, baseMs: 1_000, capMs: 30_000 }, maxInlineRetryWaitMs: 1_000, infraRetry: { maxAttempts: 8, baseMs: 500, capMs: 30_000 }, maxStepOutputBytes: 262_144, maxResultBytes: 524_288, pacing: { enabled: true, maxInlineWaitMs: 1_000, observedLimitTtlMs: 600_000, interactiveReserve: 1 } });
     expect(cfg.statusSink).toEqual({ batchSize: 500 });
@@ -303,8 +304,14 @@ describe('dependencies.<name>.adaptiveConcurrency', () => {
       expect(configError(() => parseConfig(doc)).fields.map((f) => f.replace(/\.\d+$/, '')), JSON.stringify(trustProxy)).toEqual([field]);
     }
     const doc = baseDoc();
-    doc.api.console = { loginRateLimit: { attempts: 0 } };
-    expect(configError(() => parseConfig(doc)).fields).toEqual(['api.console.loginRateLimit.attempts']);
+    doc.api.authFailureLimit = { attempts: 0 };
+    expect(configError(() => parseConfig(doc)).fields).toEqual(['api.authFailureLimit.attempts']);
+    // The login's own limit became the failed-authentication one: a config that still sets it is told where it went.
+    const moved = baseDoc();
+    moved.api.console = { loginRateLimit: { attempts: 4 } };
+    const err = configError(() => parseConfig(moved));
+    expect(err.fields).toEqual(['api.console.loginRateLimit']);
+    expect(err.message).toContain('moved to api.authFailureLimit');
   });
 
   it('takes ingress.maxInFlight records of a partition at once, 32 by default, and names the field of a bad one', () => {
@@ -626,6 +633,16 @@ describe('parseConfig errors name the field path', () => {
     const err = configError(() => parseConfig(doc));
     expect(err.fields).toEqual(['api.adminKeySha256']);
     expect(err.message).toContain('the admin key must differ from every tenant key');
+  });
+
+  it('the metrics key equal to the admin key or a tenant key', () => {
+    for (const key of [ADMIN, KEY_2]) {
+      const doc = baseDoc();
+      doc.api.metricsKeySha256 = key;
+      const err = configError(() => parseConfig(doc));
+      expect(err.fields).toEqual(['api.metricsKeySha256']);
+      expect(err.message).toContain('the metrics key must differ from the admin key and every tenant key');
+    }
   });
 
   it('submit input bounds, the admission-row wait and the Redis outage policy out of range', () => {

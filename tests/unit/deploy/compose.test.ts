@@ -58,13 +58,15 @@ describe('docker-compose.yml', () => {
     for (const name of Object.keys(compose.services.sluice.environment)) expect(known, name).toContain(name);
   });
 
-  it('gives a configuration that validates, with the API reachable from outside the container', () => {
+  it('gives a configuration that validates, with the API reachable from outside the container and the ops port, which Prometheus scrapes, from inside only', () => {
     const cfg = loadConfig({ env: { ...imageEnv(), ...composeEnv() } });
     expect(cfg.kafka.brokers).toEqual(['kafka:9092']);
     expect(cfg.api.host).toBe('0.0.0.0');
     expect(compose.services.sluice.ports).toContain(`${cfg.api.port}:${cfg.api.port}`);
-    const prom = readFileSync('ops/prometheus/prometheus.yml', 'utf8');
-    expect(prom).toContain(`sluice:${cfg.api.port}`);
+    expect(cfg.opsPort).toBeGreaterThan(0);
+    expect((compose.services.sluice.ports as string[]).some((p) => p.endsWith(`:${cfg.opsPort}`))).toBe(false);
+    const prom = parse(readFileSync('ops/prometheus/prometheus.yml', 'utf8')) as { scrape_configs: { static_configs: { targets: string[] }[] }[] };
+    expect(prom.scrape_configs.flatMap((c) => c.static_configs.flatMap((s) => s.targets))).toEqual([`sluice:${cfg.opsPort}`]);
   });
 
   it('keeps single-node Kafka settings in line with the local broker (replication factor 1, no auto-created topics)', () => {

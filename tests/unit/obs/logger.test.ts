@@ -1,6 +1,7 @@
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { createLogger } from '../../../src/obs/logger.js';
+import { auditCapture } from '../../support/audit-capture.js';
 
 /** A logger writing into an array of parsed lines. */
 function capture(): { lines: Record<string, any>[]; logger: ReturnType<typeof createLogger> } {
@@ -48,5 +49,20 @@ describe('createLogger redaction', () => {
     logger.child({ component: 'infra' }).info({ kafka: ['k:9092'], apiKey: 'sk-ant-child' }, 'child');
     expect(lines[0]).toMatchObject({ component: 'infra', kafka: ['k:9092'], apiKey: '***', msg: 'child' });
     for (const field of ['password', 'authorization', 'url', 'headers']) expect(lines[0]).not.toHaveProperty(field);
+  });
+});
+
+describe('createAuditLogger', () => {
+  it('writes every line at info whatever SLUICE_LOG_LEVEL says, marked as the audit stream, with the same redaction', () => {
+    const before = process.env.SLUICE_LOG_LEVEL;
+    process.env.SLUICE_LOG_LEVEL = 'silent';
+    try {
+      const { lines, logger } = auditCapture();
+      logger.info({ audit: { action: 'limit.change' }, authorization: 'Bearer local-admin-key' }, 'api limit.change done');
+      expect(lines).toEqual([expect.objectContaining({ level: 30, stream: 'audit', audit: { action: 'limit.change' }, authorization: '***', msg: 'api limit.change done' })]);
+    } finally {
+      if (before === undefined) delete process.env.SLUICE_LOG_LEVEL;
+      else process.env.SLUICE_LOG_LEVEL = before;
+    }
   });
 });
