@@ -261,7 +261,11 @@ describe('the operations console in a browser', () => {
     await page.click('[data-testid=dlq-replay]');
     await page.waitForSelector('[data-testid=dlq-answer] >> text=replayed 1');
     await waitForStatus(api, doomed.body.runId, TENANT_C_KEY, ['completed'], 30_000);
-    const audit = await eventually(async () => sluice.logs.find((l) => (l.audit as { action?: string } | undefined)?.action === 'dlq.replay'), 5_000, 'the audit line of the replay');
+    // The dry run leaves an audit line of its own before it (dryRun: true).
+    const audit = await eventually(async () => sluice.logs.find((l) => {
+      const line = l.audit as { action?: string; dryRun?: boolean } | undefined;
+      return line?.action === 'dlq.replay' && line.dryRun === false;
+    }), 5_000, 'the audit line of the replay');
     expect(audit.audit).toMatchObject({ outcome: 'done', replayed: 1, by: expect.stringMatching(/^console:/) });
   });
 
