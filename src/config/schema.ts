@@ -335,6 +335,12 @@ const tenant = z.object({
   fallback: z.enum(['degrade', 'fail']).default('degrade'),
   /** Runs of this tenant executing at once across all processors (changeable at run time). */
   maxConcurrency: z.number().int().min(1).max(1_000_000).default(16),
+  /**
+   * The tenant's weight in the fair sharing of every rate-limited dependency's turns: tenants that
+   * want more than their share get turns in proportion to their weights, and what a tenant does
+   * not use goes to the others.
+   */
+  weight: z.number().positive().max(1_000).default(1),
   admission: tenantAdmission,
   reads: tenantReads,
 });
