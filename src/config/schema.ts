@@ -537,6 +537,13 @@ export const configSchema = z
         /** Window over which the service rate (runs finished per second) is measured. */
         rateWindowSec: z.number().int().min(10).max(3_600).default(60),
         /**
+         * The most of its time to the deadline an interactive run may wait, at the door, for the
+         * provider turns its calls need (a bound on queue time, as CoDel keeps one): a run whose
+         * turns come later is refused now, so admitted interactive runs answer fast. Batch runs
+         * may wait all their time but what their calls take.
+         */
+        interactiveTurnWaitShare: z.number().gt(0).max(1).default(0.5),
+        /**
          * What submissions get while Redis (token buckets, backlog, Idempotency-Keys) is unreachable.
          * `fail-closed`: 503 overloaded with Retry-After. `fail-open`: each API instance admits per a
          * local token bucket per tenant, at most `maxAdmittedPerOutage` runs per outage, recorded
@@ -630,6 +637,20 @@ export const configSchema = z
              * come, first served. A full bucket lets batch go, so no rate is lost to it.
              */
             interactiveReserve: z.number().min(0).max(1).default(1),
+            /**
+             * The sharing of a requests limit among tenants by weight (src/pacing/fair-share.ts):
+             * each tenant's own part is computed from the demand it showed over `demandWindowMs`
+             * (every instance recomputes it every `refreshMs`); beyond its part a tenant borrows
+             * what others leave, down to `borrowReserve` of the burst, which stays for tenants
+             * within their parts.
+             */
+            fairShare: z
+              .object({
+                borrowReserve: z.number().min(0).lt(1).default(0.2),
+                demandWindowMs: ms(100, 600_000).default(5_000),
+                refreshMs: ms(100, 60_000).default(1_000),
+              })
+              .prefault({}),
           })
           .prefault({}),
       })

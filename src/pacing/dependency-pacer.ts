@@ -3,14 +3,23 @@ import type { DependencyConfig, SluiceConfig } from '../config/schema.js';
 import type { RunClass } from '../events/schemas.js';
 import type { Metrics } from '../obs/metrics.js';
 import { MIN_USEFUL_CALL_MS } from '../runs/deadline.js';
-import { effectiveLimits, inlineWaitBound, paceCharges, providerReport, settleDeltas, type CallResponse, type CallTokens } from './pacing-policy.js';
-import type { PaceBucket, PacingStore } from './pacing-store.js';
+import type { FairShareBoard } from './fair-share-board.js';
+import { effectiveLimits, inlineWaitBound, isRequestBucket, paceCharges, providerReport, settleDeltas, NO_TOKENS, type CallResponse, type CallTokens } from './pacing-policy.js';
+import type { PaceBucket, PaceReservation, PacingStore } from './pacing-store.js';
 
 /** A call's turn: it goes after `waitMs` (booked), or it is not made and the run comes back at `until`. */
 export type PaceTurn = { kind: 'go'; waitMs: number } | { kind: 'defer'; until: number };
 
+/** Who a call is for, as pacing needs it. */
+export interface PacedRun {
+  class: RunClass;
+  tenantId: string;
+}
+
 export interface DependencyPacerDeps {
   store: Pick<PacingStore, 'reserve' | 'settle' | 'observe'>;
+  /** The tenants' shares of each requests limit; absent: the limit is first come, first served. */
+  shares?: Pick<FairShareBoard, 'turn'>;
   config: Pick<SluiceConfig, 'dependencies' | 'processor'>;
   metrics: Metrics;
   now: () => number;
@@ -35,30 +44,63 @@ export class DependencyPacer {
 
   /**
    * Books the call's turn if it comes soon enough to wait for in the processor before the run's
-   * deadline; a batch call's turn leaves interactive calls a share of the burst.
+   * deadline; a batch call's turn leaves interactive calls a share of the burst. A call whose
+   * request turn its run reserved at admission (`prepaid`) books only its tokens.
    */
-  async book(dependency: string, tokens: CallTokens, run: { class: RunClass; deadline: number }): Promise<PaceTurn> {
+  async book(dependency: string, tokens: CallTokens, run: PacedRun & { deadline: number }, prepaid = false): Promise<PaceTurn> {
     const { metrics, now } = this.deps;
     const dep = this.dependency(dependency);
-    const charges = dep ? paceCharges(dep, tokens) : [];
+    const charges = dep ? paceCharges(dep, tokens).filter((c) => !(prepaid && isRequestBucket(c.bucket))) : [];
     if (!dep || charges.length === 0) return { kind: 'go', waitMs: 0 };
     const pacing = this.deps.config.processor.pacing;
     const asked = now();
     const maxWaitMs = inlineWaitBound({ maxInlineWaitMs: pacing.maxInlineWaitMs, now: asked, deadline: run.deadline, minCallMs: MIN_USEFUL_CALL_MS });
-    const res = await this.deps.store.reserve(dependency, charges, {
-      maxWaitMs,
-      burstMs: (dep.rateLimit?.burstSeconds ?? 1) * 1000,
-      keepMs: this.keepMs(dep),
-      share: this.deps.rampShare(dependency),
-      reserve: run.class === 'batch' ? pacing.interactiveReserve : 0,
-    });
-    this.publishLimits(dependency);
+    const res = await this.reserve(dependency, dep, charges, run, maxWaitMs);
     if (!res.reserved) {
       metrics.pacingDeferred.inc({ dependency, class: run.class });
       return { kind: 'defer', until: asked + res.waitMs };
     }
     metrics.pacingWait.observe({ dependency }, res.waitMs / 1000);
     return { kind: 'go', waitMs: res.waitMs };
+  }
+
+  /**
+   * Reserves at admission the request turns of a run's `calls` calls to the dependency, all
+   * available within `maxWaitMs`, or nothing. Its calls then book only their tokens (`prepaid`).
+   */
+  async bookTurns(dependency: string, calls: number, run: PacedRun, maxWaitMs: number): Promise<PaceReservation> {
+    const dep = this.dependency(dependency);
+    const charges = dep ? paceCharges(dep, NO_TOKENS).filter((c) => isRequestBucket(c.bucket)).map((c) => ({ ...c, cost: calls })) : [];
+    if (!dep || charges.length === 0) return { reserved: true, waitMs: 0, heldByShare: false };
+    return this.reserve(dependency, dep, charges, run, maxWaitMs);
+  }
+
+  /** Gives back request turns a run reserved and did not use. */
+  async giveBack(dependency: string, tenant: string, calls: number): Promise<void> {
+    const dep = this.dependency(dependency);
+    if (!dep || calls <= 0) return;
+    const deltas = paceCharges(dep, NO_TOKENS).filter((c) => isRequestBucket(c.bucket)).map((c) => ({ bucket: c.bucket, delta: -calls }));
+    await this.deps.store.settle(dependency, deltas, this.keepMs(dep), tenant);
+  }
+
+  private async reserve(dependency: string, dep: DependencyConfig, charges: ReturnType<typeof paceCharges>, run: PacedRun, maxWaitMs: number): Promise<PaceReservation> {
+    const pacing = this.deps.config.processor.pacing;
+    const requests = charges.find((c) => c.bucket === 'requests');
+    const res = await this.deps.store.reserve(
+      dependency,
+      charges,
+      {
+        maxWaitMs,
+        burstMs: (dep.rateLimit?.burstSeconds ?? 1) * 1000,
+        keepMs: this.keepMs(dep),
+        share: this.deps.rampShare(dependency),
+        reserve: run.class === 'batch' ? pacing.interactiveReserve : 0,
+      },
+      requests && this.deps.shares ? this.deps.shares.turn(dependency, run.tenantId) : undefined,
+    );
+    this.publishLimits(dependency);
+    if (res.reserved && requests) this.deps.metrics.pacingTurns.inc({ dependency, tenant: run.tenantId }, requests.cost);
+    return res;
   }
 
   /** Gives back (or charges) the difference between the tokens booked for a call and those it used. */

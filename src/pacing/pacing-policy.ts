@@ -36,6 +36,11 @@ export function paceCharges(dep: DependencyConfig, tokens: CallTokens): BucketCh
   return charges;
 }
 
+/** The buckets that count requests, not tokens: the turns a run may reserve at admission. */
+export function isRequestBucket(bucket: PaceBucket): boolean {
+  return bucket === 'requests' || bucket === 'requests_per_second';
+}
+
 /**
  * The tokens a response used in the provider's limits: its input limit counts uncached input and
  * cache writes, not cache reads (Anthropic's rule for current models); its output limit the output.
@@ -69,7 +74,8 @@ export interface CallResponse {
 
 /** What a response told of its provider's limits, as the pacing scripts take it. */
 export interface ProviderReport {
-  limits: { bucket: PaceBucket; perMinute: number }[];
+  /** `capacity`: the most the bucket was seen to hold, what remained plus this call's request (0: not reported). */
+  limits: { bucket: PaceBucket; perMinute: number; capacity: number }[];
   notBefore?: number;
 }
 
@@ -88,7 +94,9 @@ export function providerReport(opts: CallResponse & { kind: DependencyConfig['ki
     const seen = anthropicRateLimits(opts.headers, opts.status, now);
     for (const bucket of ['requests', 'input_tokens', 'output_tokens'] as const) {
       const perMinute = seen.limits[bucket];
-      if (perMinute !== undefined) report.limits.push({ bucket, perMinute });
+      const left = seen.remaining[bucket];
+      const capacity = left === undefined ? 0 : left + (bucket === 'requests' ? 1 : 0);
+      if (perMinute !== undefined) report.limits.push({ bucket, perMinute, capacity });
     }
     notBefore = seen.notBefore;
   }

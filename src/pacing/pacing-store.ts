@@ -15,10 +15,26 @@ export interface BucketCharge {
   cost: number;
 }
 
-/** Either the call is booked and may go after `waitMs` (0: now), or nothing is booked and it would have needed `waitMs`. */
+/**
+ * Either the call is booked and may go after `waitMs` (0: now), or nothing is booked and it would
+ * have needed `waitMs`; `heldByShare`: the tenant's share, not the dependency's capacity, is what
+ * makes it wait.
+ */
 export interface PaceReservation {
   reserved: boolean;
   waitMs: number;
+  heldByShare: boolean;
+}
+
+/** Whose turn it is in the requests limit, and that tenant's part of it (`fair-share.ts`). */
+export interface TenantTurn {
+  tenant: string;
+  share: number;
+  borrow: number;
+  /** The share of the burst that borrowing leaves to tenants within their shares, in [0, 1). */
+  borrowReserve: number;
+  /** How long a tenant's asked units count towards its demand (exponential decay). */
+  demandWindowMs: number;
 }
 
 export interface ReserveOptions {
@@ -44,26 +60,30 @@ export class PacingStore {
     private readonly keys: RedisKeys,
   ) {}
 
-  async reserve(dependency: string, charges: readonly BucketCharge[], opts: ReserveOptions): Promise<PaceReservation> {
+  /** `turn` absent: the requests limit is not shared by tenant for this call. */
+  async reserve(dependency: string, charges: readonly BucketCharge[], opts: ReserveOptions, turn?: TenantTurn): Promise<PaceReservation> {
     const args = charges.flatMap((c) => [c.bucket, c.perMinute, c.cost]);
-    const [reserved, waitMs] = (await this.scripts.run(
+    const [reserved, waitMs, held] = (await this.scripts.run(
       'pacingReserve',
-      [this.keys.paceState(dependency), this.keys.paceObserved(dependency), this.keys.paceNotBefore(dependency)],
-      [opts.maxWaitMs, opts.burstMs, opts.keepMs, opts.share, opts.reserve, ...args],
-    )) as [number, number];
-    return { reserved: reserved === 1, waitMs: Number(waitMs) };
+      [this.keys.paceState(dependency), this.keys.paceObserved(dependency), this.keys.paceNotBefore(dependency), this.keys.paceTenants(dependency)],
+      [opts.maxWaitMs, opts.burstMs, opts.keepMs, opts.share, opts.reserve, turn?.tenant ?? '', turn?.share ?? 1, turn?.borrow ?? 1, turn?.borrowReserve ?? 0, turn?.demandWindowMs ?? 1, ...args],
+    )) as [number, number, number];
+    return { reserved: reserved === 1, waitMs: Number(waitMs), heldByShare: held === 1 };
   }
 
-  /** `deltas`: units used minus units booked, per bucket; zero deltas are not sent. */
-  async settle(dependency: string, deltas: readonly { bucket: PaceBucket; delta: number }[], keepMs: number): Promise<void> {
+  /** `deltas`: units used minus units booked, per bucket (the tenant's own bucket follows the requests one); zero deltas are not sent. */
+  async settle(dependency: string, deltas: readonly { bucket: PaceBucket; delta: number }[], keepMs: number, tenant = ''): Promise<void> {
     const args = deltas.filter((d) => d.delta !== 0).flatMap((d) => [d.bucket, d.delta]);
     if (args.length === 0) return;
-    await this.scripts.run('pacingSettle', [this.keys.paceState(dependency)], [keepMs, ...args]);
+    await this.scripts.run('pacingSettle', [this.keys.paceState(dependency), this.keys.paceTenants(dependency)], [keepMs, tenant, ...args]);
   }
 
-  /** Records the provider's reported per-minute limits (kept `keepMs`) and a not-before time; resolves to the not-before in force (0: none). */
-  async observe(dependency: string, limits: readonly { bucket: PaceBucket; perMinute: number }[], notBefore: number | undefined, keepMs: number): Promise<number> {
-    const args = limits.flatMap((l) => [l.bucket, l.perMinute]);
+  /**
+   * Records the provider's reported per-minute limits and the capacity seen (kept `keepMs`) and a
+   * not-before time; resolves to the not-before in force (0: none).
+   */
+  async observe(dependency: string, limits: readonly { bucket: PaceBucket; perMinute: number; capacity: number }[], notBefore: number | undefined, keepMs: number): Promise<number> {
+    const args = limits.flatMap((l) => [l.bucket, l.perMinute, l.capacity]);
     return Number(await this.scripts.run('pacingObserve', [this.keys.paceObserved(dependency), this.keys.paceNotBefore(dependency)], [keepMs, notBefore ?? 0, ...args]));
   }
 }

@@ -74,6 +74,8 @@ export function redisKeys(namespace: string) {
     paceObserved: (dependency: string) => `${ns}:pace:{${dependency}}:observed`,
     /** Server-time ms before which no call to the dependency goes (after a 429 with retry-after, or remaining = 0); expires then. */
     paceNotBefore: (dependency: string) => `${ns}:pace:{${dependency}}:not-before`,
+    /** Each tenant's own bucket and demand for a dependency's requests limit (hash: tat:<t>, rate:<t>, d:<t> decayed units asked, u:<t> ms), written by the pacing scripts. */
+    paceTenants: (dependency: string) => `${ns}:pace:{${dependency}}:tenants`,
     /** Runs of a tenant and class whose latest status is waiting_dependency (zset: runId → lease expiry ms), kept by the status sink. */
     waitingRuns: (tenant: string, runClass: string) => `${waiting}:tenant:${tenant}:class:${runClass}`,
     /** The active lag monitor's last report (JSON, expiring), read by `sluice lag`. */

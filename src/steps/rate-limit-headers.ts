@@ -40,6 +40,8 @@ export type ProviderLimitKind = (typeof PROVIDER_LIMIT_KINDS)[number];
 export interface ProviderRateLimits {
   /** Per-minute limits reported (positive integers only). */
   limits: Partial<Record<ProviderLimitKind, number>>;
+  /** Units each limit reported left after this response (non-negative integers only). */
+  remaining: Partial<Record<ProviderLimitKind, number>>;
   /**
    * When calls may go again (epoch ms): the latest of when a limit reported used up (remaining 0)
    * has one unit back, and the end of a 429's retry-after. Absent when neither is in the future.
@@ -68,6 +70,7 @@ function rfc3339(value: string | null | undefined): number | undefined {
  */
 export function anthropicRateLimits(header: HeaderReader, status: number | undefined, now: number): ProviderRateLimits {
   const limits: ProviderRateLimits['limits'] = {};
+  const left: ProviderRateLimits['remaining'] = {};
   let notBefore: number | undefined;
   const later = (at: number) => {
     if (at > now && (notBefore === undefined || at > notBefore)) notBefore = at;
@@ -77,6 +80,7 @@ export function anthropicRateLimits(header: HeaderReader, status: number | undef
     const limit = positiveCount(header(`${prefix}-limit`));
     if (limit !== undefined) limits[kind] = limit;
     const remaining = header(`${prefix}-remaining`)?.trim();
+    if (remaining !== undefined && COUNT.test(remaining) && Number.isSafeInteger(Number(remaining))) left[kind] = Number(remaining);
     const reset = rfc3339(header(`${prefix}-reset`));
     // The reset is when the limit is full again; it refills continuously, so one unit is back after
     // a limit's share of that time. Without the limit the whole time is all that is known.
@@ -86,5 +90,5 @@ export function anthropicRateLimits(header: HeaderReader, status: number | undef
     const wait = retryAfterMs(header('retry-after'), now);
     if (wait !== undefined) later(now + wait);
   }
-  return notBefore === undefined ? { limits } : { limits, notBefore };
+  return notBefore === undefined ? { limits, remaining: left } : { limits, remaining: left, notBefore };
 }

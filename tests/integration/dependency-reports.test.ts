@@ -55,7 +55,7 @@ describe.each(REDIS_BACKENDS)('on %s', (backend) => {
     expect(r.retryBudget).toMatchObject({ calls: 40, retries: 1 });
     // No rateLimit configured and none observed: the LLM's buckets are charged but limit nothing, so none is reported.
     expect(r.pacing).toEqual({ buckets: [], notBefore: null });
-    await pacing.observe('anthropic', [{ bucket: 'requests', perMinute: 600 }], (await redisNowMs(a)) + 30_000, 60_000);
+    await pacing.observe('anthropic', [{ bucket: 'requests', perMinute: 600, capacity: 0 }], (await redisNowMs(a)) + 30_000, 60_000);
     await pacing.reserve('anthropic', [{ bucket: 'requests', perMinute: 0, cost: 1 }], { maxWaitMs: 60_000, burstMs: 1_000, keepMs: 60_000, share: 1, reserve: 0 });
     const paced = await reports.one('anthropic');
     expect(paced.pacing.buckets).toEqual([expect.objectContaining({ bucket: 'requests', perMinute: 600, source: 'observed', burst: 10 })]);

@@ -15,7 +15,7 @@ const config: SluiceConfig = {
   dependencies: { ...base.dependencies, anthropic: { ...base.dependencies.anthropic!, rateLimit: { requestsPerMinute: 50, burstSeconds: 2 } } },
 };
 
-const interactive = (deadline: number) => ({ class: 'interactive' as const, deadline });
+const interactive = (deadline: number) => ({ class: 'interactive' as const, deadline, tenantId: 'tenant-a' });
 
 function pacer(answers: PaceReservation[] = [], rampShare: (dependency: string) => number = () => 1) {
   const reserved: { dependency: string; charges: readonly BucketCharge[]; opts: ReserveOptions }[] = [];
@@ -23,9 +23,9 @@ function pacer(answers: PaceReservation[] = [], rampShare: (dependency: string) 
   const observed: unknown[] = [];
   let now = NOW;
   const store: Pick<PacingStore, 'reserve' | 'settle' | 'observe'> = {
-    reserve: async (dependency, charges, opts) => {
+    reserve: async (dependency, charges, opts, _turn) => {
       reserved.push({ dependency, charges, opts });
-      return answers.shift() ?? { reserved: true, waitMs: 0 };
+      return answers.shift() ?? { reserved: true, waitMs: 0, heldByShare: false };
     },
     settle: async (...args) => void settled.push(args),
     observe: async (...args) => {
@@ -42,7 +42,7 @@ const gauge = async (metrics: ReturnType<typeof createMetrics>) => (await metric
 
 describe('DependencyPacer.book', () => {
   it('books within the inline wait the deadline leaves, with the burst and a keep time past the longest call', async () => {
-    const { p, reserved, metrics } = pacer([{ reserved: true, waitMs: 250 }]);
+    const { p, reserved, metrics } = pacer([{ reserved: true, waitMs: 250, heldByShare: false }]);
     expect(await p.book('anthropic', { inputTokens: 10, outputTokens: 512 }, interactive(NOW + 30_000))).toEqual({ kind: 'go', waitMs: 250 });
     const dep = config.dependencies.anthropic!;
     expect(reserved[0]).toEqual({
@@ -58,7 +58,7 @@ describe('DependencyPacer.book', () => {
   });
 
   it('defers a call whose turn is too far, to when it would come, and counts it', async () => {
-    const { p, reserved, metrics } = pacer([{ reserved: false, waitMs: 4_000 }]);
+    const { p, reserved, metrics } = pacer([{ reserved: false, waitMs: 4_000, heldByShare: false }]);
     expect(await p.book('anthropic', { inputTokens: 10, outputTokens: 512 }, interactive(NOW + 1_050))).toEqual({ kind: 'defer', until: NOW + 4_000 });
     // the deadline leaves 1,050 ms, less a useful call's minimum: that is the wait allowed when below the configured 1 s
     expect(reserved[0]!.opts.maxWaitMs).toBe(1_050 - MIN_USEFUL_CALL_MS);
@@ -66,8 +66,8 @@ describe('DependencyPacer.book', () => {
   });
 
   it('has a batch call leave interactive calls the configured share of the burst, and scales limits by the ramp share', async () => {
-    const { p, reserved, metrics } = pacer([{ reserved: false, waitMs: 700 }], () => 0.25);
-    expect(await p.book('anthropic', { inputTokens: 1, outputTokens: 1 }, { class: 'batch', deadline: NOW + 3_600_000 })).toEqual({ kind: 'defer', until: NOW + 700 });
+    const { p, reserved, metrics } = pacer([{ reserved: false, waitMs: 700, heldByShare: false }], () => 0.25);
+    expect(await p.book('anthropic', { inputTokens: 1, outputTokens: 1 }, { class: 'batch', deadline: NOW + 3_600_000, tenantId: 'tenant-a' })).toEqual({ kind: 'defer', until: NOW + 700 });
     expect(reserved[0]!.opts).toMatchObject({ share: 0.25, reserve: config.processor.pacing.interactiveReserve });
     expect(config.processor.pacing.interactiveReserve).toBe(1);
     expect(await metricValue(metrics.pacingDeferred, { dependency: 'anthropic', class: 'batch' })).toBe(1);

@@ -85,7 +85,7 @@ async function everyInvocation(namespace: string, tenant: string, workflow: stri
   const charges = PACE_BUCKETS.map((bucket) => ({ bucket, perMinute: 60, cost: 1 }));
   await pacing.reserve(dependency, charges, { maxWaitMs: 1_000, burstMs: 1_000, keepMs: 60_000, share: 1, reserve: 0 });
   await pacing.settle(dependency, [{ bucket: 'output_tokens', delta: 5 }], 60_000);
-  await pacing.observe(dependency, [{ bucket: 'requests', perMinute: 60 }], Date.now() + 1_000, 60_000);
+  await pacing.observe(dependency, [{ bucket: 'requests', perMinute: 60, capacity: 0 }], Date.now() + 1_000, 60_000);
   const progress = new RedisRunProgress({} as never, scripts, keys, createLogger('silent'), { produceTimeoutMs: 5_000 });
   await progress.open('run-1');
   await progress.record('run-1', 'understand', { text: 'a' }, Date.now() + 60_000);
