@@ -4,6 +4,7 @@
 -- ARGV[1] runId  ARGV[2] lease expiry (ms since epoch)  ARGV[3] tenant bound  ARGV[4] global bound
 -- ARGV[5] most runs of this class allowed ahead ('none': no limit; negative: none at all)
 -- ARGV[6] 1 = record even if refused
+-- ARGV[7] most runs of this tenant allowed ahead, of any class ('none': no limit; negative: none at all)
 -- Returns {outcome, tenant count, class count ahead, all count}; outcome is admitted, tenant_full,
 -- global_full, too_late or duplicate; counts are before this run.
 local t = redis.call('TIME')
@@ -19,9 +20,11 @@ if redis.call('ZSCORE', KEYS[3], run) then return {'duplicate', tenant_n, class_
 
 local outcome = 'admitted'
 local max_ahead = tonumber(ARGV[5]) -- nil for 'none'
+local max_tenant_ahead = tonumber(ARGV[7]) -- nil for 'none'
 if tenant_n >= tonumber(ARGV[3]) then outcome = 'tenant_full'
 elseif all_n >= tonumber(ARGV[4]) then outcome = 'global_full'
 elseif max_ahead and class_n > max_ahead then outcome = 'too_late'
+elseif max_tenant_ahead and tenant_n > max_tenant_ahead then outcome = 'too_late'
 end
 
 if outcome == 'admitted' or ARGV[6] == '1' then

@@ -10,6 +10,8 @@ import {
   dependencyRefusal,
   effectiveRefill,
   maxAheadForDeadline,
+  maxTenantAhead,
+  queueWaitMs,
   unavailable,
   type AdmissionDecision,
   type DependencyState,
@@ -21,6 +23,9 @@ import type { ServiceState } from './service-state.js';
 import type { RedisOutageFallback } from './redis-outage.js';
 import type { Logger } from '../obs/logger.js';
 import { infrastructureFailure } from '../util/infrastructure-failure.js';
+import type { DependencyPacer } from '../pacing/dependency-pacer.js';
+import type { PrepaidTurns } from '../events/schemas.js';
+import { turnRefusal, turnsNeeded, turnWaitBound, type TurnAnswer } from './turn-prediction.js';
 
 export interface AdmissionRequest {
   runId: string;
@@ -62,6 +67,8 @@ export class AdmissionController {
     private readonly outage: RedisOutageFallback,
     private readonly logger: Logger,
     private readonly tokens: TokenBudgetStore,
+    /** Reserves the provider turns of an admitted run's calls; absent when pacing is off. */
+    private readonly pacer?: Pick<DependencyPacer, 'bookTurns' | 'giveBack'>,
   ) {
     // The bounds this instance admits against, so alerts and dashboards can compare the backlog with them.
     for (const [tenant, t] of Object.entries(config.tenants)) metrics.backlogLimit.set({ tenant }, t.admission.maxBacklog);
@@ -114,25 +121,71 @@ export class AdmissionController {
 
     const slots = slotsFor(req.runClass, limits.global, limits.batchShare);
     const maxAhead = maxAheadForDeadline({ deadline: req.deadline, now: req.now, slots, service });
+    // The tenant's own cap is a line of its own: its runs wait for it whatever the class's line.
+    const waitBudgetMs = turnWaitBound({ runClass: req.runClass, now: req.now, deadline: req.deadline, calls: 0, serviceTimeMs: service.serviceTimeMs, interactiveWaitShare: admission.interactiveTurnWaitShare });
+    const tenantAhead = maxTenantAhead({ cap: req.tenant.maxConcurrency, waitBudgetMs, serviceTimeMs: service.serviceTimeMs });
     const backlog = await this.store.admit(
       { runId: req.runId, tenantId: req.tenantId, runClass: req.runClass, leaseExpiry: req.deadline + admission.leaseGraceMs },
-      { tenantMax: req.tenant.admission.maxBacklog, globalMax: admission.maxBacklog, maxAhead, recordAnyway: observe },
+      { tenantMax: req.tenant.admission.maxBacklog, globalMax: admission.maxBacklog, maxAhead, maxTenantAhead: tenantAhead, recordAnyway: observe },
     );
-    const decision = early ?? decideFromBacklog(backlog, { slots, maxAhead, service });
+    const backlogDecision = early ?? decideFromBacklog(backlog, { slots, maxAhead, service });
     const reservation = reserved > 0 ? { tokenReservation: reserved } : {};
-    if (decision.outcome === 'admitted' || decision.outcome === 'queued') return this.count(req, { ...decision, ...reservation });
+    const admitted = backlogDecision.outcome === 'admitted' || backlogDecision.outcome === 'queued';
+    const inLineMs = queueWaitMs({ classAhead: backlog.classAhead, tenantAhead: backlog.tenantCount }, { class: slots, tenant: req.tenant.maxConcurrency }, service.serviceTimeMs);
+    const turns = admitted || observe ? await this.reserveTurns(req, service.serviceTimeMs, inLineMs) : {};
+    const decision = (admitted && turns.refusal) || backlogDecision;
+    const prepaid = turns.prepaid ? { prepaidTurns: turns.prepaid } : {};
+    if (decision.outcome === 'admitted' || decision.outcome === 'queued') return this.count(req, { ...decision, ...reservation, ...prepaid });
     if (!observe) {
-      await this.giveBack(req.tenantId, req.runId, { tokens: reserved, deadline: req.deadline });
+      await Promise.all([
+        this.giveBack(req.tenantId, req.runId, { tokens: reserved, deadline: req.deadline }),
+        decision === turns.refusal ? this.store.withdraw({ runId: req.runId, tenantId: req.tenantId, runClass: req.runClass }) : undefined,
+      ]);
       return this.count(req, decision);
     }
 
     this.metrics.admissionObserved.inc({ tenant: req.tenantId, class: req.runClass, outcome: decision.outcome, reason: decision.reason });
-    return this.count(req, { ...decideFromBacklog({ ...backlog, outcome: 'admitted' }, { slots, maxAhead, service }), ...reservation });
+    if (turns.refusal) this.metrics.admissionObserved.inc({ tenant: req.tenantId, class: req.runClass, outcome: turns.refusal.outcome, reason: turns.refusal.reason });
+    return this.count(req, { ...decideFromBacklog({ ...backlog, outcome: 'admitted' }, { slots, maxAhead, service }), ...reservation, ...prepaid });
   }
 
-  /** Takes back the backlog entry and the reserved tokens of a run that was admitted but never reached Kafka. */
-  async withdraw(run: BacklogRun, reservation?: TokenReservation): Promise<void> {
-    await Promise.all([this.store.withdraw(run), reservation ? this.giveBack(run.tenantId, run.runId, reservation) : undefined]);
+  /**
+   * Reserves, for every rate-limited dependency the workflow calls, the request turns of its calls
+   * (one script per dependency, sent at once): all of them or none, so a run that starts is never
+   * cut short for want of a later turn, and one whose turns come too late is refused now. A
+   * dependency that reserved while another refused is given its turns back.
+   */
+  private async reserveTurns(req: AdmissionRequest, serviceTimeMs: number | undefined, inLineMs: number): Promise<{ prepaid?: PrepaidTurns[]; refusal?: AdmissionDecision }> {
+    const { pacer } = this;
+    const needed = pacer ? [...turnsNeeded(req.workflow.steps, this.config.dependencies)] : [];
+    if (!pacer || needed.length === 0) return {};
+    const calls = needed.reduce((n, [, c]) => n + c, 0);
+    // A run waits for its turns before it joins the line for its permits: the two waits add up.
+    const maxWaitMs = turnWaitBound({ runClass: req.runClass, now: req.now, deadline: req.deadline, calls, serviceTimeMs, interactiveWaitShare: this.config.admission.interactiveTurnWaitShare }) - inLineMs;
+    const run = { class: req.runClass, tenantId: req.tenantId };
+    const answers: TurnAnswer[] = await Promise.all(needed.map(([dependency, n]) => pacer.bookTurns(dependency, n, run, maxWaitMs)));
+    const refused = answers.filter((a) => !a.reserved);
+    if (refused.length === 0) return { prepaid: needed.map(([dependency, n], i) => ({ dependency, calls: n, notBefore: req.now + answers[i]!.waitMs })) };
+    await this.giveBackTurns(
+      req.tenantId,
+      needed.filter((_, i) => answers[i]!.reserved).map(([dependency, n]) => ({ dependency, calls: n, notBefore: req.now })),
+    );
+    const worst = refused.reduce((a, b) => (b.waitMs > a.waitMs ? b : a));
+    return { refusal: turnRefusal({ ...worst, heldByShare: refused.some((a) => a.heldByShare) }, maxWaitMs) };
+  }
+
+  /** Gives back turns reserved for a run that will not use them. Failing is logged: the turns just go unused. */
+  private async giveBackTurns(tenantId: string, turns: readonly PrepaidTurns[]): Promise<void> {
+    const { pacer } = this;
+    if (!pacer) return;
+    await Promise.all(
+      turns.map((t) => pacer.giveBack(t.dependency, tenantId, t.calls).catch((err: unknown) => this.logger.warn({ err, tenantId, dependency: t.dependency, calls: t.calls }, 'could not give back reserved provider turns'))),
+    );
+  }
+
+  /** Takes back the backlog entry, the reserved tokens and the reserved turns of a run that was admitted but never reached Kafka. */
+  async withdraw(run: BacklogRun, reservation?: TokenReservation, turns?: readonly PrepaidTurns[]): Promise<void> {
+    await Promise.all([this.store.withdraw(run), reservation ? this.giveBack(run.tenantId, run.runId, reservation) : undefined, turns ? this.giveBackTurns(run.tenantId, turns) : undefined]);
   }
 
   /**

@@ -1,4 +1,4 @@
-import type { RunClass } from '../events/schemas.js';
+import type { PrepaidTurns, RunClass } from '../events/schemas.js';
 import type { BreakerView } from '../breakers/breaker-gate.js';
 
 /**
@@ -32,7 +32,10 @@ export interface AdmissionDecision {
   redisOutage?: true;
   /** Tokens taken from the tenant's token budget for this run, to be settled against its actual use. */
   tokenReservation?: number;
+  /** Provider turns reserved for the run's calls, used by its first attempt and the rest given back. */
+  prepaidTurns?: PrepaidTurns[];
 }
+
 
 /** The API reads breakers as processors do. */
 export type DependencyState = BreakerView;
@@ -91,6 +94,29 @@ export function maxAheadForDeadline(opts: { deadline: number; now: number; slots
   const spareMs = opts.deadline - opts.now - serviceTimeMs;
   if (spareMs < 0) return -1;
   return opts.slots - 1 + Math.floor((ratePerSec * spareMs) / 1000);
+}
+
+/**
+ * The most of a tenant's runs (any class) that may be ahead of this one, running or waiting, for
+ * it still to start within `waitBudgetMs`: the tenant's cap runs at once, each taking the measured
+ * service time. Undefined when nothing has been measured yet.
+ */
+export function maxTenantAhead(opts: { cap: number; waitBudgetMs: number; serviceTimeMs: number | undefined }): number | undefined {
+  const { cap, waitBudgetMs, serviceTimeMs } = opts;
+  if (serviceTimeMs === undefined || serviceTimeMs <= 0) return undefined;
+  if (waitBudgetMs < 0) return -1;
+  return cap - 1 + Math.floor((cap * waitBudgetMs) / serviceTimeMs);
+}
+
+/**
+ * How long a run would wait in line for its permits, from the runs ahead of it: of its class for
+ * the class's slots, and of its tenant for the tenant's cap, each line served `slots` at a time at
+ * the measured service time; the longer of the two. 0 when nothing has been measured yet.
+ */
+export function queueWaitMs(ahead: { classAhead: number; tenantAhead: number }, slots: { class: number; tenant: number }, serviceTimeMs: number | undefined): number {
+  if (serviceTimeMs === undefined) return 0;
+  const line = (n: number, s: number) => (Math.max(0, n - s + 1) * serviceTimeMs) / Math.max(1, s);
+  return Math.max(line(ahead.classAhead, slots.class), line(ahead.tenantAhead, slots.tenant));
 }
 
 /** Time until the line ahead is short enough again for a run with the same budget to fit. */

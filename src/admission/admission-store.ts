@@ -47,11 +47,11 @@ export class AdmissionStore {
     return this.take('read', this.keys.readBucket(tenant), capacity, refillPerSec, 1);
   }
 
-  async admit(run: { runId: string; tenantId: string; runClass: RunClass; leaseExpiry: number }, bounds: { tenantMax: number; globalMax: number; maxAhead: number | undefined; recordAnyway: boolean }): Promise<BacklogResult> {
+  async admit(run: { runId: string; tenantId: string; runClass: RunClass; leaseExpiry: number }, bounds: { tenantMax: number; globalMax: number; maxAhead: number | undefined; maxTenantAhead?: number | undefined; recordAnyway: boolean }): Promise<BacklogResult> {
     const res = (await this.scripts.run(
       'backlogAdmit',
       [this.keys.backlogTenant(run.tenantId), this.keys.backlogClass(run.runClass), this.keys.backlogAll()],
-      [run.runId, run.leaseExpiry, bounds.tenantMax, bounds.globalMax, bounds.maxAhead ?? 'none', bounds.recordAnyway ? 1 : 0],
+      [run.runId, run.leaseExpiry, bounds.tenantMax, bounds.globalMax, bounds.maxAhead ?? 'none', bounds.recordAnyway ? 1 : 0, bounds.maxTenantAhead ?? 'none'],
     )) as [BacklogResult['outcome'], number, number, number];
     return { outcome: res[0], tenantCount: Number(res[1]), classAhead: Number(res[2]), allCount: Number(res[3]) };
   }

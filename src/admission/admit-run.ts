@@ -46,7 +46,7 @@ const REFUSAL_DETAIL: Record<string, string> = {
   token_budget_exhausted: 'this tenant\'s token budget cannot cover this run now; retry after the indicated time',
   tenant_backlog_full: 'this tenant has as many unfinished runs as it may have; retry when some finish',
   overloaded: 'Sluice has as many unfinished runs as it can hold; retry after the indicated time',
-  deadline_unreachable: 'at the measured service rate this run could not finish before its deadline',
+  deadline_unreachable: 'at the measured service rate, or with the provider turns its calls could get, this run could not finish before its deadline',
   dependency_unavailable: 'a dependency this workflow needs is unavailable past the run\'s deadline',
 };
 
@@ -107,6 +107,7 @@ export async function admitRun(deps: AdmitRunDeps, s: RunSubmission, log: Pick<L
       idempotencyKey: s.idempotencyKey,
       dueAt: null,
       tokenReservation: decision.tokenReservation ?? null,
+      prepaidTurns: decision.prepaidTurns ?? null,
     };
     try {
       await deps.producer.publishRunRequested(run, config.kafka.produceTimeoutMs);
@@ -172,7 +173,7 @@ async function withdrawUnaccepted(deps: AdmitRunDeps, s: RunSubmission, outcome:
   // its answer-pending mark expires on its own.
   const mayHaveLanded = outcome?.kind === 'not_acknowledged' && outcome.mayHaveLanded;
   await Promise.all([
-    holdsEntry ? attempt('withdraw', () => deps.admission.withdraw({ runId: s.runId, tenantId: s.tenantId, runClass: s.runClass }, decision?.tokenReservation ? { tokens: decision.tokenReservation, deadline: s.deadline } : undefined)) : undefined,
+    holdsEntry ? attempt('withdraw', () => deps.admission.withdraw({ runId: s.runId, tenantId: s.tenantId, runClass: s.runClass }, decision?.tokenReservation ? { tokens: decision.tokenReservation, deadline: s.deadline } : undefined, decision?.prepaidTurns)) : undefined,
     mayHaveLanded ? attempt('mark_not_acknowledged', () => deps.withdrawals.withdraw(s.runId, s.deadline)) : undefined,
   ]);
 }

@@ -19,7 +19,7 @@ export interface ReplayPlan {
  * window as long as the one it was admitted with, starting now, and may start at once.
  */
 export function nextAttempt(run: RunRequested, now: number): RunRequested {
-  return { ...run, attempt: run.attempt + 1, admittedAt: now, deadline: now + (run.deadline - run.admittedAt), dueAt: null, tokenReservation: null };
+  return { ...run, attempt: run.attempt + 1, admittedAt: now, deadline: now + (run.deadline - run.admittedAt), dueAt: null, tokenReservation: null, prepaidTurns: null };
 }
 
 /** A row that must not be replayed as it is: it stays pending, for `discard` or another namespace's replay. */

@@ -60,6 +60,15 @@ export interface RunRequested extends RunEventBase {
   dueAt: number | null;
   /** Tokens taken from the tenant's token budget at admission; absent or null when none were. */
   tokenReservation?: number | null;
+  /** Provider request turns reserved at admission for the first attempt's calls (schema v3); absent or null when none were. */
+  prepaidTurns?: PrepaidTurns[] | null;
+}
+
+/** A run's reserved request turns on one dependency: `calls` of them, none to go before `notBefore` (epoch ms). */
+export interface PrepaidTurns {
+  dependency: string;
+  calls: number;
+  notBefore: number;
 }
 
 export interface RunStatusChanged extends RunEventBase {

@@ -8,6 +8,7 @@ import type { Logger } from '../obs/logger.js';
 import type { PaceTurn } from '../pacing/dependency-pacer.js';
 import type { CallResponse, CallTokens } from '../pacing/pacing-policy.js';
 import { MIN_USEFUL_CALL_MS } from '../runs/deadline.js';
+import { PrepaidTurnLedger } from '../pacing/prepaid-turns.js';
 import { infrastructureCall } from './run-faults.js';
 import { adaptiveBounds, loadSignalOf } from '../permits/adaptive-limit-policy.js';
 import type { AdaptiveLimitStore } from '../permits/adaptive-limit-store.js';
@@ -29,7 +30,8 @@ export interface DependencyPermits {
 
 /** The shared rate limits of the dependencies (`DependencyPacer`): a call's turn before it, its usage and response after it. */
 export interface CallPacer {
-  book(dependency: string, tokens: CallTokens, run: Pick<RunRequested, 'class' | 'deadline'>): Promise<PaceTurn>;
+  book(dependency: string, tokens: CallTokens, run: Pick<RunRequested, 'class' | 'deadline' | 'tenantId'>, prepaid?: boolean): Promise<PaceTurn>;
+  giveBack(dependency: string, tenant: string, calls: number): Promise<void>;
   settle(dependency: string, booked: CallTokens, used: CallTokens): Promise<void>;
   learn(dependency: string, response: CallResponse): Promise<void>;
 }
@@ -81,6 +83,7 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
  */
 export class CallGuard {
   private readonly successes = new SuccessTally();
+  private readonly prepaid = new PrepaidTurnLedger();
 
   constructor(private readonly deps: CallGuardDeps) {}
 
@@ -108,15 +111,41 @@ export class CallGuard {
   /**
    * Waits for the call's turn under the dependency's rate limits, booked across all processors,
    * when it comes within `processor.pacing.maxInlineWaitMs` and the run's deadline; otherwise
-   * nothing is booked and the call is refused with `DependencyUnavailable` (`rate_limited`).
+   * nothing is booked and the call is refused with `DependencyUnavailable` (`rate_limited`). A
+   * call of a first attempt spends a request turn admission reserved for the run while any is left,
+   * and books only its tokens.
    */
   async pace(run: RunRequested, dependency: string, tokens: CallTokens): Promise<void> {
     const { pacer } = this.deps;
     if (!pacer) return;
-    const turn = await infrastructureCall('pacing', dependency, () => pacer.book(dependency, tokens, run));
-    if (turn.kind === 'defer') throw new DependencyUnavailable(dependency, turn.until, canWaitUntil(run, turn.until), 'rate_limited');
+    const notBefore = this.prepaid.take(run, dependency);
+    let turn: PaceTurn;
+    try {
+      turn = await infrastructureCall('pacing', dependency, () => pacer.book(dependency, tokens, run, notBefore !== undefined));
+    } catch (err) {
+      if (notBefore !== undefined) this.prepaid.putBack(run, dependency);
+      throw err;
+    }
+    if (turn.kind === 'defer') {
+      if (notBefore !== undefined) this.prepaid.putBack(run, dependency);
+      throw new DependencyUnavailable(dependency, turn.until, canWaitUntil(run, turn.until), 'rate_limited');
+    }
     // Booked: the turn is this call's alone, so one wait suffices and nothing is asked again.
-    if (turn.waitMs > 0) await sleep(turn.waitMs);
+    const waitMs = Math.max(turn.waitMs, notBefore === undefined ? 0 : notBefore - this.deps.now());
+    if (waitMs > 0) await sleep(waitMs);
+  }
+
+  /**
+   * Ends a run's attempt for pacing: the request turns reserved for it and not used are given
+   * back. Failing is logged, not thrown: the turns just go unused.
+   */
+  async endAttempt(run: RunRequested): Promise<void> {
+    const { pacer } = this.deps;
+    const unused = this.prepaid.settle(run, this.deps.now());
+    if (!pacer) return;
+    await Promise.all(
+      unused.map((t) => pacer.giveBack(t.dependency, run.tenantId, t.calls).catch((err: unknown) => this.deps.logger.warn({ err, runId: run.runId, dependency: t.dependency, calls: t.calls }, 'could not give back reserved provider turns'))),
+    );
   }
 
   /**

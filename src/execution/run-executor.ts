@@ -32,12 +32,13 @@ export class RunExecutor {
   private readonly now: () => number;
   private readonly outcomes: OutcomePublisher;
   private readonly steps: StepLoop;
+  private readonly guard: CallGuard;
 
   constructor(private readonly deps: RunExecutorDeps) {
     this.now = deps.now ?? Date.now;
     const random = deps.random ?? Math.random;
     this.outcomes = new OutcomePublisher({ ...deps, now: this.now });
-    const guard = new CallGuard({ ...deps, now: this.now });
+    const guard = (this.guard = new CallGuard({ ...deps, now: this.now }));
     const caller = new StepCaller({ ...deps, guard, now: this.now, random });
     const agents = new AgentLoop({ ...deps, caller, outcomes: this.outcomes, now: this.now });
     this.steps = new StepLoop({ ...deps, caller, agents, outcomes: this.outcomes, now: this.now, random });
@@ -58,7 +59,7 @@ export class RunExecutor {
       return outcome;
     } finally {
       metrics.runsInFlight.dec();
-      await this.deps.tokenSettlement?.endAttempt(run, outcome);
+      await Promise.all([this.deps.tokenSettlement?.endAttempt(run, outcome), this.guard.endAttempt(run)]);
     }
   }
 
@@ -70,7 +71,7 @@ export class RunExecutor {
   /** Ends a run without further attempts: archived in the DLQ topic with its context, then reported failed. */
   async deadLetter(run: RunRequested, context: AttemptContext, failure: RunFailure): Promise<RunOutcome> {
     const outcome = await this.outcomes.deadLettered(run, context, failure);
-    await this.deps.tokenSettlement?.endAttempt(run, outcome);
+    await Promise.all([this.deps.tokenSettlement?.endAttempt(run, outcome), this.guard.endAttempt(run)]);
     return outcome;
   }
 }

@@ -8,6 +8,7 @@ import type { HeldPermits, RunPermitSource } from '../permits/run-permit-source.
 import { isExpired } from '../runs/deadline.js';
 import { BreakerHolds, type DispatchBreakers, type HeldCount, type HoldableTask } from './breaker-holds.js';
 import { FairQueue, type Waiting } from './fair-queue.js';
+import { reservedTurnsDueAt } from '../pacing/prepaid-turns.js';
 import { InfraBackoff } from './infra-backoff.js';
 import { measuresAdmissionWait, secondsSinceAdmission } from '../execution/run-signals.js';
 import type { RetryPolicy } from '../retries/retry-policy.js';
@@ -28,6 +29,8 @@ const ACQUIRE_BATCH = 16;
  * caller stopped waiting; with it, at most this much after its deadline.
  */
 const EXPIRY_SWEEP_MS = 100;
+/** A run whose reserved turns are due sooner than this is queued at once: its permits take about as long. */
+const NOT_DUE_SLACK_MS = 20;
 
 export interface RunDispatcherDeps {
   permits: RunPermitSource;
@@ -79,6 +82,8 @@ export class RunDispatcher {
   private readonly running = new Set<Promise<void>>();
   private readonly holds: BreakerHolds<DispatchTask> | undefined;
   private readonly backingOff = new InfraBackoff<DispatchTask>();
+  /** Runs whose provider turns, reserved at admission, are not due yet: they wait holding no permit. */
+  private readonly notDue = new InfraBackoff<DispatchTask>();
   /** Runs being dead-lettered; a revoked partition's are given up (their new owner redelivers them). */
   private readonly ending = new Set<DispatchTask>();
   private readonly now: () => number;
@@ -106,7 +111,7 @@ export class RunDispatcher {
   }
 
   get waiting(): number {
-    return this.queue.size + (this.holds?.size ?? 0) + this.backingOff.size;
+    return this.queue.size + (this.holds?.size ?? 0) + this.backingOff.size + this.notDue.size;
   }
 
   /** Held runs that came from one partition. */
@@ -124,7 +129,7 @@ export class RunDispatcher {
   }
 
   waitingOf(runClass: RunClass): number {
-    return this.queue.sizeOf(runClass) + (this.holds?.sizeOf(runClass) ?? 0) + this.backingOff.sizeOf(runClass);
+    return this.queue.sizeOf(runClass) + (this.holds?.sizeOf(runClass) ?? 0) + this.backingOff.sizeOf(runClass) + this.notDue.sizeOf(runClass);
   }
 
   oldestWaiting(runClass: RunClass): number | undefined {
@@ -141,13 +146,22 @@ export class RunDispatcher {
   }
 
   submit(task: DispatchTask): void {
+    const dueInMs = (reservedTurnsDueAt(task.run) ?? 0) - this.now();
+    if (dueInMs > NOT_DUE_SLACK_MS) {
+      this.notDue.wait(task, dueInMs, (t) => this.enqueue(t));
+      return;
+    }
+    this.enqueue(task);
+  }
+
+  private enqueue(task: DispatchTask): void {
     this.queue.push({ runClass: task.run.class, tenant: task.run.tenantId, item: task, enqueuedAt: this.now() });
     this.pump();
   }
 
   /** Drops waiting runs of partitions this instance no longer owns; their new owner redelivers them. */
   forget(source: (s: string) => boolean): number {
-    const dropped = this.queue.removeWhere((t) => source(t.source)).length + (this.holds?.forget(source) ?? 0) + this.backingOff.forget(source);
+    const dropped = this.queue.removeWhere((t) => source(t.source)).length + (this.holds?.forget(source) ?? 0) + this.backingOff.forget(source) + this.notDue.forget(source);
     for (const task of this.ending) if (source(task.source)) this.ending.delete(task);
     return dropped;
   }
@@ -158,6 +172,7 @@ export class RunDispatcher {
     clearInterval(this.poll);
     clearInterval(this.expirySweep);
     this.backingOff.clear();
+    this.notDue.clear();
     this.unsubscribe();
     this.unsubscribeBreakers();
     const drained = Promise.all([...this.running]).then(() => true);

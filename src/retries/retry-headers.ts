@@ -45,7 +45,7 @@ export interface RetryRecordOptions {
 
 /** The next attempt of a run that failed transiently, and the headers its retry-topic record carries. */
 export function retryRecord(run: RunRequested, opts: RetryRecordOptions): { event: RunRequested; headers: Record<string, string> } {
-  const event: RunRequested = { ...run, attempt: run.attempt + 1, dueAt: opts.dueAt, tokenReservation: null };
+  const event: RunRequested = { ...run, attempt: run.attempt + 1, dueAt: opts.dueAt, tokenReservation: null, prepaidTurns: null };
   const headers: Record<string, string> = {
     // The forwarder keeps headers as they are, so the work-topic copy is traced like a first submission.
     traceparent: run.traceparent,

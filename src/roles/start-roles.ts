@@ -37,6 +37,7 @@ import { LimitsStore } from '../permits/limits-store.js';
 import { PermitStore } from '../permits/permit-store.js';
 import { DependencyPacer } from '../pacing/dependency-pacer.js';
 import { PacingStore } from '../pacing/pacing-store.js';
+import { FairShareBoard } from '../pacing/fair-share-board.js';
 import { PermitWakeups } from '../permits/permit-wakeups.js';
 import { AdaptiveLimitStore } from '../permits/adaptive-limit-store.js';
 import { RedisDependencyPermits, RedisRunPermits } from '../permits/run-permits.js';
@@ -94,6 +95,11 @@ interface RoleContext {
   breakerBoard: () => Promise<BreakerBoard>;
   /** The process's one admission controller (and its measured service state), for the API and the ingress. */
   admission: () => Promise<AdmissionController>;
+  /**
+   * The process's one pacer of dependency calls, with the tenants' fair shares it refreshes, for
+   * the processor's calls and admission's turns; undefined when `processor.pacing.enabled` is false.
+   */
+  pacer: () => Promise<DependencyPacer | undefined>;
 }
 
 async function listen(app: FastifyInstance, host: string, port: number): Promise<string> {
@@ -193,8 +199,7 @@ async function startProcessor(ctx: RoleContext, simulatorUrl: string): Promise<v
   if (unlimited) log.warn('processor.enforceCaps is false: concurrency caps are NOT enforced by this processor');
   const board = await ctx.breakerBoard();
   const rampShare = rampUpShares(config, board);
-  // Pacing off (benchmarks): calls go out as soon as their permits allow, without Redis.
-  const pacer = config.processor.pacing.enabled ? new DependencyPacer({ store: new PacingStore(clients.scripts, clients.keys), config, metrics, now: Date.now, rampShare }) : undefined;
+  const pacer = await ctx.pacer();
   if (!pacer) log.warn('processor.pacing.enabled is false: dependency calls are NOT paced by their rate limits');
   if (llmFromSimulator(config)) log.warn({ simulatorUrl }, 'no ANTHROPIC_API_KEY or anthropic.baseUrl: LLM steps are answered by the provider simulator');
   const anthropic = createAnthropicClient({ apiKey: config.anthropic.apiKey, baseUrl: config.anthropic.baseUrl ?? (config.anthropic.apiKey ? 'https://api.anthropic.com' : simulatorUrl) });
@@ -275,7 +280,7 @@ async function startAdmission(ctx: RoleContext): Promise<AdmissionController> {
   });
   await serviceState.start();
   onStop(async () => serviceState.stop());
-  return new AdmissionController(config, rememberingStore(ctx), serviceState, board, metrics, new RedisOutageFallback(config.admission.redisOutage), log, new TokenBudgetStore(clients.scripts, clients.keys));
+  return new AdmissionController(config, rememberingStore(ctx), serviceState, board, metrics, new RedisOutageFallback(config.admission.redisOutage), log, new TokenBudgetStore(clients.scripts, clients.keys), await ctx.pacer());
 }
 
 /** An admission store that answers refusals of a bucket still short of tokens from memory, counted. */
@@ -417,6 +422,7 @@ export async function startRoles(config: SluiceConfig, logger: Logger): Promise<
   const stops: (() => Promise<void>)[] = [];
   let board: Promise<BreakerBoard> | undefined;
   let admission: Promise<AdmissionController> | undefined;
+  let pacer: Promise<DependencyPacer | undefined> | undefined;
   const ctx: RoleContext = {
     config,
     logger,
@@ -432,6 +438,15 @@ export async function startRoles(config: SluiceConfig, logger: Logger): Promise<
         return b;
       })()),
     admission: () => (admission ??= startAdmission(ctx)),
+    // Pacing off (benchmarks): calls go out as soon as their permits allow, without Redis.
+    pacer: () =>
+      (pacer ??= (async () => {
+        if (!config.processor.pacing.enabled) return undefined;
+        const shares = new FairShareBoard(clients.redis, clients.keys, config, logger.child({ component: 'fair-shares' }));
+        await shares.start();
+        stops.push(async () => shares.stop());
+        return new DependencyPacer({ store: new PacingStore(clients.scripts, clients.keys), shares, config, metrics, now: Date.now, rampShare: rampUpShares(config, await ctx.breakerBoard()) });
+      })()),
   };
   const stop = async () => {
     for (const s of stops.reverse()) {

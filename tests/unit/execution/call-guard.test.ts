@@ -170,7 +170,7 @@ describe('CallGuard permits and outcomes', () => {
 
 describe('CallGuard.pace and afterCall', () => {
   const tokens = { inputTokens: 10, outputTokens: 512 };
-  const pacerOf = (book: CallPacer['book'], after: Partial<CallPacer> = {}): CallPacer => ({ book, settle: async () => undefined, learn: async () => undefined, ...after });
+  const pacerOf = (book: CallPacer['book'], after: Partial<CallPacer> = {}): CallPacer => ({ book, settle: async () => undefined, learn: async () => undefined, giveBack: async () => undefined, ...after });
 
   it('does nothing without a pacer (pacing disabled)', async () => {
     const { g } = guard();

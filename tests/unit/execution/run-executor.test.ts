@@ -799,6 +799,7 @@ describe('RunExecutor paces calls by the dependencies\' rate limits', () => {
     const settled: { dependency: string; booked: CallTokens; used: CallTokens }[] = [];
     const learned: { dependency: string; response: CallResponse }[] = [];
     const fake: CallPacer = {
+      giveBack: async () => undefined,
       book: async (dependency, tokens, run) => {
         booked.push({ dependency, tokens, deadline: run.deadline, runClass: run.class });
         const turn = turns.shift() ?? { kind: 'go', waitMs: 0 };
