@@ -98,6 +98,8 @@ export interface FinishedPoint {
   at: number;
   /** Runs finished per second, by terminal status. */
   finished: Record<string, number>;
+  /** Runs completed on time per second: a real answer by the deadline (goodput, as sluice_runs_on_time_total counts it). */
+  onTime: number;
   /** Seconds from admission to finish, by class; null for a class with no run finished in the bucket. */
   p50: Record<string, number | null>;
   p99: Record<string, number | null>;
@@ -137,11 +139,15 @@ export function finishedPointsOf(rows: readonly FinishedRunsRow[], window: Finis
     const point: FinishedPoint = {
       at: start + window.bucketMs,
       finished: Object.fromEntries(statuses.map((s) => [s, 0])),
+      onTime: 0,
       p50: Object.fromEntries(classes.map((c) => [c, null])),
       p99: Object.fromEntries(classes.map((c) => [c, null])),
     };
     for (const r of byBucket.get(start) ?? []) {
-      if (r.status !== null) point.finished[r.status] = r.runs / seconds;
+      if (r.status !== null) {
+        point.finished[r.status] = r.runs / seconds;
+        point.onTime += r.onTime / seconds;
+      }
       else if (r.class !== null) {
         point.p50[r.class] = r.p50;
         point.p99[r.class] = r.p99;

@@ -29,24 +29,25 @@ describe('finishedPointsOf', () => {
   it('gives a point per bucket at its end: rates by status, percentiles by class', () => {
     const points = finishedPointsOf(
       [
-        { bucketMs: 100_000, status: 'completed', class: null, runs: 10, p50: 3, p99: 8 },
-        { bucketMs: 100_000, status: 'failed', class: null, runs: 1, p50: 30, p99: 30 },
-        { bucketMs: 100_000, status: null, class: 'interactive', runs: 8, p50: 2, p99: 5 },
-        { bucketMs: 100_000, status: null, class: 'batch', runs: 3, p50: 20, p99: 29.9 },
-        { bucketMs: 110_000, status: 'completed', class: null, runs: 2, p50: 1, p99: 1 },
-        { bucketMs: 110_000, status: null, class: 'interactive', runs: 2, p50: 1, p99: 1 },
+        { bucketMs: 100_000, status: 'completed', class: null, runs: 10, onTime: 9, p50: 3, p99: 8 },
+        { bucketMs: 100_000, status: 'failed', class: null, runs: 1, onTime: 0, p50: 30, p99: 30 },
+        { bucketMs: 100_000, status: null, class: 'interactive', runs: 8, onTime: 7, p50: 2, p99: 5 },
+        { bucketMs: 100_000, status: null, class: 'batch', runs: 3, onTime: 2, p50: 20, p99: 29.9 },
+        { bucketMs: 110_000, status: 'completed', class: null, runs: 2, onTime: 2, p50: 1, p99: 1 },
+        { bucketMs: 110_000, status: null, class: 'interactive', runs: 2, onTime: 2, p50: 1, p99: 1 },
       ],
       window,
     );
     expect(points).toEqual([
-      { at: 105_000, finished: { completed: 2, failed: 0.2 }, p50: { interactive: 2, batch: 20 }, p99: { interactive: 5, batch: 29.9 } },
+      // On time: counted once, from the status rows (the class rows count the same runs again).
+      { at: 105_000, finished: { completed: 2, failed: 0.2 }, onTime: 1.8, p50: { interactive: 2, batch: 20 }, p99: { interactive: 5, batch: 29.9 } },
       // A quiet bucket: zero runs finished (not a gap), and no percentile to draw.
-      { at: 110_000, finished: { completed: 0, failed: 0 }, p50: { interactive: null, batch: null }, p99: { interactive: null, batch: null } },
-      { at: 115_000, finished: { completed: 0.4, failed: 0 }, p50: { interactive: 1, batch: null }, p99: { interactive: 1, batch: null } },
+      { at: 110_000, finished: { completed: 0, failed: 0 }, onTime: 0, p50: { interactive: null, batch: null }, p99: { interactive: null, batch: null } },
+      { at: 115_000, finished: { completed: 0.4, failed: 0 }, onTime: 0.4, p50: { interactive: 1, batch: null }, p99: { interactive: 1, batch: null } },
     ]);
   });
   it('gives empty points when nothing finished in the window', () => {
-    expect(finishedPointsOf([], window)).toEqual([100_000, 105_000, 110_000].map((s) => ({ at: s + 5_000, finished: {}, p50: {}, p99: {} })));
+    expect(finishedPointsOf([], window)).toEqual([100_000, 105_000, 110_000].map((s) => ({ at: s + 5_000, finished: {}, onTime: 0, p50: {}, p99: {} })));
   });
 });
 
