@@ -138,6 +138,7 @@ export function createMetrics() {
       registers: r,
     }),
     pacingDeferred: new Counter({ name: 'sluice_pacing_deferred_total', help: 'Dependency calls not made because their turn under the rate limits was further away than a processor waits; their runs went to the retry topic or their fallback', labelNames: ['dependency', 'class'], registers: r }),
+    pacingTurns: new Counter({ name: 'sluice_pacing_turns_total', help: 'Provider turns booked for calls to a rate-limited dependency, per tenant', labelNames: ['dependency', 'tenant'], registers: r }),
     dependencyRateLimit: new Gauge({
       name: 'sluice_dependency_rate_limit',
       help: 'Per-minute limit a dependency\'s calls are paced at, by bucket (requests_per_second is shown per minute too), lowered while it ramps up after its breaker closed; source: config, or observed when the provider reported a lower one',

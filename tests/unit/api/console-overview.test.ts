@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { finishedPointsOf, finishedWindow, pointBetween, pointsOf, tallyAgo, tallyOf, type Tally } from '../../../src/api/console/overview.js';
+import { OVERVIEW_SPAN_MS, dependencySpend, finishedPointsOf, finishedWindow, pointBetween, pointsOf, spendKey, tallyAgo, tallyOf, type Tally } from '../../../src/api/console/overview.js';
 import { createMetrics } from '../../../src/obs/metrics.js';
 
-const empty = (at: number): Tally => ({ at, admission: {}, refusals: {}, deadLetters: {}, leasesLost: 0, retryBudgetExhausted: {} });
+const empty = (at: number): Tally => ({ at, admission: {}, refusals: {}, deadLetters: {}, leasesLost: 0, retryBudgetExhausted: {}, wasted: {}, turns: {} });
 
 describe('tallyOf', () => {
   it("reads the Overview's counters out of a real registry, summed over other labels", async () => {
@@ -13,6 +13,34 @@ describe('tallyOf', () => {
     const t = tallyOf(await m.registry.getMetricsAsJSON(), 1000);
     expect(t.admission).toEqual({ admitted: 5, deferred: 4 });
     expect(t.refusals).toEqual({ rate_limited: 4 });
+  });
+
+  it("reads the processors' wasted calls and turns, by dependency and reason or tenant", async () => {
+    const m = createMetrics();
+    m.providerCallsWasted.inc({ dependency: 'anthropic', reason: 'failed' }, 2);
+    m.pacingTurns.inc({ dependency: 'anthropic', tenant: 'tenant-a' }, 3);
+    const t = tallyOf(await m.registry.getMetricsAsJSON(), 1000);
+    expect(t.wasted).toEqual({ [spendKey('anthropic', 'failed')]: 2 });
+    expect(t.turns).toEqual({ [spendKey('anthropic', 'tenant-a')]: 3 });
+  });
+});
+
+describe('dependencySpend', () => {
+  const tally = (at: number, wasted: Record<string, number>, turns: Record<string, number>): Tally => ({ ...empty(at), wasted, turns });
+  it('gives each dependency its wasted calls by reason and turns by tenant over the span, a restart counting from zero', () => {
+    const tallies = [
+      tally(0, { [spendKey('anthropic', 'failed')]: 100 }, {}),
+      tally(OVERVIEW_SPAN_MS, { [spendKey('anthropic', 'failed')]: 104, [spendKey('anthropic', 'expired')]: 1 }, { [spendKey('anthropic', 'tenant-a')]: 30, [spendKey('anthropic', 'tenant-b')]: 10 }),
+      // The processors restarted: their counters start again.
+      tally(OVERVIEW_SPAN_MS + 5_000, { [spendKey('anthropic', 'failed')]: 2 }, { [spendKey('anthropic', 'tenant-a')]: 33, [spendKey('anthropic', 'tenant-b')]: 10 }),
+    ];
+    expect(dependencySpend(tallies)).toEqual({ anthropic: { wasted: { failed: 2 }, turns: { 'tenant-a': 33, 'tenant-b': 10 } } });
+    expect(dependencySpend(tallies.slice(0, 2))).toEqual({ anthropic: { wasted: { failed: 4, expired: 1 }, turns: { 'tenant-a': 30, 'tenant-b': 10 } } });
+  });
+
+  it('gives nothing before the first tally, and the counts so far from one', () => {
+    expect(dependencySpend([])).toEqual({});
+    expect(dependencySpend([tally(0, { [spendKey('anthropic', 'cancelled')]: 1 }, {})])).toEqual({ anthropic: { wasted: { cancelled: 1 }, turns: {} } });
   });
 });
 

@@ -367,7 +367,7 @@ describe('changes from the console', () => {
     const res = await a.inject({ method: 'PUT', url: '/console/api/breakers/anthropic/force', headers, payload: { mode: 'open', durationSec: 60 } });
     expect(res.json()).toEqual({ dependency: 'anthropic', forced: { mode: 'open', until: breakerAdmin.state.now + 60_000 } });
     const page = await a.inject({ url: '/console/api/dependencies', headers: { cookie } });
-    expect(page.json()).toMatchObject({ dependencies: [{ dependency: 'anthropic', breaker: { forced: { mode: 'open' } } }] });
+    expect(page.json()).toMatchObject({ dependencies: [{ dependency: 'anthropic', breaker: { forced: { mode: 'open' } } }], spend: {} });
     expect((await a.inject({ method: 'DELETE', url: '/console/api/breakers/anthropic/force', headers })).json()).toEqual({ dependency: 'anthropic', forced: null });
     // The same validation as the admin API: no duration, no force.
     expect((await a.inject({ method: 'PUT', url: '/console/api/breakers/anthropic/force', headers, payload: { mode: 'closed' } })).statusCode).toBe(400);
