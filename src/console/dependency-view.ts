@@ -3,6 +3,7 @@
  * functions the page only lays out, and the unit tests check.
  */
 import type { DependencyReport } from '../api/console/dependencies.js';
+import type { DependencySpend } from '../api/console/overview.js';
 import type { ForceMode } from '../breakers/breaker-gate.js';
 import { formatNumber, formatSeconds } from './view-models.js';
 
@@ -28,6 +29,10 @@ export interface DependencyRow {
   window: string;
   pacing: Gauge[];
   retryBudget: Gauge;
+  /** Calls wasted on runs that ended without a real answer, by how they ended, e.g. `12 (failed 9, expired 3)`. */
+  wasted: string;
+  /** Each tenant's share of the dependency's turns, largest first, e.g. `tenant-a 75%, tenant-b 25%`. */
+  turnShares: string;
   /** The forces and clear the page offers for this row. */
   actions: ForceAction[];
 }
@@ -57,8 +62,21 @@ function stateOf(r: DependencyReport): Pick<DependencyRow, 'state' | 'tone' | 'n
   return { state: 'closed', tone: 'ok', note: b.closedAt === null ? '' : `closed ${inTime(r.at - b.closedAt)} ago`, forced: null, actions };
 }
 
-/** One row per dependency, in the order the API sent them (config order). */
-export function dependencyRows(reports: readonly DependencyReport[]): DependencyRow[] {
+/** A record's entries, largest first (ties by name, so the order holds between refreshes). */
+const largestFirst = (r: Record<string, number>) => Object.entries(r).sort(([a, x], [b, y]) => y - x || (a < b ? -1 : 1));
+
+function wastedText(wasted: Record<string, number>): string {
+  const total = Object.values(wasted).reduce((a, b) => a + b, 0);
+  return total === 0 ? 'none' : `${total} (${largestFirst(wasted).map(([reason, n]) => `${reason} ${n}`).join(', ')})`;
+}
+
+function turnSharesText(turns: Record<string, number>): string {
+  const total = Object.values(turns).reduce((a, b) => a + b, 0);
+  return total === 0 ? 'none booked' : largestFirst(turns).map(([tenant, n]) => `${tenant} ${percent(n / total)}`).join(', ');
+}
+
+/** One row per dependency, in the order the API sent them (config order), with what its calls went to (`spend`, by dependency). */
+export function dependencyRows(reports: readonly DependencyReport[], spend: Readonly<Record<string, DependencySpend>> = {}): DependencyRow[] {
   return reports.map((r) => {
     const { window: w, policy: p } = r.breaker;
     const failureShare = w.calls > 0 ? w.failures / w.calls : 0;
@@ -76,6 +94,8 @@ export function dependencyRows(reports: readonly DependencyReport[]): Dependency
         text: `${formatNumber(b.used)} of ${formatNumber(b.burst)} booked; limit ${formatNumber(b.perMinute)}/min (${b.source})`,
       })),
       retryBudget: { label: 'retries', use: use(r.retryBudget.retries, r.retryBudget.allowed), text: `${r.retryBudget.retries} of ${r.retryBudget.allowed} allowed (${percent(r.retryBudget.ratio)} of ${r.retryBudget.calls} calls) in the last ${formatSeconds(r.retryBudget.windowMs / 1000)}` },
+      wasted: wastedText(spend[r.dependency]?.wasted ?? {}),
+      turnShares: turnSharesText(spend[r.dependency]?.turns ?? {}),
     };
   });
 }

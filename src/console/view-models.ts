@@ -51,17 +51,35 @@ function recentRate<P extends { at: number }>(points: readonly P[], pick: (p: P)
   return `${formatNumber(recent.reduce((sum, p) => sum + (pick(p) ?? 0), 0) / recent.length)}/s`;
 }
 
+/** The share of the last minute's completions that were on time ('–' when none completed). */
+function recentOnTimeShare(points: readonly FinishedPoint[]): string {
+  const last = points[points.length - 1];
+  const recent = last ? points.filter((p) => last.at - p.at < FIGURE_SPAN_MS) : [];
+  const completed = recent.reduce((sum, p) => sum + (p.finished.completed ?? 0), 0);
+  return completed > 0 ? `${Math.round((100 * recent.reduce((sum, p) => sum + p.onTime, 0)) / completed)}%` : '–';
+}
+
 /**
- * The figures above the charts: admissions from this process's points, completions from
- * Postgres's, each averaged over its last minute; completions read 'unavailable' while Postgres
+ * The figures above the charts: admissions from this process's points, completions and on-time
+ * goodput from Postgres's, each over its last minute; those read 'unavailable' while Postgres
  * does not answer, rather than a stale rate.
  */
 export function latestFigures(points: readonly OverviewPoint[], finished: FinishedSeries): { label: string; value: string }[] {
+  const fromPostgres = (value: () => string) => (finished.unavailable === null ? value() : 'unavailable');
   return [
     ...ADMISSION_OUTCOMES.map((o) => ({ label: o, value: recentRate(points, (p) => p.admission[o]) })),
-    { label: 'completed', value: finished.unavailable === null ? recentRate(finished.points, (p) => p.finished.completed) : 'unavailable' },
+    { label: 'completed', value: fromPostgres(() => recentRate(finished.points, (p) => p.finished.completed)) },
+    { label: 'on time', value: fromPostgres(() => recentRate(finished.points, (p) => p.onTime)) },
+    { label: 'completions on time', value: fromPostgres(() => recentOnTimeShare(finished.points)) },
   ];
 }
+
+/** The finished-runs chart's series: runs by terminal status, and among the completed those on time. */
+export function finishedPick(p: FinishedPoint): Record<string, number> {
+  return { ...p.finished, 'on time': p.onTime };
+}
+
+export const FINISHED_ORDER = ['completed', 'on time', 'failed', 'expired', 'cancelled', 'dead_lettered'] as const;
 
 /** What the page says of the finished-run charts' source: null while Postgres answers. */
 export function finishedNotice(finished: FinishedSeries): string | null {

@@ -38,9 +38,9 @@ export function degradedCompletion(opts: {
   unavailable: readonly Unavailability[];
   text: string | null;
   usage: RunUsage;
-}): { message: string; result: string } {
+}): { message: string; result: string; degraded: true } {
   const { steps, outputs, unavailable, text, usage } = opts;
   const names = [...new Set(unavailable.map((u) => u.dependency))].join(', ');
   const result = JSON.stringify({ text, degraded: true, unavailable, steps: keptSteps(steps, outputs), usage });
-  return { message: `completed degraded: ${names} unavailable; the answer says so (attempt ${opts.attempt})`, result };
+  return { message: `completed degraded: ${names} unavailable; the answer says so (attempt ${opts.attempt})`, result, degraded: true };
 }

@@ -9,8 +9,10 @@ import type { CancelReason } from '../runs/cancellation.js';
 import { heldSequence, terminalSequence } from '../runs/status-sequence.js';
 import { isTerminal } from '../status/run-history.js';
 import type { AttemptContext, RunOutcome } from './attempt.js';
+import { countEnd, endCounts, type AttemptCalls, type RunEnd } from './goodput.js';
 import { checkResult } from './output-bounds.js';
 import { InfrastructureError, infrastructureCall, type RunFailure } from './run-faults.js';
+import type { RunProgress } from './run-progress.js';
 import { secondsSinceAdmission } from './run-signals.js';
 
 export interface OutcomePublisherDeps {
@@ -19,6 +21,10 @@ export interface OutcomePublisherDeps {
   /** Puts the next attempt of a run on the retry topic; resolves once Kafka acknowledged it. */
   enqueueRetry: (run: RunRequested, headers: Record<string, string>) => Promise<void>;
   deadLetters: DeadLetterSink;
+  /** The run's record across attempts: each attempt's provider calls are added to it, and its end is recorded once. */
+  progress: Pick<RunProgress, 'addCalls' | 'end'>;
+  /** The provider calls of the attempts in progress, as the step caller counts them. */
+  calls: AttemptCalls;
   metrics: Metrics;
   logger: Logger;
   now: () => number;
@@ -126,23 +132,27 @@ export class OutcomePublisher {
    * Reports a run completed with its result, unless the result cannot travel in a status event:
    * then it fails clearly, since a status event over Kafka's message limit could never be produced.
    */
-  completed(run: RunRequested, context: AttemptContext, done: { message: string; result: string }): Promise<RunOutcome> {
+  completed(run: RunRequested, context: AttemptContext, done: { message: string; result: string; degraded?: boolean }): Promise<RunOutcome> {
     const bound = checkResult(done.result, this.deps.config.processor);
     if (!bound.ok) return this.failed(run, context, { reason: 'non_retryable', message: `failed: ${bound.message}`, error: { code: bound.code, message: bound.message, retryable: false } });
-    return this.finish(run, { status: 'completed', message: done.message, result: done.result });
+    return this.finish(run, { status: 'completed', message: done.message, result: done.result }, done.degraded === true ? 'degraded' : 'completed');
   }
 
   /** A failed run dies here: archived in the DLQ topic with its context, then reported failed. */
-  async failed(run: RunRequested, context: AttemptContext, failure: RunFailed): Promise<RunOutcome> {
-    await this.archive(run, context, failure.reason, failure.error);
-    // What a failed run produced is kept only while it fits in its status event, as a result must.
-    const result = failure.result !== undefined && checkResult(failure.result, this.deps.config.processor).ok ? failure.result : undefined;
-    return this.finish(run, { status: 'failed', message: failure.message, step: failure.step, error: failure.error, result });
+  failed(run: RunRequested, context: AttemptContext, failure: RunFailed): Promise<RunOutcome> {
+    return this.fail(run, context, failure, 'failed');
   }
 
   /** Ends a run without further attempts: archived in the DLQ topic with its context, then reported failed. */
   deadLettered(run: RunRequested, context: AttemptContext, failure: RunFailure): Promise<RunOutcome> {
-    return this.failed(run, context, { reason: failure.reason, message: `failed: ${failure.message}`, error: { code: failure.code, message: failure.message, retryable: failure.retryable } });
+    return this.fail(run, context, { reason: failure.reason, message: `failed: ${failure.message}`, error: { code: failure.code, message: failure.message, retryable: failure.retryable } }, 'dead_lettered');
+  }
+
+  private async fail(run: RunRequested, context: AttemptContext, failure: RunFailed, end: 'failed' | 'dead_lettered'): Promise<RunOutcome> {
+    await this.archive(run, context, failure.reason, failure.error);
+    // What a failed run produced is kept only while it fits in its status event, as a result must.
+    const result = failure.result !== undefined && checkResult(failure.result, this.deps.config.processor).ok ? failure.result : undefined;
+    return this.finish(run, { status: 'failed', message: failure.message, step: failure.step, error: failure.error, result }, end);
   }
 
   /**
@@ -153,12 +163,12 @@ export class OutcomePublisher {
   async expired(run: RunRequested, context: AttemptContext, when: string): Promise<RunOutcome> {
     const error: RunError = { code: 'deadline_exceeded', message: `the deadline passed ${when}`, retryable: false };
     if (run.class === 'batch') await this.archive(run, context, 'expired', error);
-    return this.finish(run, { status: 'expired', message: `expired: the deadline ${new Date(run.deadline).toISOString()} passed ${when}`, error });
+    return this.finish(run, { status: 'expired', message: `expired: the deadline ${new Date(run.deadline).toISOString()} passed ${when}`, error }, 'expired');
   }
 
   cancelled(run: RunRequested, reason: CancelReason, when: string): Promise<RunOutcome> {
     const why = reason === 'requested' ? "at the caller's request" : 'because its submission was answered 503 (Kafka did not acknowledge it in time), and a refused submission never runs';
-    return this.finish(run, { status: 'cancelled', message: `cancelled: stopped ${why} ${when}` });
+    return this.finish(run, { status: 'cancelled', message: `cancelled: stopped ${why} ${when}` }, 'cancelled');
   }
 
   /** Ends this attempt with the next one on the retry topic: nothing (no partition, no permit) is held while it waits. */
@@ -166,6 +176,8 @@ export class OutcomePublisher {
     const now = this.deps.now();
     const failures = context.priorFailures + (retry.failure ? 1 : 0);
     const next = retryRecord(run, { dueAt: retry.dueAt, failures, error: { kind: retry.reason, message: retry.message }, firstFailureAt: context.firstFailureAt ?? now, now, outputSeen: retry.outputSeen });
+    // Before the next attempt exists: wherever it ends, this attempt's calls are in the run's record by then.
+    await this.deps.progress.addCalls(run.runId, this.deps.calls.take(run), run.deadline);
     await infrastructureCall('retry_enqueue', undefined, () => this.deps.enqueueRetry(next.event, next.headers));
     this.deps.metrics.runRetries.inc({ reason: retry.reason });
     const why = {
@@ -173,7 +185,7 @@ export class OutcomePublisher {
       rate_limited: `waiting for rate limit on ${retry.dependency}`,
       transient_failure: `${retry.dependency} failed (${retry.message.slice(0, 200)})`,
     }[retry.reason];
-    await this.finish(run, { status: 'waiting_dependency', message: `${why}; attempt ${next.event.attempt} at ${new Date(retry.dueAt).toISOString()}` });
+    await this.finish(run, { status: 'waiting_dependency', message: `${why}; attempt ${next.event.attempt} at ${new Date(retry.dueAt).toISOString()}` }, undefined);
     return 'retried';
   }
 
@@ -199,20 +211,30 @@ export class OutcomePublisher {
   /**
    * The attempt's last event, tried a few times: the caller commits the record only once it and
    * every earlier event of the attempt are settled, so no event of a finished run is still in flight.
+   * `end` is how the run ended, when this event ends it.
    */
-  private async finish<S extends RunStatus>(run: RunRequested, report: Omit<StatusReport, 'sequence'> & { status: S }): Promise<S> {
+  private async finish<S extends RunStatus>(run: RunRequested, report: Omit<StatusReport, 'sequence'> & { status: S }, end: RunEnd | undefined): Promise<S> {
     const event = this.event(run, { ...report, sequence: terminalSequence(run.attempt) });
     for (let attempt = 1; ; attempt++) {
       try {
         await Promise.all([this.deps.publishStatus(event), this.earlier.get(run)]);
-        if (isTerminal(report.status)) this.deps.metrics.runEndToEnd.observe({ class: run.class, status: report.status }, secondsSinceAdmission(run.admittedAt, event.occurredAt));
-        return report.status;
+        break;
       } catch (err) {
         if (attempt >= OUTCOME_PUBLISH_TRIES) throw new InfrastructureError('outcome_publish', undefined, err);
         this.deps.logger.warn({ err, runId: run.runId, attempt }, 'could not publish the run outcome; trying again');
         await new Promise((r) => setTimeout(r, 500 * attempt));
       }
     }
+    if (isTerminal(report.status)) this.deps.metrics.runEndToEnd.observe({ class: run.class, status: report.status }, secondsSinceAdmission(run.admittedAt, event.occurredAt));
+    // Once published, so what is counted is the end the run's reader was told.
+    if (end) await this.countEnd(run, end, event.occurredAt);
+    return report.status;
+  }
+
+  /** Counts the run's end in the goodput figures, unless an earlier delivery did (the record says so). */
+  private async countEnd(run: RunRequested, end: RunEnd, at: number): Promise<void> {
+    const calls = await this.deps.progress.end(run, this.deps.calls.take(run));
+    if (calls) countEnd(this.deps.metrics, run, endCounts(end, at, run.deadline, calls));
   }
 
   private event(run: RunRequested, report: StatusReport): RunStatusChanged {

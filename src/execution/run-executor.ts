@@ -3,6 +3,7 @@ import type { RunRequested } from '../events/schemas.js';
 import { AgentLoop } from './agent-loop.js';
 import type { AttemptContext, RunOutcome } from './attempt.js';
 import { CallGuard, type CallGuardDeps } from './call-guard.js';
+import { AttemptCalls } from './goodput.js';
 import { OutcomePublisher, type OutcomePublisherDeps } from './outcome-publisher.js';
 import type { RunFailure } from './run-faults.js';
 import { StepCaller, type StepCallerDeps } from './step-caller.js';
@@ -11,9 +12,9 @@ import type { TokenSettlement } from './token-settlement.js';
 
 /** What running an attempt needs from outside: what each part needs, with the clocks they share. */
 export interface RunExecutorDeps
-  extends Omit<OutcomePublisherDeps, 'config' | 'now'>,
+  extends Omit<OutcomePublisherDeps, 'config' | 'progress' | 'calls' | 'now'>,
     Omit<CallGuardDeps, 'config' | 'now'>,
-    Omit<StepCallerDeps, 'config' | 'guard' | 'now' | 'random' | 'tokenSettlement'>,
+    Omit<StepCallerDeps, 'config' | 'guard' | 'calls' | 'now' | 'random' | 'tokenSettlement'>,
     Omit<StepLoopDeps, 'config' | 'caller' | 'agents' | 'outcomes' | 'now' | 'random'> {
   config: SluiceConfig;
   now?: () => number;
@@ -37,9 +38,11 @@ export class RunExecutor {
   constructor(private readonly deps: RunExecutorDeps) {
     this.now = deps.now ?? Date.now;
     const random = deps.random ?? Math.random;
-    this.outcomes = new OutcomePublisher({ ...deps, now: this.now });
+    // Shared by the caller that counts an attempt's provider calls and the publisher that records them at its end.
+    const calls = new AttemptCalls();
+    this.outcomes = new OutcomePublisher({ ...deps, calls, now: this.now });
     const guard = (this.guard = new CallGuard({ ...deps, now: this.now }));
-    const caller = new StepCaller({ ...deps, guard, now: this.now, random });
+    const caller = new StepCaller({ ...deps, guard, calls, now: this.now, random });
     const agents = new AgentLoop({ ...deps, caller, outcomes: this.outcomes, now: this.now });
     this.steps = new StepLoop({ ...deps, caller, agents, outcomes: this.outcomes, now: this.now, random });
   }

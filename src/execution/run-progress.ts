@@ -1,3 +1,4 @@
+import type { RunRequested } from '../events/schemas.js';
 import type { RedisClient } from '../redis/client.js';
 import type { Logger } from '../obs/logger.js';
 import type { RedisKeys } from '../redis/keys.js';
@@ -28,6 +29,14 @@ export interface RunProgress {
   record(runId: string, stepId: string, output: unknown, deadline: number): Promise<CancelReason | undefined>;
   /** A step boundary with nothing to record (the step was already done, or stood in for): the cancellation alone. */
   cancelReason(runId: string): Promise<CancelReason | undefined>;
+  /** Adds an attempt's provider calls (per dependency) to the run's, as the run goes on to a next attempt. */
+  addCalls(runId: string, calls: ReadonlyMap<string, number>, deadline: number): Promise<void>;
+  /**
+   * Records the run's end with its last attempt's provider calls; resolves to its calls over all
+   * its attempts, or undefined when this admission's end was recorded before (a redelivery) or
+   * cannot be read. A DLQ replay (a new `admittedAt`) ends anew, with the calls made since.
+   */
+  end(run: Pick<RunRequested, 'runId' | 'admittedAt' | 'deadline'>, calls: ReadonlyMap<string, number>): Promise<ReadonlyMap<string, number> | undefined>;
 }
 
 /** Outputs outlive the deadline by this much: a retry can never start later than that. */
@@ -69,6 +78,19 @@ export function parseRunStart(reply: readonly string[]): RunStart & { answerPend
     }
   }
   return { done, cancelled: cancelReasonOf(reply[0] ?? null), answerPending: reply[1] === '1', unreadable };
+}
+
+/** A run's calls as run-progress-calls.lua and run-progress-end.lua take them: dependency and count pairs. */
+export function callArgs(calls: ReadonlyMap<string, number>): string[] {
+  return [...calls].flatMap(([dependency, n]) => [dependency, String(n)]);
+}
+
+/** run-progress-end.lua's reply: the run's calls when this was its first end, else undefined. */
+export function parseRunEnd(reply: readonly string[]): ReadonlyMap<string, number> | undefined {
+  if (reply[0] !== '1') return undefined;
+  const calls = new Map<string, number>();
+  for (let i = 1; i + 1 < reply.length; i += 2) calls.set(reply[i]!, Number(reply[i + 1]));
+  return calls;
 }
 
 export interface RedisRunProgressOptions {
@@ -151,7 +173,49 @@ export class RedisRunProgress implements RunProgress {
     }
   }
 
+  async addCalls(runId: string, calls: ReadonlyMap<string, number>, deadline: number): Promise<void> {
+    if (calls.size === 0) return;
+    try {
+      await this.scripts.run('runProgressCalls', [this.keys.runCalls(runId)], [keepStepsMs(deadline, this.now()), ...callArgs(calls)]);
+    } catch (err) {
+      this.logger.warn({ err, runId }, "could not add an attempt's provider calls to the run's; if it ends without an answer they are not counted as wasted");
+    }
+  }
+
+  async end(run: Pick<RunRequested, 'runId' | 'admittedAt' | 'deadline'>, calls: ReadonlyMap<string, number>): Promise<ReadonlyMap<string, number> | undefined> {
+    try {
+      return parseRunEnd((await this.scripts.run('runProgressEnd', [this.keys.runCalls(run.runId)], [keepStepsMs(run.deadline, this.now()), run.admittedAt, ...callArgs(calls)])) as string[]);
+    } catch (err) {
+      this.logger.warn({ err, runId: run.runId }, "could not record the run's end; it is left out of the goodput and wasted-call counts");
+      return undefined;
+    }
+  }
+
   private runKeys(runId: string): string[] {
     return [this.keys.runSteps(runId), this.keys.cancelRequested(runId)];
+  }
+}
+
+/**
+ * The calls part of a run's record in one process's memory, by run-progress-calls.lua's and
+ * run-progress-end.lua's rules: for the in-process bench and tests, whose runs never leave it.
+ */
+export class MemoryRunCalls implements Pick<RunProgress, 'addCalls' | 'end'> {
+  private readonly calls = new Map<string, Map<string, number>>();
+  private readonly ended = new Map<string, number>();
+
+  async addCalls(runId: string, calls: ReadonlyMap<string, number>): Promise<void> {
+    const into = this.calls.get(runId) ?? new Map<string, number>();
+    for (const [dependency, n] of calls) into.set(dependency, (into.get(dependency) ?? 0) + n);
+    this.calls.set(runId, into);
+  }
+
+  async end(run: Pick<RunRequested, 'runId' | 'admittedAt'>, calls: ReadonlyMap<string, number>): Promise<ReadonlyMap<string, number> | undefined> {
+    if (this.ended.get(run.runId) === run.admittedAt) return undefined;
+    await this.addCalls(run.runId, calls);
+    const all = this.calls.get(run.runId) ?? new Map<string, number>();
+    this.calls.delete(run.runId);
+    this.ended.set(run.runId, run.admittedAt);
+    return all;
   }
 }

@@ -13,6 +13,7 @@ import { composeUserTurn } from '../steps/prompt.js';
 import { StepError, timedOutOnDeadline } from '../steps/step-error.js';
 import type { ToolRequest } from '../steps/tool-call.js';
 import type { CallGuard } from './call-guard.js';
+import { isProviderCall, type AttemptCalls } from './goodput.js';
 import { countLlmResponse, countedUsage, stepUsage } from './llm-usage.js';
 import type { TokenUsage } from '../status/run-usage.js';
 import type { TokenSettlement } from './token-settlement.js';
@@ -64,6 +65,8 @@ export interface StepCallerDeps {
   /** Base URL that tool paths starting with "/" are resolved against (the provider simulator). */
   simulatorUrl: string;
   guard: CallGuard;
+  /** Where the provider calls that go out are counted, per attempt, for the run's end to judge. */
+  calls: AttemptCalls;
   /** Each dependency's retry budget: shared by every processor in production (`SharedRetryBudgets`). */
   retryBudgets: RetryBudgetSource;
   metrics: Metrics;
@@ -145,6 +148,7 @@ export class StepCaller {
       throw err;
     }
     this.deps.retryBudgets.recordCall(depName, dep.retry);
+    if (isProviderCall(dep)) this.deps.calls.add(run, depName);
     // Measured from after the permit: waiting for capacity is not the dependency's time.
     const timeoutMs = clampTimeout(dep.timeouts.totalMs, run.deadline, now());
     const callStarted = now();

@@ -78,6 +78,24 @@ export function createMetrics() {
     idempotentReplays: new Counter({ name: 'sluice_idempotent_replays_total', help: 'Requests answered from an Idempotency-Key record instead of running again', labelNames: ['tenant'], registers: r }),
     runsStarted: new Counter({ name: 'sluice_runs_started_total', help: 'Run attempts started by processors', labelNames: ['tenant', 'workflow', 'class'], registers: r }),
     runsFinished: new Counter({ name: 'sluice_runs_finished_total', help: 'Run attempts that reached an outcome', labelNames: ['tenant', 'workflow', 'class', 'status'], registers: r }),
+    runsOnTime: new Counter({
+      name: 'sluice_runs_on_time_total',
+      help: 'Runs completed with a real answer (not a fallback stand-in) by their deadline, once per run over all its attempts and processors: goodput',
+      labelNames: ['tenant', 'workflow', 'class'],
+      registers: r,
+    }),
+    runsDegraded: new Counter({
+      name: 'sluice_runs_degraded_total',
+      help: 'Runs completed with a fallback stand-in answer (result.degraded true), once per run; sluice_fallbacks_total counts each stand-in',
+      labelNames: ['tenant', 'workflow', 'class'],
+      registers: r,
+    }),
+    providerCallsWasted: new Counter({
+      name: 'sluice_provider_calls_wasted_total',
+      help: 'Calls to LLM and rate-limited dependencies, over all attempts, of runs that ended without a real answer, by how they ended: failed, dead_lettered, expired, cancelled, degraded',
+      labelNames: ['dependency', 'reason'],
+      registers: r,
+    }),
     runDuration: new Histogram({
       name: 'sluice_run_execution_seconds',
       help: 'Time from a run attempt starting to its outcome',

@@ -32,6 +32,8 @@ export function redisKeys(namespace: string) {
     idempotency: (tenant: string, keyDigest: string) => `${ns}:idem:{${tenant}}:${keyDigest}`,
     /** A run's completed steps (hash: step id → output JSON), so a redelivered run does not repeat them (expires after the deadline). */
     runSteps: (runId: string) => `${ns}:steps:{${runId}}`,
+    /** A run's provider calls over its attempts (hash: `c:<dependency>` → calls) and whether its end was counted (`end`); expires after the deadline. */
+    runCalls: (runId: string) => `${ns}:calls:{${runId}}`,
     /** Set while a run's cancellation is requested; expires with the run's deadline. In the run's slot with its steps, read together. */
     cancelRequested: (runId: string) => `${ns}:cancel:{${runId}}`,
     /** Set while a submission's answer (202 or 503) is not decided; a processor waits for it before starting the run. In the run's slot. */

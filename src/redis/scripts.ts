@@ -31,6 +31,8 @@ export const SCRIPTS = {
   pacingObserve: { file: 'pacing-observe.lua', keys: 2 },
   runProgressOpen: { file: 'run-progress-open.lua', keys: 3 },
   runProgressRecord: { file: 'run-progress-record.lua', keys: 2 },
+  runProgressCalls: { file: 'run-progress-calls.lua', keys: 1 },
+  runProgressEnd: { file: 'run-progress-end.lua', keys: 1 },
   processorStatePublish: { file: 'processor-state-publish.lua', keys: 1 },
 } as const satisfies Record<string, { file: string; keys: number | 'any' }>;
 

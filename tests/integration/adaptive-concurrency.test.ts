@@ -4,6 +4,7 @@ import { loadConfig } from '../../src/config/load.js';
 import type { LlmDependencyConfig, StepConfig } from '../../src/config/schema.js';
 import { createProviderSim, type ProviderSimStats } from '../../src/dev/sim/provider-sim.js';
 import { CallGuard } from '../../src/execution/call-guard.js';
+import { AttemptCalls } from '../../src/execution/goodput.js';
 import { StepCaller } from '../../src/execution/step-caller.js';
 import { ToolConnections } from '../../src/steps/tool-connections.js';
 import { createLogger } from '../../src/obs/logger.js';
@@ -73,7 +74,7 @@ async function processor(simUrl: string): Promise<Processor> {
   });
   const client = createAnthropicClient({ apiKey: undefined, baseUrl: simUrl });
   const tools = new ToolConnections();
-  const caller = new StepCaller({ config, llm: (req) => callLlm(client, req), tool: (req) => tools.call(req), simulatorUrl: simUrl, guard, retryBudgets: new RetryBudgets(), metrics, logger, now: Date.now, random: Math.random });
+  const caller = new StepCaller({ config, llm: (req) => callLlm(client, req), tool: (req) => tools.call(req), simulatorUrl: simUrl, guard, calls: new AttemptCalls(), retryBudgets: new RetryBudgets(), metrics, logger, now: Date.now, random: Math.random });
   return {
     caller,
     close: async () => {

@@ -30,13 +30,21 @@ const NOW = Date.UTC(2026, 0, 1, 12, 0, 2);
 const window = finishedWindow(NOW, 5_000);
 const at = (iso: string) => Date.parse(`2026-01-01T${iso}Z`);
 
-/** A run admitted `waitedSec` before it finished at `finishedAt` (null: still open). */
-async function run(o: { finishedAt: number | null; waitedSec?: number; status?: string; class?: 'interactive' | 'batch' }): Promise<void> {
+/** A run admitted `waitedSec` before it finished at `finishedAt` (null: still open), its deadline a minute after that unless `lateSec` before. */
+async function run(o: { finishedAt: number | null; waitedSec?: number; status?: string; class?: 'interactive' | 'batch'; lateSec?: number; result?: unknown }): Promise<void> {
   const finished = o.finishedAt ?? at('11:59:00');
   await pool.query(
-    `INSERT INTO runs (run_id, tenant_id, workflow, class, status, admitted_at, deadline, finished_at, last_sequence)
-     VALUES ($1, 'tenant-a', 'support-reply', $2, $3, $4, $5, $6, 1000)`,
-    [randomUUID(), o.class ?? 'interactive', o.status ?? (o.finishedAt === null ? 'running' : 'completed'), new Date(finished - (o.waitedSec ?? 1) * 1000), new Date(finished + 60_000), o.finishedAt === null ? null : new Date(o.finishedAt)],
+    `INSERT INTO runs (run_id, tenant_id, workflow, class, status, admitted_at, deadline, finished_at, last_sequence, result)
+     VALUES ($1, 'tenant-a', 'support-reply', $2, $3, $4, $5, $6, 1000, $7)`,
+    [
+      randomUUID(),
+      o.class ?? 'interactive',
+      o.status ?? (o.finishedAt === null ? 'running' : 'completed'),
+      new Date(finished - (o.waitedSec ?? 1) * 1000),
+      new Date(finished + (o.lateSec === undefined ? 60_000 : -o.lateSec * 1000)),
+      o.finishedAt === null ? null : new Date(o.finishedAt),
+      o.result === undefined ? null : JSON.stringify(o.result),
+    ],
   );
 }
 
@@ -47,6 +55,10 @@ describe('readFinishedRuns', () => {
     await run({ finishedAt: at('11:59:54.999'), waitedSec: 10, class: 'batch' });
     // The window's first bucket opens at 11:45:00 exactly.
     await run({ finishedAt: at('11:45:00'), waitedSec: 7 });
+    // The bucket 11:50:00: completions on time, late (a second after the deadline), and with a stand-in answer.
+    await run({ finishedAt: at('11:50:01'), result: { text: 'ok', degraded: false } });
+    await run({ finishedAt: at('11:50:02'), lateSec: 1 });
+    await run({ finishedAt: at('11:50:03'), result: { text: 'stand-in', degraded: true } });
     // Out of the window: before it, in the bucket still filling, and a run not finished.
     await run({ finishedAt: at('11:44:59.999'), waitedSec: 100 });
     await run({ finishedAt: at('12:00:00'), waitedSec: 100 });
@@ -57,9 +69,11 @@ describe('readFinishedRuns', () => {
     const rows = await readFinishedRuns(pool, window, 2_000);
     const key = (r: { bucketMs: number; status: string | null; class: string | null }) => `${new Date(r.bucketMs).toISOString().slice(11, 19)} ${r.status ?? r.class}`;
     const byKey = Object.fromEntries(rows.map((r) => [key(r), r]));
-    expect(Object.keys(byKey).sort()).toEqual(['11:45:00 completed', '11:45:00 interactive', '11:59:50 batch', '11:59:50 completed', '11:59:50 failed', '11:59:50 interactive']);
-    expect(byKey['11:59:50 completed']!.runs).toBe(4);
-    expect(byKey['11:59:50 failed']!.runs).toBe(1);
+    expect(Object.keys(byKey).sort()).toEqual(['11:45:00 completed', '11:45:00 interactive', '11:50:00 completed', '11:50:00 interactive', '11:59:50 batch', '11:59:50 completed', '11:59:50 failed', '11:59:50 interactive']);
+    expect(byKey['11:59:50 completed']).toMatchObject({ runs: 4, onTime: 4 });
+    expect(byKey['11:59:50 failed']).toMatchObject({ runs: 1, onTime: 0 });
+    // Late, or with a stand-in answer: completed, not on time.
+    expect(byKey['11:50:00 completed']).toMatchObject({ runs: 3, onTime: 1 });
     expect(byKey['11:59:50 interactive']).toMatchObject({ runs: 4, p50: 2.5 });
     // Continuous: 99% of the way from the lowest to the highest of 1, 2, 3, 4 s.
     expect(byKey['11:59:50 interactive']!.p99).toBeCloseTo(3.97, 6);
@@ -70,9 +84,9 @@ describe('readFinishedRuns', () => {
   it('gives the Overview a point per bucket of the 15 minutes, the last one ending where the filling bucket starts', async () => {
     const points = finishedPointsOf(await readFinishedRuns(pool, window, 2_000), window);
     expect(points).toHaveLength(180);
-    expect(points[0]).toEqual({ at: at('11:45:05'), finished: { completed: 0.2, failed: 0 }, p50: { interactive: 7, batch: null }, p99: { interactive: 7, batch: null } });
+    expect(points[0]).toEqual({ at: at('11:45:05'), finished: { completed: 0.2, failed: 0 }, onTime: 0.2, p50: { interactive: 7, batch: null }, p99: { interactive: 7, batch: null } });
     expect(points.at(-1)).toMatchObject({ at: at('12:00:00'), finished: { completed: 0, failed: 0 }, p50: { interactive: null, batch: null } });
-    expect(points.at(-2)).toMatchObject({ at: at('11:59:55'), finished: { completed: 0.8, failed: 0.2 }, p50: { interactive: 2.5, batch: 10 } });
+    expect(points.at(-2)).toMatchObject({ at: at('11:59:55'), finished: { completed: 0.8, failed: 0.2 }, onTime: 0.8, p50: { interactive: 2.5, batch: 10 } });
   });
 
   it('gives up after its statement timeout when Postgres does not answer', async () => {

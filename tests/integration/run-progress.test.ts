@@ -48,6 +48,19 @@ describe.each(REDIS_BACKENDS)('on %s', (backend) => {
       expect(await redis.hkeys(keys.runSteps(runId))).toEqual(['understand', 'lookup-order']);
     });
 
+    it("adds each attempt's calls to the run's and ends the run once per admission, taking them all", async () => {
+      const runId = newRunId();
+      const run = { runId, admittedAt: Date.now(), deadline: Date.now() + 60_000 };
+      await progress.addCalls(runId, new Map([['anthropic', 2]]), run.deadline);
+      await progress.addCalls(runId, new Map([['anthropic', 1], ['orders', 1]]), run.deadline);
+      expect(await progress.end(run, new Map([['anthropic', 1]]))).toEqual(new Map([['anthropic', 4], ['orders', 1]]));
+      // A redelivery of the ended run: nothing to count again.
+      expect(await progress.end(run, new Map([['anthropic', 1]]))).toBeUndefined();
+      expect(await redis.pttl(keys.runCalls(runId))).toBeGreaterThan(60_000);
+      // A DLQ replay is a new admission: it ends anew, with its own calls only.
+      expect(await progress.end({ ...run, admittedAt: run.admittedAt + 1 }, new Map([['anthropic', 1]]))).toEqual(new Map([['anthropic', 1]]));
+    });
+
     it('reads the cancellation with the steps at the start, and with each recorded step', async () => {
       const runId = newRunId();
       const deadline = Date.now() + 60_000;

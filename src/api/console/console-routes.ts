@@ -23,7 +23,7 @@ import type { AlertWatch } from './alerts.js';
 import { backpressureGauges } from './backpressure.js';
 import { ASSET_CACHE, CONSOLE_HEADERS, PAGE_CACHE, type ConsoleAssets } from './console-assets.js';
 import { changesState, cookieValue, csrfMatches, CSRF_HEADER, sameOrigin, SESSION_COOKIE, sessionCookie, type ConsoleSession, type ConsoleSessions } from './console-session.js';
-import { pointsOf } from './overview.js';
+import { dependencySpend, pointsOf } from './overview.js';
 import type { FinishedRunsSampler } from './overview-finished.js';
 import type { OverviewSampler } from './overview-sampler.js';
 
@@ -237,7 +237,7 @@ export function registerConsoleRoutes(app: FastifyInstance, deps: ConsoleDeps): 
 
   app.get('/console/api/dependencies', { onRequest: requireSession }, async (req, reply) => {
     try {
-      return { dependencies: await deps.breakerAdmin.breakers.reports.all() };
+      return { dependencies: await deps.breakerAdmin.breakers.reports.all(), spend: dependencySpend(deps.sampler.history()) };
     } catch (err) {
       req.log.error({ err }, 'could not read the dependencies');
       return sendProblem(reply, 'dependency_unavailable', { detail: 'the dependencies could not be read from Redis; try again', retryAfterSec: 1 });

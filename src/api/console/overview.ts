@@ -17,7 +17,14 @@ export interface Tally {
   deadLetters: Record<string, number>;
   leasesLost: number;
   retryBudgetExhausted: Record<string, number>;
+  /** sluice_provider_calls_wasted_total, keyed `dependency reason` (see spendKey). */
+  wasted: Record<string, number>;
+  /** sluice_pacing_turns_total, keyed `dependency tenant`. */
+  turns: Record<string, number>;
 }
+
+/** The key of a two-label series in a Tally's record: the two values, NUL-separated (neither can hold one: both come from config). */
+export const spendKey = (a: string, b: string) => `${a}\u0000${b}`;
 
 const REFUSED = new Set(['deferred', 'rejected']);
 
@@ -33,7 +40,7 @@ export function metricValues(metrics: readonly MetricJson[], name: string): Metr
 
 /** Reads a Tally out of a registry's JSON: the one place that knows which metrics the Overview uses. */
 export function tallyOf(metrics: readonly MetricJson[], at: number): Tally {
-  const t: Tally = { at, admission: {}, refusals: {}, deadLetters: {}, leasesLost: 0, retryBudgetExhausted: {} };
+  const t: Tally = { at, admission: {}, refusals: {}, deadLetters: {}, leasesLost: 0, retryBudgetExhausted: {}, wasted: {}, turns: {} };
   for (const v of metricValues(metrics, 'sluice_admission_total')) {
     add(t.admission, v.labels.outcome, v.value);
     if (REFUSED.has(String(v.labels.outcome))) add(t.refusals, v.labels.reason, v.value);
@@ -41,7 +48,37 @@ export function tallyOf(metrics: readonly MetricJson[], at: number): Tally {
   for (const v of metricValues(metrics, 'sluice_dead_letters_total')) add(t.deadLetters, v.labels.reason, v.value);
   for (const v of metricValues(metrics, 'sluice_retry_budget_exhausted_total')) add(t.retryBudgetExhausted, v.labels.dependency, v.value);
   for (const v of metricValues(metrics, 'sluice_permit_leases_lost_total')) t.leasesLost += v.value;
+  for (const v of metricValues(metrics, 'sluice_provider_calls_wasted_total')) add(t.wasted, spendKey(String(v.labels.dependency), String(v.labels.reason)), v.value);
+  for (const v of metricValues(metrics, 'sluice_pacing_turns_total')) add(t.turns, spendKey(String(v.labels.dependency), String(v.labels.tenant)), v.value);
   return t;
+}
+
+/** What one dependency's calls went to over the Overview's span, as this process's processors counted them. */
+export interface DependencySpend {
+  /** Calls wasted on runs that ended without a real answer, by how they ended. */
+  wasted: Record<string, number>;
+  /** Provider turns booked, by tenant. */
+  turns: Record<string, number>;
+}
+
+/**
+ * Each dependency's wasted calls and turns over the last OVERVIEW_SPAN_MS of tallies (restarts
+ * count from zero): the counters are the processors', so only those in this process are seen.
+ */
+export function dependencySpend(tallies: readonly Tally[]): Record<string, DependencySpend> {
+  const last = tallies[tallies.length - 1];
+  if (!last) return {};
+  const before = tallyAgo(tallies, OVERVIEW_SPAN_MS);
+  const out: Record<string, DependencySpend> = {};
+  const into = (record: Record<string, number>, part: keyof DependencySpend) => {
+    for (const [key, n] of Object.entries(record)) {
+      const [dependency, label] = key.split('\u0000') as [string, string];
+      if (n > 0) (out[dependency] ??= { wasted: {}, turns: {} })[part][label] = n;
+    }
+  };
+  into(increaseOver(before === last ? undefined : before?.wasted, last.wasted), 'wasted');
+  into(increaseOver(before === last ? undefined : before?.turns, last.turns), 'turns');
+  return out;
 }
 
 /** Per-second increase of each key between two tallies' records; a counter that went down (a restart) counts from zero. */
@@ -98,6 +135,8 @@ export interface FinishedPoint {
   at: number;
   /** Runs finished per second, by terminal status. */
   finished: Record<string, number>;
+  /** Runs completed on time per second: a real answer by the deadline (goodput, as sluice_runs_on_time_total counts it). */
+  onTime: number;
   /** Seconds from admission to finish, by class; null for a class with no run finished in the bucket. */
   p50: Record<string, number | null>;
   p99: Record<string, number | null>;
@@ -137,11 +176,15 @@ export function finishedPointsOf(rows: readonly FinishedRunsRow[], window: Finis
     const point: FinishedPoint = {
       at: start + window.bucketMs,
       finished: Object.fromEntries(statuses.map((s) => [s, 0])),
+      onTime: 0,
       p50: Object.fromEntries(classes.map((c) => [c, null])),
       p99: Object.fromEntries(classes.map((c) => [c, null])),
     };
     for (const r of byBucket.get(start) ?? []) {
-      if (r.status !== null) point.finished[r.status] = r.runs / seconds;
+      if (r.status !== null) {
+        point.finished[r.status] = r.runs / seconds;
+        point.onTime += r.onTime / seconds;
+      }
       else if (r.class !== null) {
         point.p50[r.class] = r.p50;
         point.p99[r.class] = r.p99;

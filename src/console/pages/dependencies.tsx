@@ -1,5 +1,6 @@
 import { useState } from 'preact/hooks';
 import type { DependencyReport } from '../../api/console/dependencies.js';
+import type { DependencySpend } from '../../api/console/overview.js';
 import { del, get, put } from '../api.js';
 import { usePolled } from '../hooks.js';
 import { dependencyRows, FORCE_MINUTES, forceWarning, type DependencyRow, type ForceAction, type Gauge } from '../dependency-view.js';
@@ -54,10 +55,10 @@ function Confirm({ row, action, onDone }: { row: DependencyRow; action: ForceAct
  * Redis, read again every few seconds; force a breaker open or closed for a drill, or end the force.
  */
 export function DependenciesPage({ onLoggedOut }: { onLoggedOut: () => void }) {
-  const { data, error, reload } = usePolled(() => get<{ dependencies: DependencyReport[] }>('dependencies'), DEPENDENCIES_REFRESH_MS, onLoggedOut);
+  const { data, error, reload } = usePolled(() => get<{ dependencies: DependencyReport[]; spend: Record<string, DependencySpend> }>('dependencies'), DEPENDENCIES_REFRESH_MS, onLoggedOut);
   const [confirming, setConfirming] = useState<{ dependency: string; action: ForceAction }>();
   const [outcome, setOutcome] = useState<string>();
-  const rows = data ? dependencyRows(data.dependencies) : [];
+  const rows = data ? dependencyRows(data.dependencies, data.spend) : [];
   const done = (said?: string) => {
     setConfirming(undefined);
     if (said) setOutcome(said);
@@ -68,9 +69,13 @@ export function DependenciesPage({ onLoggedOut }: { onLoggedOut: () => void }) {
       <h1>Dependencies</h1>
       {error && <p class="error">{error}</p>}
       {outcome && <p class="muted" data-testid="force-outcome">{outcome}</p>}
+      <p class="muted">
+        Breakers, pacing and retry budgets are every processor's, from Redis. Calls wasted (on runs that ended without a real answer) and each tenant's share of the turns are the last 15
+        minutes of the processors in this process only (every processor's: sluice_provider_calls_wasted_total and sluice_pacing_turns_total in Prometheus).
+      </p>
       <table data-testid="dependencies">
         <thead>
-          <tr><th>dependency</th><th>breaker</th><th>window</th><th>pacing</th><th>retry budget</th><th /></tr>
+          <tr><th>dependency</th><th>breaker</th><th>window</th><th>pacing</th><th>retry budget</th><th>calls wasted</th><th>turn shares</th><th /></tr>
         </thead>
         <tbody>
           {rows.map((r) => (
@@ -87,6 +92,8 @@ export function DependenciesPage({ onLoggedOut }: { onLoggedOut: () => void }) {
               </td>
               <td>{r.pacing.length === 0 ? <span class="muted">not paced</span> : r.pacing.map((g) => <GaugeLine key={g.label} g={g} />)}</td>
               <td><GaugeLine g={r.retryBudget} /></td>
+              <td data-testid={`wasted-${r.dependency}`}>{r.wasted}</td>
+              <td data-testid={`turn-shares-${r.dependency}`}>{r.turnShares}</td>
               <td class="actions">
                 {confirming?.dependency === r.dependency ? (
                   <Confirm row={r} action={confirming.action} onDone={done} />

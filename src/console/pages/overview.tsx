@@ -1,7 +1,7 @@
 import type { PendingAlert } from '../../api/console/alerts.js';
 import type { FinishedSeries, OverviewPoint } from '../../api/console/overview.js';
 import { Chart } from '../chart.js';
-import { ADMISSION_OUTCOMES, chartData, finishedNotice, latencyPick, latestFigures, pendingLines } from '../view-models.js';
+import { ADMISSION_OUTCOMES, FINISHED_ORDER, chartData, finishedNotice, finishedPick, latencyPick, latestFigures, pendingLines } from '../view-models.js';
 
 export const OVERVIEW_REFRESH_MS = 5_000;
 
@@ -13,7 +13,7 @@ export function Overview({ points, finished, pending }: { points: readonly Overv
       <h1>Overview</h1>
       <p class="muted">
         The last 15 minutes, refreshed every {OVERVIEW_REFRESH_MS / 1000} s; the figures are per second over the last minute. Submissions and refusals are those this API instance answered;
-        finished runs and end-to-end times are every processor's, from Postgres.
+        finished runs, end-to-end times and on-time goodput (completed with a real answer, not a stand-in, by the deadline) are every processor's, from Postgres.
       </p>
       {notice && (
         <p class="error" data-testid="finished-unavailable">
@@ -35,7 +35,7 @@ export function Overview({ points, finished, pending }: { points: readonly Overv
       </dl>
       <div class="charts">
         <Chart title="Submissions per second by admission outcome" unit="/s" chart={chartData(points, (p) => p.admission, ADMISSION_OUTCOMES)} />
-        <Chart title="Runs finished per second by status" unit="/s" chart={chartData(finished.points, (p) => p.finished, ['completed', 'failed', 'expired', 'cancelled', 'dead_lettered'])} />
+        <Chart title="Runs finished per second by status, and completed on time" unit="/s" chart={chartData(finished.points, finishedPick, FINISHED_ORDER)} />
         <Chart title="End-to-end time by class (p50, p99)" unit="s" chart={chartData(finished.points, latencyPick)} />
         <Chart title="Refusals per second by code" unit="/s" chart={chartData(points, (p) => p.refusals)} />
       </div>

@@ -15,6 +15,7 @@ import { leasesPerRun } from '../../config/workflows.js';
 import type { RunRequested } from '../../events/schemas.js';
 import type { AttemptContext } from '../../execution/attempt.js';
 import { RunExecutor } from '../../execution/run-executor.js';
+import { MemoryRunCalls } from '../../execution/run-progress.js';
 import { TokenSettlement } from '../../execution/token-settlement.js';
 import { createLogger, type Logger } from '../../obs/logger.js';
 import { createMetrics } from '../../obs/metrics.js';
@@ -201,6 +202,7 @@ export async function runInProcess(opts: InProcessOptions): Promise<InProcessRes
   const client = createAnthropicClient({ apiKey: undefined, baseUrl: opts.simUrl });
   const record = { topic: 'bench', partition: 0, message: { offset: '0', key: null, value: null } };
   const journal = new Map<string, Map<string, unknown>>();
+  const runCalls = new MemoryRunCalls();
   const degraded = new Set<string>();
   const timers = new Set<NodeJS.Timeout>();
   let unfinished = 0;
@@ -231,6 +233,8 @@ export async function runInProcess(opts: InProcessOptions): Promise<InProcessRes
       open: async (runId) => ({ done: journal.get(runId) ?? new Map(), cancelled: undefined }),
       record: async (runId, step, output) => void journal.set(runId, (journal.get(runId) ?? new Map()).set(step, output)),
       cancelReason: async () => undefined,
+      addCalls: (runId, calls) => runCalls.addCalls(runId, calls),
+      end: (run, calls) => runCalls.end(run, calls),
     },
     breakers: new BreakerStore(new LuaScripts(redis), keys, (d) => config.dependencies[d]?.breaker),
     board,

@@ -3,7 +3,7 @@ import { advanceAlerts, alertConditions, backlogUse, lagGrowth, type AlertClock,
 import type { Tally } from '../../../src/api/console/overview.js';
 import type { LagReport } from '../../../src/lag/lag-report.js';
 
-const empty = (at: number): Tally => ({ at, admission: {}, refusals: {}, deadLetters: {}, leasesLost: 0, retryBudgetExhausted: {} });
+const empty = (at: number): Tally => ({ at, admission: {}, refusals: {}, deadLetters: {}, leasesLost: 0, retryBudgetExhausted: {}, wasted: {}, turns: {} });
 const lag = (groups: LagReport['groups']): LagReport => ({ at: 0, windowMs: 60_000, samples: 5, groups });
 const partition = (topic: string, lagSeconds: number, lagMessages = '5') => ({ topic, partition: 0, committed: '1', low: '0', high: '6', lagMessages, lagSeconds, timeSource: 'record' as const, status: 'OK' as const });
 const calmBacklog = { tenants: [], global: { runs: 0, limit: 100 } };

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { FinishedRunsSampler } from '../../../src/api/console/overview-finished.js';
 import type { FinishedRunsRow, FinishedWindow } from '../../../src/status/finished-runs.js';
 
-const row = (bucketMs: number, runs: number): FinishedRunsRow => ({ bucketMs, status: 'completed', class: null, runs, p50: 0, p99: 0 });
+const row = (bucketMs: number, runs: number): FinishedRunsRow => ({ bucketMs, status: 'completed', class: null, runs, onTime: runs, p50: 0, p99: 0 });
 
 /** A sampler over a fake Postgres whose answers the test hands out; `clock` is its time. */
 function sampler(o: { waitMs?: number } = {}) {

@@ -116,8 +116,8 @@ function server(o: { trustProxy?: boolean; failing?: boolean; sessionsDown?: boo
         read: async () => {
           if (o.failing) throw new Error('Postgres: connection refused');
           return [
-            { bucketMs: -60_000, status: 'completed', class: null, runs: 120, p50: 2, p99: 9 },
-            { bucketMs: -60_000, status: null, class: 'interactive', runs: 120, p50: 1.5, p99: 4 },
+            { bucketMs: -60_000, status: 'completed', class: null, runs: 120, onTime: 90, p50: 2, p99: 9 },
+            { bucketMs: -60_000, status: null, class: 'interactive', runs: 120, onTime: 90, p50: 1.5, p99: 4 },
           ];
         },
         bucketMs: 60_000,
@@ -247,7 +247,7 @@ describe('console data behind the session', () => {
     const body = res.json() as { points: { admission: Record<string, number> }[]; finished: { points: { at: number; finished: Record<string, number>; p50: Record<string, number> }[]; asOf: number; unavailable: null } };
     expect(body.points.at(-1)!.admission.admitted).toBeGreaterThan(0);
     expect(body.finished).toMatchObject({ asOf: 0, unavailable: null });
-    expect(body.finished.points.at(-1)).toEqual({ at: 0, finished: { completed: 2 }, p50: { interactive: 1.5 }, p99: { interactive: 4 } });
+    expect(body.finished.points.at(-1)).toEqual({ at: 0, finished: { completed: 2 }, onTime: 1.5, p50: { interactive: 1.5 }, p99: { interactive: 4 } });
   });
 
   it('still answers the Overview while Postgres fails: the admission points, and the finished runs marked unavailable', async () => {
@@ -367,7 +367,7 @@ describe('changes from the console', () => {
     const res = await a.inject({ method: 'PUT', url: '/console/api/breakers/anthropic/force', headers, payload: { mode: 'open', durationSec: 60 } });
     expect(res.json()).toEqual({ dependency: 'anthropic', forced: { mode: 'open', until: breakerAdmin.state.now + 60_000 } });
     const page = await a.inject({ url: '/console/api/dependencies', headers: { cookie } });
-    expect(page.json()).toMatchObject({ dependencies: [{ dependency: 'anthropic', breaker: { forced: { mode: 'open' } } }] });
+    expect(page.json()).toMatchObject({ dependencies: [{ dependency: 'anthropic', breaker: { forced: { mode: 'open' } } }], spend: {} });
     expect((await a.inject({ method: 'DELETE', url: '/console/api/breakers/anthropic/force', headers })).json()).toEqual({ dependency: 'anthropic', forced: null });
     // The same validation as the admin API: no duration, no force.
     expect((await a.inject({ method: 'PUT', url: '/console/api/breakers/anthropic/force', headers, payload: { mode: 'closed' } })).statusCode).toBe(400);

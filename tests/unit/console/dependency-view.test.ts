@@ -12,6 +12,17 @@ function report(patch: { breaker?: Partial<DependencyReport['breaker']>; pacing?
 
 const row = (patch: Parameters<typeof report>[0]) => dependencyRows([report(patch)])[0]!;
 
+describe("dependencyRows: what the dependency's calls went to", () => {
+  it('gives the calls wasted by how their runs ended, and the tenants\' shares of the turns, largest first', () => {
+    const [r] = dependencyRows([report()], { anthropic: { wasted: { expired: 3, failed: 9 }, turns: { 'tenant-b': 1, 'tenant-a': 3 } } });
+    expect(r).toMatchObject({ wasted: '12 (failed 9, expired 3)', turnShares: 'tenant-a 75%, tenant-b 25%' });
+  });
+
+  it('says so when nothing was wasted or booked', () => {
+    expect(row({})).toMatchObject({ wasted: 'none', turnShares: 'none booked' });
+  });
+});
+
 describe('dependencyRows: the breaker state', () => {
   it('closed: ok, offering both forces, and since when after a trip', () => {
     expect(row({})).toMatchObject({ dependency: 'anthropic', kind: 'llm', state: 'closed', tone: 'ok', note: '', forced: null, actions: ['force-open', 'force-closed'] });

@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import type { FinishedPoint, FinishedSeries, OverviewPoint } from '../../../src/api/console/overview.js';
-import { alertBanner, chartData, finishedNotice, formatSeconds, lagRows, latencyPick, latestFigures, heldTenants, oldestWaiterText, parseLimit, pausedCount, pausedPartitionList, pausedWhy, pendingLines, permitRows, filterQuery, runTimeline } from '../../../src/console/view-models.js';
+import { alertBanner, chartData, finishedNotice, finishedPick, formatSeconds, lagRows, latencyPick, latestFigures, heldTenants, oldestWaiterText, parseLimit, pausedCount, pausedPartitionList, pausedWhy, pendingLines, permitRows, filterQuery, runTimeline } from '../../../src/console/view-models.js';
 
 const point = (at: number, admission: Record<string, number>): OverviewPoint => ({ at, admission, refusals: {} });
-const finishedPoint = (at: number, completed: number, p50: Record<string, number | null> = {}): FinishedPoint => ({ at, finished: { completed }, p50, p99: {} });
+const finishedPoint = (at: number, completed: number, p50: Record<string, number | null> = {}, onTime = completed): FinishedPoint => ({ at, finished: { completed }, onTime, p50, p99: {} });
 const series = (points: FinishedPoint[], o: Partial<FinishedSeries> = {}): FinishedSeries => ({ points, asOf: points.at(-1)?.at ?? null, unavailable: null, ...o });
 
 describe('chartData', () => {
@@ -19,7 +19,7 @@ describe('chartData', () => {
 
 describe('latestFigures', () => {
   it('averages the rates of the last minute, and shows dashes before the first point', () => {
-    expect(latestFigures([], series([])).map((f) => f.value)).toEqual(['–', '–', '–', '–', '–']);
+    expect(latestFigures([], series([])).map((f) => f.value)).toEqual(['–', '–', '–', '–', '–', '–', '–']);
     expect(latestFigures([point(0, { admitted: 12.345 })], series([])).slice(0, 2)).toEqual([{ label: 'admitted', value: '12.3/s' }, { label: 'queued', value: '0/s' }]);
     // A burst of 6/s in one of the minute's points, then quiet: 1/s; the point a minute old is out.
     const minute = [point(0, { admitted: 100 }), point(10_000, { admitted: 6 }), ...[20, 30, 40, 50, 60].map((s) => point(s * 1000, { admitted: 0 }))];
@@ -28,8 +28,19 @@ describe('latestFigures', () => {
   it("takes completions from Postgres's points over their own last minute, and none while Postgres does not answer", () => {
     const admissions = [point(500_000, { admitted: 3 })];
     const finished = [finishedPoint(0, 50), ...[20, 30, 40, 50, 60, 70].map((s) => finishedPoint(s * 1000, s === 70 ? 12 : 0))];
-    expect(latestFigures(admissions, series(finished)).at(-1)).toEqual({ label: 'completed', value: '2.00/s' });
-    expect(latestFigures(admissions, series(finished, { unavailable: 'connect ECONNREFUSED' })).map((f) => f.value)).toEqual(['3.00/s', '0/s', '0/s', '0/s', 'unavailable']);
+    expect(latestFigures(admissions, series(finished)).slice(4, 5)).toEqual([{ label: 'completed', value: '2.00/s' }]);
+    expect(latestFigures(admissions, series(finished, { unavailable: 'connect ECONNREFUSED' })).map((f) => f.value)).toEqual(['3.00/s', '0/s', '0/s', '0/s', 'unavailable', 'unavailable', 'unavailable']);
+  });
+
+  it('gives on-time goodput per second and as a share of the completions, over the last minute', () => {
+    const finished = [20, 30, 40, 50, 60, 70].map((s) => finishedPoint(s * 1000, s === 70 ? 12 : 0, {}, s === 70 ? 9 : 0));
+    expect(latestFigures([], series(finished)).slice(4)).toEqual([
+      { label: 'completed', value: '2.00/s' },
+      { label: 'on time', value: '1.50/s' },
+      { label: 'completions on time', value: '75%' },
+    ]);
+    expect(latestFigures([], series([finishedPoint(0, 0)])).at(-1)).toEqual({ label: 'completions on time', value: '–' });
+    expect(finishedPick(finishedPoint(0, 2, {}, 1))).toEqual({ completed: 2, 'on time': 1 });
   });
 });
 

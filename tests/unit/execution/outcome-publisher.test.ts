@@ -1,7 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../src/config/load.js';
 import type { RunRequested, RunStatusChanged } from '../../../src/events/schemas.js';
+import { AttemptCalls } from '../../../src/execution/goodput.js';
 import { OutcomePublisher, statusEvent } from '../../../src/execution/outcome-publisher.js';
+import { MemoryRunCalls } from '../../../src/execution/run-progress.js';
 import { createLogger } from '../../../src/obs/logger.js';
 import { createMetrics } from '../../../src/obs/metrics.js';
 import { RETRY_HEADER } from '../../../src/retries/retry-headers.js';
@@ -48,6 +50,8 @@ function publisher() {
       retries.push(headers);
     },
     deadLetters: { publishDeadLetter: async () => void log.push('dlq topic') },
+    progress: new MemoryRunCalls(),
+    calls: new AttemptCalls(),
     metrics: createMetrics(),
     logger: createLogger('silent'),
     now: () => NOW,
@@ -67,6 +71,8 @@ describe('OutcomePublisher', () => {
       },
       enqueueRetry: async () => undefined,
       deadLetters: { publishDeadLetter: async () => undefined },
+      progress: new MemoryRunCalls(),
+      calls: new AttemptCalls(),
       metrics: createMetrics(),
       logger: createLogger('silent'),
       now: () => NOW,
@@ -96,6 +102,8 @@ describe('OutcomePublisher', () => {
       },
       enqueueRetry: async () => undefined,
       deadLetters: { publishDeadLetter: async () => undefined },
+      progress: new MemoryRunCalls(),
+      calls: new AttemptCalls(),
       metrics: createMetrics(),
       logger,
       now: () => NOW,

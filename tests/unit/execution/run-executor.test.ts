@@ -8,6 +8,7 @@ import { heldSequence, slotsPerStep, stepSequence } from '../../../src/runs/stat
 import { createLogger } from '../../../src/obs/logger.js';
 import { createMetrics } from '../../../src/obs/metrics.js';
 import { RunExecutor, type RunExecutorDeps } from '../../../src/execution/run-executor.js';
+import { MemoryRunCalls } from '../../../src/execution/run-progress.js';
 import type { CancelReason } from '../../../src/runs/cancellation.js';
 import { InfrastructureError, type RunFailure } from '../../../src/execution/run-faults.js';
 import { toStepError } from '../../../src/steps/llm-call.js';
@@ -34,7 +35,7 @@ const toolConnections = new ToolConnections();
 afterAll(() => toolConnections.close());
 
 /** An executor whose LLM answers at once (or fails as `llmFailures` says) and whose tools must never be called. */
-function executor(cancelAnswers: (CancelReason | undefined)[], journal: Map<string, unknown> = new Map(), llmFailures: Error[] = [], config = loadConfig({ env: {} }), opts: { breaker?: BreakerView; admit?: BreakerAdmission[]; llmText?: string; deps?: Partial<RunExecutorDeps> } = {}) {
+function executor(cancelAnswers: (CancelReason | undefined)[], journal: Map<string, unknown> = new Map(), llmFailures: Error[] = [], config = loadConfig({ env: {} }), opts: { breaker?: BreakerView; admit?: BreakerAdmission[]; llmText?: string; runCalls?: MemoryRunCalls; deps?: Partial<RunExecutorDeps> } = {}) {
   const published: RunStatusChanged[] = [];
   const retries: { run: RunRequested; headers: Record<string, string> }[] = [];
   const deadLetters: { envelope: DeadLetterEnvelope; headers: Record<string, string> }[] = [];
@@ -42,6 +43,7 @@ function executor(cancelAnswers: (CancelReason | undefined)[], journal: Map<stri
   let llmCalls = 0;
   let checks = 0;
   const metrics = createMetrics();
+  const runCalls = opts.runCalls ?? new MemoryRunCalls();
   const exec = new RunExecutor({
     config,
     llm: async () => {
@@ -64,6 +66,8 @@ function executor(cancelAnswers: (CancelReason | undefined)[], journal: Map<stri
         return cancelAnswers[checks++];
       },
       cancelReason: async () => cancelAnswers[checks++],
+      addCalls: (runId, calls) => runCalls.addCalls(runId, calls),
+      end: (r, calls) => runCalls.end(r, calls),
     },
     breakers: {
       admit: async () => opts.admit?.shift() ?? { allowed: true, probe: false },
@@ -127,6 +131,8 @@ describe('RunExecutor step boundaries', () => {
           open: async () => (reads.push('open'), { done: new Map(journal), cancelled: undefined }),
           record: async (_runId, stepId) => (reads.push(`record ${stepId}`), undefined),
           cancelReason: async () => (reads.push('check'), undefined),
+          addCalls: async () => undefined,
+          end: async (_run, calls) => calls,
         },
       },
     });
@@ -1066,5 +1072,86 @@ describe('RunExecutor with an agent step', () => {
     expect(await exec.execute(agentRun, ATTEMPT)).toBe('cancelled');
     expect(published.at(-1)!.message).toBe("cancelled: stopped at the caller's request during step 1/1 (agent)");
     expect(tools).toHaveLength(0);
+  });
+});
+
+describe('RunExecutor goodput', () => {
+  const overloaded = () => Anthropic.APIError.generate(529, { type: 'error', error: { type: 'overloaded_error', message: 'busy' } }, 'overloaded', new Headers());
+  const badRequest = () => Anthropic.APIError.generate(400, { type: 'error', error: { type: 'invalid_request_error', message: 'no' } }, 'bad', new Headers());
+  const labels = { tenant: run.tenantId, workflow: run.workflow, class: run.class };
+  const wasted = (metrics: ReturnType<typeof createMetrics>, reason: string) => metricValue(metrics.providerCallsWasted, { dependency: 'anthropic', reason });
+  // The tool step is answered by the journal: these tests count LLM calls.
+  const toolDone = () => new Map<string, unknown>([['lookup-order', { orderId: '42' }]]);
+
+  it('counts a run completed by its deadline on time once, not again when its record is delivered again', async () => {
+    const runCalls = new MemoryRunCalls();
+    const journal = toolDone();
+    const first = executor([], journal, [], loadConfig({ env: {} }), { runCalls });
+    expect(await first.exec.execute(run, ATTEMPT)).toBe('completed');
+    const again = executor([], journal, [], loadConfig({ env: {} }), { runCalls });
+    expect(await again.exec.execute(run, ATTEMPT)).toBe('completed');
+    expect(await metricValue(first.metrics.runsOnTime, labels)).toBe(1);
+    expect(await metricValue(again.metrics.runsOnTime, labels)).toBe(0);
+    expect(await wasted(first.metrics, 'failed')).toBe(0);
+  });
+
+  it('counts both LLM calls of a run that fails at its second as wasted, the first answered one too', async () => {
+    let answered = 0;
+    const { exec, metrics, llmCalls } = executor([], toolDone(), [], loadConfig({ env: {} }), {
+      deps: {
+        llm: async () => {
+          if (++answered === 2) throw toStepError('anthropic', badRequest());
+          return { text: 'ok', content: [{ type: 'text', text: 'ok' }], model: 'sim', stopReason: 'end_turn', answerBytes: 2, usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } };
+        },
+      },
+    });
+    expect(await exec.execute(run, ATTEMPT)).toBe('failed');
+    expect(answered).toBe(2);
+    expect(llmCalls()).toBe(0);
+    expect(await wasted(metrics, 'failed')).toBe(2);
+    expect(await metricValue(metrics.runsOnTime, labels)).toBe(0);
+  });
+
+  it("adds a retried attempt's calls to the run's: the attempt that ends it counts them all", async () => {
+    const runCalls = new MemoryRunCalls();
+    const first = executor([], toolDone(), [overloaded(), overloaded()], loadConfig({ env: {} }), { runCalls });
+    expect(await first.exec.execute(run, ATTEMPT)).toBe('retried');
+    expect(await wasted(first.metrics, 'failed')).toBe(0);
+    const second = executor([], toolDone(), [badRequest()], loadConfig({ env: {} }), { runCalls });
+    expect(await second.exec.execute(first.retries[0]!.run, { ...ATTEMPT, priorFailures: 1 })).toBe('failed');
+    expect(await wasted(second.metrics, 'failed')).toBe(3);
+  });
+
+  it('counts a stand-in answer as degraded, not on time, and its calls as wasted', async () => {
+    const { exec, metrics } = executor([], new Map(), [overloaded(), overloaded()], loadConfig({ env: {} }));
+    expect(await exec.execute(run, lastAttempt)).toBe('completed');
+    expect(await metricValue(metrics.runsDegraded, labels)).toBe(1);
+    expect(await metricValue(metrics.runsOnTime, labels)).toBe(0);
+    expect(await wasted(metrics, 'degraded')).toBe(2);
+  });
+
+  it("counts the calls of an attempt the deadline ended mid-way as wasted, expired", async () => {
+    let now = NOW;
+    const { exec, metrics } = executor([], new Map(), [], loadConfig({ env: {} }), {
+      deps: {
+        now: () => now,
+        llm: async () => {
+          now = run.deadline + 1;
+          return { text: 'ok', content: [{ type: 'text', text: 'ok' }], model: 'sim', stopReason: 'end_turn', answerBytes: 2, usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 } };
+        },
+      },
+    });
+    expect(await exec.execute(run, ATTEMPT)).toBe('expired');
+    expect(await wasted(metrics, 'expired')).toBe(1);
+  });
+
+  it('counts the calls of a run dead-lettered after its attempts failed on the infrastructure', async () => {
+    let permits = 0;
+    // The first call gets its permit and a 529; the permit for its retry cannot be taken.
+    const dependencyPermits = { acquire: async () => { if (permits++ > 0) throw new Error('Redis is down'); return async () => undefined; } };
+    const { exec, metrics } = executor([], new Map(), [overloaded()], loadConfig({ env: {} }), { deps: { dependencyPermits } });
+    await expect(exec.execute(run, ATTEMPT)).rejects.toBeInstanceOf(InfrastructureError);
+    await exec.deadLetter(run, ATTEMPT, { reason: 'infrastructure_error', code: 'infrastructure_error', message: 'gave up', retryable: true });
+    expect(await wasted(metrics, 'dead_lettered')).toBe(1);
   });
 });

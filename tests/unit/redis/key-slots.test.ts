@@ -25,7 +25,7 @@ interface Invocation {
 /** Records the key set of every script call the production stores make; replies so that each store gets through its call. */
 function recordingScripts() {
   const calls: Invocation[] = [];
-  const replies: Partial<Record<ScriptName, unknown>> = { runProgressOpen: ['', ''], runProgressRecord: '', permitsAcquire: [1, Date.now() + 1_000], idempotencyClaim: ['claimed'], idempotencyAnswer: null, pacingReserve: [1, 0], adaptiveLimitUpdate: ['4', 0] };
+  const replies: Partial<Record<ScriptName, unknown>> = { runProgressOpen: ['', ''], runProgressRecord: '', runProgressEnd: [''], permitsAcquire: [1, Date.now() + 1_000], idempotencyClaim: ['claimed'], idempotencyAnswer: null, pacingReserve: [1, 0], adaptiveLimitUpdate: ['4', 0] };
   const scripts = {
     run: async (name: ScriptName, keys: readonly string[]) => {
       calls.push({ name, keys: [...keys] });
@@ -89,6 +89,8 @@ async function everyInvocation(namespace: string, tenant: string, workflow: stri
   const progress = new RedisRunProgress({} as never, scripts, keys, createLogger('silent'), { produceTimeoutMs: 5_000 });
   await progress.open('run-1');
   await progress.record('run-1', 'understand', { text: 'a' }, Date.now() + 60_000);
+  await progress.addCalls('run-1', new Map([['anthropic', 1]]), Date.now() + 60_000);
+  await progress.end({ runId: 'run-1', admittedAt: Date.now(), deadline: Date.now() + 60_000 }, new Map());
   await new ProcessorStateStore(scripts, {} as never, keys).publish('processor-1', { oldest: new Map([['global', 0]]), paused: [{ topic: 't', partition: 0, reason: 'buffer_full' }], held: [] }, 1_000);
   return calls;
 }
