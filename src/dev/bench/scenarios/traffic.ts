@@ -29,12 +29,21 @@ export interface SendRecord {
   firstEventMs?: number;
   terminalMs?: number;
   terminalStatus?: string;
+  /** Set with the terminal status: a completed run whose result is marked degraded (a stand-in, not a real answer). */
+  degraded?: boolean;
+}
+
+/** How a run ended, as the status topic told it: when (ms since the epoch), its status, and whether its result is marked degraded. */
+export interface Terminal {
+  atMs: number;
+  status: string;
+  degraded: boolean;
 }
 
 /** Where the harness learns what happened to an accepted run. */
 export interface RunWatch {
   /** Calls `onEvent` for the run's first status event and `onTerminal` once it ends, also for events seen before the call. */
-  follow(runId: string, onEvent: (atMs: number) => void, onTerminal: (atMs: number, status: string) => void): void;
+  follow(runId: string, onEvent: (atMs: number) => void, onTerminal: (terminal: Terminal) => void): void;
 }
 
 export interface TrafficOptions {
@@ -182,10 +191,11 @@ export class ScenarioTraffic {
       (atMs) => {
         record.firstEventMs ??= atMs - this.t0;
       },
-      (atMs, status) => {
+      ({ atMs, status, degraded }) => {
         if (record.terminalStatus !== undefined) return;
         record.terminalMs = atMs - this.t0;
         record.terminalStatus = status;
+        record.degraded = degraded;
         this.next(record);
       },
     );
