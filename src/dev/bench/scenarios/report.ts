@@ -115,7 +115,8 @@ const ROWS: [string, (f: SystemFigures) => string][] = [
   ['LLM calls wasted (in no completed real answer) / share', (f) => `${num(f.wastedProviderCalls)} / ${percent(f.wastedShare)}`],
   ['provider rate-limit 429s / share of calls', (f) => `${num(f.provider429s)} / ${percent(f.provider429Share)}`],
   ['LLM calls per tenant', (f) => tally(f.providerCallsByTenant)],
-  ['weighted share error, |calls ratio ÷ weights ratio − 1|', (f) => num(f.weightedShareError, 2)],
+  // No vertical bars in a name: the table's cells are split by them.
+  ['weighted share error (calls ratio ÷ weights ratio, distance from 1)', (f) => num(f.weightedShareError, 2)],
   ['backlog peak / bound', (f) => `${f.backlogPeak} / ${f.backlogBound ?? 'none'}`],
   ['drain after the disturbance (s)', (f) => num(f.drainSec, 1)],
   ['peak LLM calls/s after the faults / offered', (f) => num(f.peakAfterRatio, 2)],

@@ -109,6 +109,10 @@ describe('scenario report', () => {
     expect(table).toContain('| per tenant: on time / requests (share), p99 send → answer (ms) | tenant-a 7 / 8 (88 %), 1 | tenant-a 7 / 8 (88 %), 1 |');
     expect(table).toContain('| LLM calls wasted (in no completed real answer) / share | 4 / 20.0 % | 4 / 20.0 % |');
     expect(table).toContain('| provider rate-limit 429s / share of calls | 1 / 5.0 % | 1 / 5.0 % |');
+    // Every row has one cell per system, so no figure's name may hold a cell separator.
+    const figureRows = table.split('\n\n')[1]!.split('\n').filter((l) => l.startsWith('| '));
+    expect(figureRows.length).toBeGreaterThan(20);
+    for (const row of figureRows) expect(row.split('|').length, row).toBe(5);
     expect(table).toContain('| backlog peak / bound | 4 / 5000 | 4 / 5000 |');
     expect(table).toContain('| CPU while sending, % of one core (machine: cores × 100) | n/a | n/a |');
   });
