@@ -44,3 +44,18 @@ export function degradedCompletion(opts: {
   const result = JSON.stringify({ text, degraded: true, unavailable, steps: keptSteps(steps, outputs), usage });
   return { message: `completed degraded: ${names} unavailable; the answer says so (attempt ${opts.attempt})`, result, degraded: true };
 }
+
+/**
+ * Whether a run's result (the status event's JSON text) is marked degraded, as degradedCompletion
+ * marks it: readers outside the processor (benchmarks, the scenario harness) tell a stand-in from a
+ * real answer by this mark alone. Anything unreadable is not marked.
+ */
+export function isDegradedResult(result: string | null | undefined): boolean {
+  if (result === null || result === undefined) return false;
+  try {
+    const parsed: unknown = JSON.parse(result);
+    return typeof parsed === 'object' && parsed !== null && (parsed as { degraded?: unknown }).degraded === true;
+  } catch {
+    return false;
+  }
+}

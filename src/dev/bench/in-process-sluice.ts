@@ -14,6 +14,7 @@ import type { LlmDependencyConfig, SluiceConfig } from '../../config/schema.js';
 import { leasesPerRun } from '../../config/workflows.js';
 import type { RunRequested } from '../../events/schemas.js';
 import type { AttemptContext } from '../../execution/attempt.js';
+import { isDegradedResult } from '../../execution/fallback-policy.js';
 import { RunExecutor } from '../../execution/run-executor.js';
 import { MemoryRunCalls } from '../../execution/run-progress.js';
 import { TokenSettlement } from '../../execution/token-settlement.js';
@@ -225,7 +226,7 @@ export async function runInProcess(opts: InProcessOptions): Promise<InProcessRes
     tool: (req) => tools.call(req),
     simulatorUrl: opts.simUrl,
     publishStatus: async (e) => {
-      if (e.status === 'completed' && e.result && (JSON.parse(e.result) as { degraded?: boolean }).degraded) degraded.add(e.runId);
+      if (e.status === 'completed' && isDegradedResult(e.result)) degraded.add(e.runId);
     },
     dependencyPermits: permits ?? { acquire: async () => async () => undefined },
     ...(pacer && { pacer }),

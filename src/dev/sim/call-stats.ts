@@ -2,6 +2,8 @@
 
 export interface CallStatsSnapshot {
   calls: Record<string, number>;
+  /** `calls` per target and tenant (the LLM call's `metadata.user_id`, a tool call's `X-Sluice-Tenant`): how a target's capacity was shared. */
+  callsByTenant: Record<string, Record<string, number>>;
   /** Fault-injected error answers; rate-limit refusals count in `rateLimited` instead. */
   errors: Record<string, number>;
   /** 429s because a target's rate limit was exceeded. Each is also one of `calls`. */
@@ -41,6 +43,7 @@ function raisePeak(peaks: Map<string, number>, key: string, level: number): void
 
 export class CallStats {
   private readonly calls = new Map<string, number>();
+  private readonly callsByTenant = new Map<string, Map<string, number>>();
   private readonly errors = new Map<string, number>();
   private readonly rateLimited = new Map<string, number>();
   private readonly inFlightByTarget = new Map<string, number>();
@@ -58,6 +61,9 @@ export class CallStats {
     const target = this.keyFor(this.peakByTarget, targetName);
     const tenant = this.keyFor(this.peakByTenant, tenantName);
     increment(this.calls, target);
+    let byTenant = this.callsByTenant.get(target);
+    if (byTenant === undefined) this.callsByTenant.set(target, (byTenant = new Map()));
+    increment(byTenant, tenant);
     raisePeak(this.peakByTarget, target, increment(this.inFlightByTarget, target));
     raisePeak(this.peakByTenant, tenant, increment(this.inFlightByTenant, tenant));
     this.peakTotal = Math.max(this.peakTotal, ++this.inFlightTotal);
@@ -88,6 +94,7 @@ export class CallStats {
   /** Starts a new measurement window; calls still in flight keep counting toward concurrency. */
   reset(): void {
     this.calls.clear();
+    this.callsByTenant.clear();
     this.errors.clear();
     this.rateLimited.clear();
     this.peakByTarget.clear();
@@ -100,6 +107,7 @@ export class CallStats {
   snapshot(): CallStatsSnapshot {
     return {
       calls: Object.fromEntries(this.calls),
+      callsByTenant: Object.fromEntries([...this.callsByTenant].map(([target, byTenant]) => [target, Object.fromEntries(byTenant)])),
       errors: Object.fromEntries(this.errors),
       rateLimited: Object.fromEntries(this.rateLimited),
       concurrent: Object.fromEntries([...this.peakByTarget.keys()].map((key) => [key, this.inFlightByTarget.get(key) ?? 0])),

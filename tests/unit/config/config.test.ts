@@ -191,8 +191,8 @@ describe('parseConfig defaults', () => {
     // The default entry bucket (60, refilled 10/s), enforced, with a bounded backlog.
     const admission = { mode: 'enforce', bucket: { capacity: 60, refillPerSec: 10 }, maxBacklog: 500 };
     const reads = { bucket: { capacity: 200, refillPerSec: 100 }, maxStreams: 100 };
-    expect(cfg.tenants.t1).toEqual({ apiKeySha256: KEY_1, description: '', fallback: 'degrade', maxConcurrency: 16, admission, reads });
-    expect(cfg.tenants.t2).toEqual({ apiKeySha256: KEY_2, description: 'second', fallback: 'fail', maxConcurrency: 16, admission, reads });
+    expect(cfg.tenants.t1).toEqual({ apiKeySha256: KEY_1, description: '', fallback: 'degrade', maxConcurrency: 16, weight: 1, admission, reads });
+    expect(cfg.tenants.t2).toEqual({ apiKeySha256: KEY_2, description: 'second', fallback: 'fail', maxConcurrency: 16, weight: 1, admission, reads });
     expect(cfg.admission).toMatchObject({ maxBacklog: 5000, emergencyRefillFactor: 0.5, idempotencyTtlSec: 86_400 });
     // Redis unreachable: refuse (503) unless a fail-open fallback is chosen explicitly.
     expect(cfg.admission.redisOutage).toEqual({ policy: 'fail-closed', localBucket: { capacity: 20, refillPerSec: 2 }, maxAdmittedPerOutage: 500 });

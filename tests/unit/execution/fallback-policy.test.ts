@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { degradedCompletion, fallbackFor } from '../../../src/execution/fallback-policy.js';
+import { degradedCompletion, fallbackFor, isDegradedResult } from '../../../src/execution/fallback-policy.js';
 
 const declared = { fallback: { text: 'We cannot answer right now.' } };
 const undeclared = { fallback: undefined };
@@ -50,5 +50,14 @@ describe('degradedCompletion', () => {
   it('keeps a null text: no step answered with text', () => {
     const done = degradedCompletion({ attempt: 1, steps, outputs: {}, unavailable: [{ dependency: 'anthropic', reason: 'r' }], text: null, usage });
     expect(JSON.parse(done.result)).toMatchObject({ text: null, steps: [] });
+  });
+});
+
+describe('isDegradedResult', () => {
+  it('reads the mark degradedCompletion writes, and nothing else as one', () => {
+    const usage = { inputTokens: 0, outputTokens: 0, cacheCreationInputTokens: 0, cacheReadInputTokens: 0, llmCalls: 0, costUsd: null, byModel: {} };
+    expect(isDegradedResult(degradedCompletion({ attempt: 1, steps: [], outputs: {}, unavailable: [{ dependency: 'anthropic', reason: 'breaker open' }], text: 'stand-in', usage }).result)).toBe(true);
+    expect(isDegradedResult(JSON.stringify({ text: 'a real answer', degraded: false }))).toBe(false);
+    for (const other of [null, undefined, '', 'not json', 'null', '"degraded"', '{"degraded":"true"}', '[true]']) expect(isDegradedResult(other), String(other)).toBe(false);
   });
 });

@@ -6,8 +6,9 @@
  * (durationSec, ramp overSec, spike atSec/forSec, fault atSec/forSec) is divided by k, rates per
  * second stay, so a scaled run sends 1/k of the requests at the same pressure per second.
  */
+import { seededRandom } from '../../../util/seeded-random.js';
 import type { FaultPatch } from '../../sim/fault-profile.js';
-import type { ArrivalPattern, FaultWindow } from './scenario.js';
+import type { ArrivalPattern, FaultWindow, Scenario } from './scenario.js';
 
 /** Expected arrivals from 0 to tSec (unscaled): the integral of the pattern's rate. */
 export function expectedArrivals(pattern: ArrivalPattern, tSec: number): number {
@@ -53,6 +54,23 @@ export function sendTimesMs(pattern: ArrivalPattern, durationSec: number, timeSc
     }
     times.push(high);
   }
+}
+
+/** One first send of the schedule: which stream sends it, and when (ms from the start, scaled). */
+export interface ScheduledSend {
+  stream: number;
+  dueMs: number;
+}
+
+/**
+ * Every stream's first sends in time order, stream i seeded by `seed + i` (so leaving a stream out
+ * changes no other stream's times): the open-loop schedule the clients send, and the arrivals the
+ * goodput bound is computed from.
+ */
+export function firstSends(scenario: Pick<Scenario, 'arrivals' | 'durationSec'>, timeScale: number, seed: number, skipStream?: (index: number) => boolean): ScheduledSend[] {
+  return scenario.arrivals
+    .flatMap((stream, index) => (skipStream?.(index) ? [] : sendTimesMs(stream.pattern, scenario.durationSec, timeScale, seededRandom(seed + index)).map((dueMs) => ({ stream: index, dueMs }))))
+    .sort((a, b) => a.dueMs - b.dueMs);
 }
 
 /**

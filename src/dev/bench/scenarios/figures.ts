@@ -5,7 +5,9 @@
  */
 import type { CpuShares } from '../cpu-time.js';
 import { latencySummary, type LatencySummary } from '../latency-summary.js';
+import type { ScheduledSend } from './arrivals.js';
 import type { TimelineSecond } from './chart.js';
+import { goodputBound, providerLimitSpans } from './goodput-bound.js';
 import type { ProviderSample } from './provider-timeline.js';
 import type { Scenario } from './scenario.js';
 import type { SendRecord } from './traffic.js';
@@ -21,10 +23,21 @@ export interface SystemFigures {
   answers: Record<string, number>;
   /** Terminal statuses of accepted runs; `none` for runs that never ended. */
   terminal: Record<string, number>;
-  /** Requests whose last send ended in a completed run (degraded answers included): the goodput. */
+  /** Requests whose last send ended in a completed run (degraded answers included). */
   completedRequests: number;
   /** Requests whose last send did not end in a completed run. */
   gaveUp: number;
+  /**
+   * The goodput: requests answered by a completed run whose result is not marked degraded, within
+   * their class's deadline counted from the request's first send (client retries included).
+   */
+  onTimeGoodput: number;
+  /** Requests answered by a completed run whose result is marked degraded: a stand-in, on time or not. */
+  completedDegraded: number;
+  /** The most requests any system could answer on time under the provider's request limits (goodput-bound.ts). */
+  goodputBound: number;
+  /** Per tenant: its requests, those answered on time (as onTimeGoodput), their share, and its send → answer p99. */
+  tenants: Record<string, TenantFigures>;
   /** Send to answer (a refusal, or the run's terminal status), and send to the run's first status event. */
   latency: Record<'interactive' | 'batch', { toAnswer: LatencySummary; toFirstEvent: LatencySummary }>;
   /** Send to the HTTP answer of every send: how fast the API answers, whatever it answers. */
@@ -41,6 +54,23 @@ export interface SystemFigures {
   providerCallsPerOffered: number;
   /** The same over the fault windows only: calls made in them over calls offered by sends due in them. */
   providerCallsPerOfferedDuringFault: number | null;
+  /**
+   * Provider calls that went into no completed real answer: the simulator's count less the LLM calls
+   * of the completed runs not marked degraded (their workflow's calls per run), at least 0.
+   */
+  wastedProviderCalls: number;
+  /** wastedProviderCalls over providerCalls; null without calls. */
+  wastedShare: number | null;
+  /** The provider's rate-limit 429s (injected faults not counted), and their share of providerCalls (null without calls). */
+  provider429s: number;
+  provider429Share: number | null;
+  /** LLM calls per tenant over the run, 429s included as in providerCalls. */
+  providerCallsByTenant: Record<string, number>;
+  /**
+   * With two tenants weighted (the scenario's tenantWeights): |their calls' ratio ÷ their weights'
+   * ratio − 1| over the calls made while both were sending; null otherwise, or when one made none.
+   */
+  weightedShareError: number | null;
   backlogPeak: number;
   backlogBound: number | null;
   drainSec: number | null;
@@ -51,10 +81,19 @@ export interface SystemFigures {
   cpuWhileSending: CpuShares | null;
 }
 
+export interface TenantFigures {
+  requests: number;
+  completedOnTime: number;
+  onTimeShare: number;
+  p99Ms: number;
+}
+
 export interface FigureInputs {
   scenario: Scenario;
   timeScale: number;
   sends: readonly SendRecord[];
+  /** The first sends as scheduled (dropped ones included): the arrivals the goodput bound is computed from. */
+  schedule: readonly ScheduledSend[];
   dropped: number;
   samples: readonly ProviderSample[];
   llmCallsPerRun: Readonly<Record<string, number>>;
@@ -195,6 +234,46 @@ const count = (keys: Iterable<string>): Record<string, number> => {
   return out;
 };
 
+/** Each class's deadline in ms: not scaled, like the deadline the clients send. */
+function deadlineMs(scenario: Scenario, c: 'interactive' | 'batch'): number {
+  return scenario.deadlineSec[c] * SECOND_MS;
+}
+
+/** The goodput bound of the scenario's arrivals, deadlines and provider limits (goodput-bound.ts). */
+export function scenarioGoodputBound(inputs: Pick<FigureInputs, 'scenario' | 'timeScale' | 'schedule' | 'llmCallsPerRun'>): number {
+  const { scenario } = inputs;
+  const requests = inputs.schedule.map(({ stream, dueMs }) => {
+    const a = scenario.arrivals[stream]!;
+    // A workflow whose calls are unknown (an agent's) is taken to need none: the bound stays an upper bound.
+    return { dueMs, deadlineMs: dueMs + deadlineMs(scenario, a.class), calls: inputs.llmCallsPerRun[a.workflow] ?? 0 };
+  });
+  return goodputBound(requests, providerLimitSpans(scenario.faults, inputs.timeScale));
+}
+
+/**
+ * |ratio of the two weighted tenants' calls ÷ ratio of their weights − 1|, the first named tenant
+ * over the second, counted from the later of their first sends to the earlier of their last: while
+ * both press on the provider, a fair share by weight is what the figure checks.
+ */
+export function weightedShareError(inputs: Pick<FigureInputs, 'scenario' | 'schedule' | 'samples'>): number | null {
+  const { scenario, schedule } = inputs;
+  const weighted = Object.entries(scenario.tenantWeights ?? {}).filter(([t]) => scenario.arrivals.some((a) => a.tenant === t));
+  if (weighted.length !== 2) return null;
+  const [[a, wa], [b, wb]] = weighted as [[string, number], [string, number]];
+  const dues = (t: string) => schedule.filter((s) => scenario.arrivals[s.stream]!.tenant === t).map((s) => s.dueMs);
+  const [da, db] = [dues(a), dues(b)];
+  if (da.length === 0 || db.length === 0) return null;
+  const fromMs = Math.max(da[0]!, db[0]!);
+  const toMs = Math.min(da[da.length - 1]!, db[db.length - 1]!);
+  const callsOf = (t: string) => {
+    const calls = cumulativeAt(inputs.samples, (s) => s.llmCallsByTenant[t] ?? 0);
+    return calls(toMs) - calls(fromMs);
+  };
+  const [ca, cb] = [callsOf(a), callsOf(b)];
+  if (!(toMs > fromMs) || ca <= 0 || cb <= 0) return null;
+  return Math.abs(ca / cb / (wa / wb) - 1);
+}
+
 export function arrivalsEndMs(scenario: Scenario, timeScale: number): number {
   return (scenario.durationSec * SECOND_MS) / timeScale;
 }
@@ -210,7 +289,14 @@ export function systemFigures(inputs: FigureInputs): SystemFigures {
     };
   };
   const lastOfRequest = new Map<number, SendRecord>();
-  for (const s of sends) if ((lastOfRequest.get(s.request)?.attempt ?? 0) < s.attempt) lastOfRequest.set(s.request, s);
+  const firstDueMs = new Map<number, number>();
+  for (const s of sends) {
+    if ((lastOfRequest.get(s.request)?.attempt ?? 0) < s.attempt) lastOfRequest.set(s.request, s);
+    firstDueMs.set(s.request, Math.min(firstDueMs.get(s.request) ?? Number.POSITIVE_INFINITY, s.dueMs));
+  }
+  const answered = [...lastOfRequest.values()];
+  const realAnswer = (s: SendRecord) => s.terminalStatus === 'completed' && s.degraded !== true;
+  const onTime = (s: SendRecord) => realAnswer(s) && s.terminalMs! <= firstDueMs.get(s.request)! + deadlineMs(scenario, s.class);
   const latency = { interactive: ofClass('interactive'), batch: ofClass('batch') };
   const httpAnswer = latencySummary(sends.flatMap((s) => (s.answeredMs === undefined ? [] : [s.answeredMs - s.dueMs])));
   const tenants = [...new Set(sends.map((s) => s.tenant))];
@@ -223,17 +309,32 @@ export function systemFigures(inputs: FigureInputs): SystemFigures {
   const faultOffered = offeredCalls(sends.filter(inFault), inputs.llmCallsPerRun);
   const end = arrivalsEndMs(scenario, timeScale);
   const last = inputs.samples[inputs.samples.length - 1];
+  const tenantP99 = (t: string) => latencySummary(sends.filter((s) => s.tenant === t).map((s) => latencyMs(s, endMs))).p99;
+  const tenantFigures = (t: string): TenantFigures => {
+    const mine = answered.filter((s) => s.tenant === t);
+    const completedOnTime = mine.filter(onTime).length;
+    return { requests: mine.length, completedOnTime, onTimeShare: mine.length === 0 ? 0 : completedOnTime / mine.length, p99Ms: tenantP99(t) };
+  };
+  // Calls that went into a real answer: each completed, not degraded run made its workflow's calls.
+  const usefulCalls = offeredCalls(accepted.filter(realAnswer), inputs.llmCallsPerRun);
+  const wasted = Math.max(0, providerCalls - usefulCalls);
+  const rateLimited = cumulativeAt(inputs.samples, (s) => s.llmRateLimited)(Number.POSITIVE_INFINITY);
+  const ofCalls = (n: number) => (providerCalls === 0 ? null : n / providerCalls);
   return {
     offered: sends.length,
     requests: lastOfRequest.size,
     dropped: inputs.dropped,
     answers: count(sends.map(answerKey)),
     terminal: count(accepted.map((s) => s.terminalStatus ?? 'none')),
-    completedRequests: [...lastOfRequest.values()].filter((s) => s.terminalStatus === 'completed').length,
-    gaveUp: [...lastOfRequest.values()].filter((s) => s.terminalStatus !== 'completed').length,
+    completedRequests: answered.filter((s) => s.terminalStatus === 'completed').length,
+    gaveUp: answered.filter((s) => s.terminalStatus !== 'completed').length,
+    onTimeGoodput: answered.filter(onTime).length,
+    completedDegraded: answered.filter((s) => s.terminalStatus === 'completed' && s.degraded === true).length,
+    goodputBound: scenarioGoodputBound(inputs),
+    tenants: Object.fromEntries(tenants.map((t) => [t, tenantFigures(t)])),
     latency,
     httpAnswer,
-    tenantP99Ms: Object.fromEntries(tenants.map((t) => [t, latencySummary(sends.filter((s) => s.tenant === t).map((s) => latencyMs(s, endMs))).p99])),
+    tenantP99Ms: Object.fromEntries(tenants.map((t) => [t, tenantP99(t)])),
     quietTenantsP99Ms: noisy.size === 0 ? null : latencySummary(sends.filter((s) => !noisy.has(s.tenant)).map((s) => latencyMs(s, endMs))).p99,
     interactiveP99Ms: latency.interactive.toAnswer.p99,
     answerP99Ms: httpAnswer.p99,
@@ -241,6 +342,12 @@ export function systemFigures(inputs: FigureInputs): SystemFigures {
     offeredCalls: offered,
     providerCallsPerOffered: offered === 0 ? 0 : providerCalls / offered,
     providerCallsPerOfferedDuringFault: faultOffered === 0 ? null : faultCalls / faultOffered,
+    wastedProviderCalls: wasted,
+    wastedShare: ofCalls(wasted),
+    provider429s: rateLimited,
+    provider429Share: ofCalls(rateLimited),
+    providerCallsByTenant: last?.llmCallsByTenant ?? {},
+    weightedShareError: weightedShareError(inputs),
     backlogPeak: backlogPeak(sends),
     backlogBound: inputs.backlogBound,
     drainSec: drainSec(sends, disturbance(scenario, timeScale), end, endMs),

@@ -98,7 +98,7 @@ async function runSystem(h: BenchHarness, scenario: Scenario, label: RunLabel, o
   base.simulator = { ...base.simulator, host: '127.0.0.1', port: simPort, url: simulatorUrl };
   base.anthropic = { baseUrl: simulatorUrl };
   base.api = { ...base.api, host: '127.0.0.1', port: apiPort };
-  const doc = SYSTEM_BUILDERS[system](base);
+  const doc = SYSTEM_BUILDERS[system](base, scenario);
   const env = { KAFKA_BROKERS: infra.kafkaBrokers.join(','), REDIS_URL: infra.redisUrl, DATABASE_URL: infra.databaseUrl, SLUICE_NAMESPACE: namespace };
   const config: SluiceConfig = parseConfig(doc, env, `${label}.yaml`);
   const kafka = createKafka(config.kafka, logger, `scenario-${process.pid}`);
@@ -152,6 +152,7 @@ async function runSystem(h: BenchHarness, scenario: Scenario, label: RunLabel, o
       scenario,
       timeScale: opts.timeScale,
       sends: result.sends,
+      schedule: result.schedule,
       dropped: result.dropped,
       samples,
       llmCallsPerRun: llmCallsPerRun(doc),

@@ -23,6 +23,10 @@ export interface ProviderSample {
   llmCalls: number;
   /** Injected error answers and rate-limit 429s of the LLM target. */
   llmErrors: number;
+  /** The rate-limit 429s alone: the provider refusing calls over its capacity. */
+  llmRateLimited: number;
+  /** The LLM target's calls per tenant (its `metadata.user_id`). */
+  llmCallsByTenant: Record<string, number>;
   toolSideEffects: number;
   /** Tool calls whose Idempotency-Key had already taken effect: the system repeated a completed tool step. */
   repeatedToolCalls: number;
@@ -33,6 +37,7 @@ const sum = (r: Record<string, number> | undefined) => Object.values(r ?? {}).re
 export async function readProviderSample(simulatorUrl: string, atMs: number): Promise<ProviderSample> {
   const s = (await simAdmin(simulatorUrl, 'GET', '/stats')) as {
     calls: Record<string, number>;
+    callsByTenant: Record<string, Record<string, number>>;
     errors: Record<string, number>;
     rateLimited: Record<string, number>;
     sideEffects: Record<string, number>;
@@ -42,6 +47,8 @@ export async function readProviderSample(simulatorUrl: string, atMs: number): Pr
     atMs,
     llmCalls: s.calls[ANTHROPIC_TARGET] ?? 0,
     llmErrors: (s.errors[ANTHROPIC_TARGET] ?? 0) + (s.rateLimited[ANTHROPIC_TARGET] ?? 0),
+    llmRateLimited: s.rateLimited[ANTHROPIC_TARGET] ?? 0,
+    llmCallsByTenant: s.callsByTenant[ANTHROPIC_TARGET] ?? {},
     toolSideEffects: sum(s.sideEffects),
     repeatedToolCalls: sum(s.duplicateDeliveries),
   };

@@ -60,7 +60,12 @@ const faultWindow = z
     return { atSec: f.atSec, forSec: f.forSec, target: f.target, fault: parsed.value.patch };
   });
 
-/** Pass/fail bounds of a run; each is optional, only what the scenario is about is set. */
+const share = z.number().min(0).max(1);
+
+/**
+ * Pass/fail bounds of a run; each is optional, only what the scenario is about is set. Each is an
+ * upper bound on Sluice's figure except those in AT_LEAST_TARGETS, which are lower bounds.
+ */
 const targets = z.strictObject({
   /** p99 latency of interactive sends, from each send to its answer: the refusal, or the run's terminal status. */
   interactiveP99Ms: z.number().positive().optional(),
@@ -78,7 +83,20 @@ const targets = z.strictObject({
   lost: z.number().int().min(0).optional(),
   /** Tool steps that take effect more than once. */
   duplicates: z.number().int().min(0).optional(),
+  /** At least: on-time goodput over the goodput bound, 0..1. */
+  onTimeGoodputOfBound: share.optional(),
+  /** Provider calls that went into no completed real answer, over all provider calls. */
+  wastedShare: share.optional(),
+  /** The provider's rate-limit 429s over all provider calls. */
+  provider429Share: share.optional(),
+  /** At least, per tenant named: the share of its requests completed on time, 0..1. */
+  tenantOnTimeShare: z.record(z.string().min(1), share).optional(),
+  /** How far the provider calls of the two weighted tenants are from their weights' ratio (|observed ÷ weights − 1|). */
+  weightedShareError: z.number().min(0).optional(),
 });
+
+/** The targets that are lower bounds (the figure must reach them); every other target is an upper bound. */
+export const AT_LEAST_TARGETS: ReadonlySet<keyof ScenarioTargets> = new Set(['onTimeGoodputOfBound', 'tenantOnTimeShare']);
 
 const scenarioSchema = z
   .strictObject({
@@ -93,6 +111,11 @@ const scenarioSchema = z
     arrivals: z.array(stream).min(1),
     clientRetry,
     faults: z.array(faultWindow),
+    /**
+     * Sluice's `tenants.<t>.weight` for this run (the naive system has no weights); a tenant left
+     * out keeps its configured weight.
+     */
+    tenantWeights: z.record(z.string().min(1), z.number().positive().max(1_000)).optional(),
     targets,
   })
   .superRefine((s, ctx) => {
@@ -106,6 +129,13 @@ const scenarioSchema = z
     s.faults.forEach((f, i) => ends(['faults', i, 'forSec'], f.atSec + f.forSec));
     if (s.targets.quietTenantsP99Ratio !== undefined && !s.arrivals.some((a) => a.noisy === true)) {
       ctx.addIssue({ code: 'custom', path: ['targets', 'quietTenantsP99Ratio'], message: 'needs a stream marked "noisy": true' });
+    }
+    const senders = new Set(s.arrivals.map((a) => a.tenant));
+    for (const tenant of Object.keys(s.targets.tenantOnTimeShare ?? {})) {
+      if (!senders.has(tenant)) ctx.addIssue({ code: 'custom', path: ['targets', 'tenantOnTimeShare', tenant], message: 'is not a tenant of the arrivals' });
+    }
+    if (s.targets.weightedShareError !== undefined && Object.keys(s.tenantWeights ?? {}).filter((t) => senders.has(t)).length !== 2) {
+      ctx.addIssue({ code: 'custom', path: ['targets', 'weightedShareError'], message: 'needs tenantWeights naming exactly two tenants of the arrivals' });
     }
   });
 

@@ -1,20 +1,22 @@
 /**
  * Follows every run of a scenario on the status topic (one consumer, not one SSE stream per run,
  * so following thousands of runs costs the system under test nothing): the time each run's first
- * status event and its terminal status reached the harness.
+ * status event and its terminal status reached the harness, and whether a completed run's result
+ * is marked degraded (a stand-in, not a real answer).
  */
 import type { Consumer, Kafka } from 'kafkajs';
 import type { EventCodec } from '../../../events/codec.js';
 import type { RunStatusChanged } from '../../../events/schemas.js';
+import { isDegradedResult } from '../../../execution/fallback-policy.js';
 import { isTerminal } from '../../../status/run-history.js';
 import { consumeStatuses } from '../sluice-process.js';
-import type { RunWatch } from './traffic.js';
+import type { RunWatch, Terminal } from './traffic.js';
 
 interface Seen {
   firstAt?: number;
-  terminal?: { at: number; status: string };
+  terminal?: Terminal;
   onEvent?: (atMs: number) => void;
-  onTerminal?: (atMs: number, status: string) => void;
+  onTerminal?: (terminal: Terminal) => void;
 }
 
 export class StatusFollower implements RunWatch {
@@ -24,27 +26,27 @@ export class StatusFollower implements RunWatch {
 
   static async start(kafka: Kafka, codec: EventCodec, namespace: string): Promise<StatusFollower> {
     const follower = new StatusFollower();
-    follower.consumer = await consumeStatuses(kafka, codec, namespace, `${namespace}scenario.status-follower`, (e, at) => follower.seen(e.runId, e.status, at));
+    follower.consumer = await consumeStatuses(kafka, codec, namespace, `${namespace}scenario.status-follower`, (e, at) => follower.seen(e, at));
     return follower;
   }
 
-  follow(runId: string, onEvent: (atMs: number) => void, onTerminal: (atMs: number, status: string) => void): void {
+  follow(runId: string, onEvent: (atMs: number) => void, onTerminal: (terminal: Terminal) => void): void {
     const run = this.entry(runId);
     run.onEvent = onEvent;
     run.onTerminal = onTerminal;
     if (run.firstAt !== undefined) onEvent(run.firstAt);
-    if (run.terminal !== undefined) onTerminal(run.terminal.at, run.terminal.status);
+    if (run.terminal !== undefined) onTerminal(run.terminal);
   }
 
-  private seen(runId: string, status: RunStatusChanged['status'], at: number): void {
-    const run = this.entry(runId);
+  private seen(e: Pick<RunStatusChanged, 'runId' | 'status' | 'result'>, at: number): void {
+    const run = this.entry(e.runId);
     if (run.firstAt === undefined) {
       run.firstAt = at;
       run.onEvent?.(at);
     }
-    if (run.terminal === undefined && isTerminal(status)) {
-      run.terminal = { at, status };
-      run.onTerminal?.(at, status);
+    if (run.terminal === undefined && isTerminal(e.status)) {
+      run.terminal = { atMs: at, status: e.status, degraded: e.status === 'completed' && isDegradedResult(e.result) };
+      run.onTerminal?.(run.terminal);
     }
   }
 

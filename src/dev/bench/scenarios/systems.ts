@@ -2,8 +2,9 @@
  * The two systems a scenario runs against, built from the same parts (the same binary and
  * local.yaml's tenants, workflows and dependencies): Sluice as configured, and the naive
  * configuration a team without Sluice's controls runs. Pure: each takes the local config document
- * and answers a new one.
+ * and the scenario, and answers a new one.
  */
+import type { Scenario } from './scenario.js';
 
 export type SystemName = 'sluice' | 'naive';
 /** A system as run: `sluice-without-noisy` is Sluice with the noisy streams left out. */
@@ -20,9 +21,14 @@ const SDK_DEFAULT_TIMEOUTS = { connectMs: 60_000, readMs: 600_000, totalMs: 600_
 
 const clone = <T>(doc: T): T => structuredClone(doc);
 
-/** Sluice as local.yaml configures it: admission, caps, breakers, pacing and retries on. */
-export function sluiceSystem(local: Record<string, any>): Record<string, any> {
-  return clone(local);
+/**
+ * Sluice as local.yaml configures it: admission, caps, breakers, pacing and retries on; with the
+ * scenario's tenant weights (`tenants.<t>.weight`) for the tenants it weights.
+ */
+export function sluiceSystem(local: Record<string, any>, scenario: Pick<Scenario, 'tenantWeights'> = {}): Record<string, any> {
+  const c = clone(local);
+  for (const [tenant, weight] of Object.entries(scenario.tenantWeights ?? {})) c.tenants[tenant] = { ...c.tenants[tenant], weight };
+  return c;
 }
 
 /**
@@ -33,7 +39,8 @@ export function sluiceSystem(local: Record<string, any>): Record<string, any> {
  * retries are the Anthropic SDK's defaults: 2 retries inside the call with exponential backoff that
  * wait out `retry-after`, holding the worker (`sdkMaxRetries`), with call timeouts as long as the
  * SDK's; Sluice's step and run retries are off and tools are called once. No tenant has a declared
- * fallback: a failed run is a failure the client sees.
+ * fallback: a failed run is a failure the client sees. It has no tenant weights either: a scenario's
+ * are Sluice's.
  */
 export function naiveSystem(local: Record<string, any>): Record<string, any> {
   const c = clone(local);
@@ -64,7 +71,10 @@ export function naiveSystem(local: Record<string, any>): Record<string, any> {
   return c;
 }
 
-export const SYSTEM_BUILDERS: Record<SystemName, (local: Record<string, any>) => Record<string, any>> = { sluice: sluiceSystem, naive: naiveSystem };
+export const SYSTEM_BUILDERS: Record<SystemName, (local: Record<string, any>, scenario: Pick<Scenario, 'tenantWeights'>) => Record<string, any>> = {
+  sluice: sluiceSystem,
+  naive: naiveSystem,
+};
 
 /**
  * LLM calls one run of each workflow makes when every call succeeds: what one offered run asks of

@@ -6,8 +6,7 @@
  */
 import http from 'node:http';
 import type { RunClass } from '../../../events/schemas.js';
-import { seededRandom } from '../../../util/seeded-random.js';
-import { sendTimesMs } from './arrivals.js';
+import { firstSends, type ScheduledSend } from './arrivals.js';
 import { retryDelayMs, sendOutcome, wantsRetry, type SendOutcome } from './client-policy.js';
 import type { Scenario } from './scenario.js';
 
@@ -29,12 +28,21 @@ export interface SendRecord {
   firstEventMs?: number;
   terminalMs?: number;
   terminalStatus?: string;
+  /** Set with the terminal status: a completed run whose result is marked degraded (a stand-in, not a real answer). */
+  degraded?: boolean;
+}
+
+/** How a run ended, as the status topic told it: when (ms since the epoch), its status, and whether its result is marked degraded. */
+export interface Terminal {
+  atMs: number;
+  status: string;
+  degraded: boolean;
 }
 
 /** Where the harness learns what happened to an accepted run. */
 export interface RunWatch {
   /** Calls `onEvent` for the run's first status event and `onTerminal` once it ends, also for events seen before the call. */
-  follow(runId: string, onEvent: (atMs: number) => void, onTerminal: (atMs: number, status: string) => void): void;
+  follow(runId: string, onEvent: (atMs: number) => void, onTerminal: (terminal: Terminal) => void): void;
 }
 
 export interface TrafficOptions {
@@ -56,6 +64,8 @@ export interface TrafficOptions {
 
 export interface TrafficResult {
   sends: SendRecord[];
+  /** The first sends as scheduled, those dropped included: the arrivals. */
+  schedule: ScheduledSend[];
   /** Sends not made because `maxOutstanding` were waiting: the client could not keep up. */
   dropped: number;
   /** When the last send was due, ms from the start. */
@@ -96,15 +106,13 @@ export class ScenarioTraffic {
    */
   async run(cutoffAfterLastSendMs: number): Promise<TrafficResult> {
     const { scenario, timeScale, seed } = this.opts;
-    const schedule = scenario.arrivals
-      .flatMap((stream, index) => (this.opts.skipStream?.(index) ? [] : sendTimesMs(stream.pattern, scenario.durationSec, timeScale, seededRandom(seed + index)).map((dueMs) => ({ index, dueMs }))))
-      .sort((a, b) => a.dueMs - b.dueMs);
+    const schedule = firstSends(scenario, timeScale, seed, this.opts.skipStream);
     let request = 0;
-    for (const { index, dueMs } of schedule) {
+    for (const { stream, dueMs } of schedule) {
       const waitMs = dueMs - this.nowMs();
       if (waitMs > 1) await sleep(waitMs);
       this.unsettled++;
-      this.send(index, request++, 1, dueMs);
+      this.send(stream, request++, 1, dueMs);
     }
     const settled = new Promise<void>((resolve) => {
       this.settledAll = resolve;
@@ -118,7 +126,7 @@ export class ScenarioTraffic {
     }
     this.stopped = true;
     this.agent.destroy();
-    return { sends: this.sends, dropped: this.dropped, lastDueMs: this.lastDueMs };
+    return { sends: this.sends, schedule, dropped: this.dropped, lastDueMs: this.lastDueMs };
   }
 
   private send(stream: number, request: number, attempt: number, dueMs: number): void {
@@ -182,10 +190,11 @@ export class ScenarioTraffic {
       (atMs) => {
         record.firstEventMs ??= atMs - this.t0;
       },
-      (atMs, status) => {
+      ({ atMs, status, degraded }) => {
         if (record.terminalStatus !== undefined) return;
         record.terminalMs = atMs - this.t0;
         record.terminalStatus = status;
+        record.degraded = degraded;
         this.next(record);
       },
     );

@@ -3,7 +3,7 @@ import { CallStats, OTHER_KEY } from '../../../../src/dev/sim/call-stats.js';
 
 describe('CallStats', () => {
   it('starts empty', () => {
-    expect(new CallStats().snapshot()).toEqual({ calls: {}, errors: {}, rateLimited: {}, concurrent: {}, maxConcurrent: { byTarget: {}, byTenant: {}, total: 0 } });
+    expect(new CallStats().snapshot()).toEqual({ calls: {}, callsByTenant: {}, errors: {}, rateLimited: {}, concurrent: {}, maxConcurrent: { byTarget: {}, byTenant: {}, total: 0 } });
   });
 
   it('counts calls, in-flight calls and peaks per target', () => {
@@ -16,6 +16,7 @@ describe('CallStats', () => {
     stats.enter('anthropic', 't1').leave();
     expect(stats.snapshot()).toEqual({
       calls: { anthropic: 3 },
+      callsByTenant: { anthropic: { t1: 2, t2: 1 } },
       errors: {},
       rateLimited: {},
       concurrent: { anthropic: 0 },
@@ -59,6 +60,7 @@ describe('CallStats', () => {
     stats.reset();
     expect(stats.snapshot()).toEqual({
       calls: {},
+      callsByTenant: {},
       errors: {},
       rateLimited: {},
       concurrent: { anthropic: 1 },
@@ -69,6 +71,7 @@ describe('CallStats', () => {
     next.leave();
     expect(stats.snapshot()).toEqual({
       calls: { anthropic: 1 },
+      callsByTenant: { anthropic: { 'slow-tenant': 1 } },
       errors: {},
       rateLimited: {},
       concurrent: { anthropic: 0 },
@@ -84,6 +87,7 @@ describe('CallStats', () => {
     expect(snapshot.maxConcurrent.byTenant).toEqual({ a: 3, b: 1, [OTHER_KEY]: 1 });
     expect(snapshot.calls).toEqual({ anthropic: 5, t1: 1, [OTHER_KEY]: 2 });
     expect(snapshot.errors).toEqual({ t1: 1, [OTHER_KEY]: 2 });
+    expect(snapshot.callsByTenant).toEqual({ anthropic: { a: 2, b: 1, [OTHER_KEY]: 2 }, t1: { a: 1 }, [OTHER_KEY]: { a: 2 } });
   });
 
   it('frees key slots on reset once their calls are done', () => {

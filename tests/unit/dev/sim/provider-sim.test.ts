@@ -526,7 +526,7 @@ describe('X-Simulate-Failure', () => {
 });
 
 describe('stats', () => {
-  it('measures concurrency per target and per tenant across targets', async () => {
+  it('measures concurrency per target and per tenant across targets, and counts each target\'s calls per tenant', async () => {
     await setFault({ target: 'anthropic', latencyMs: 150 });
     await setFault({ target: 'report', latencyMs: 150 });
     const asTenant = (tenant: string) => sendMessage(messageBody({ metadata: { user_id: tenant } }));
@@ -540,6 +540,8 @@ describe('stats', () => {
     expect(responses.map((response) => response.statusCode)).toEqual([200, 200, 200, 200, 200]);
     expect(await stats()).toEqual({
       calls: { anthropic: 4, report: 1 },
+      // The LLM call's tenant is its metadata.user_id, a tool call's its X-Sluice-Tenant header.
+      callsByTenant: { anthropic: { acme: 2, globex: 1, _none: 1 }, report: { acme: 1 } },
       errors: {},
       rateLimited: {},
       concurrent: { anthropic: 0, report: 0 },
@@ -557,6 +559,7 @@ describe('stats', () => {
     expect(reset.statusCode).toBe(204);
     expect(await stats()).toEqual({
       calls: {},
+      callsByTenant: {},
       errors: {},
       rateLimited: {},
       concurrent: {},

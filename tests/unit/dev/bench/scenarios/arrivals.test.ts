@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { expectedArrivals, faultAt, sendTimesMs } from '../../../../../src/dev/bench/scenarios/arrivals.js';
-import { loadScenarios, type ArrivalPattern, type FaultWindow } from '../../../../../src/dev/bench/scenarios/scenario.js';
+import { expectedArrivals, faultAt, firstSends, sendTimesMs } from '../../../../../src/dev/bench/scenarios/arrivals.js';
+import { loadScenario, loadScenarios, type ArrivalPattern, type FaultWindow } from '../../../../../src/dev/bench/scenarios/scenario.js';
 import { seededRandom } from '../../../../../src/util/seeded-random.js';
 
 const constant: ArrivalPattern = { kind: 'constant', rate: 20 };
@@ -102,5 +102,15 @@ describe('the scenario files scheduled', () => {
         expect(times.every((t) => t < (s.durationSec * 1000) / scale), `${s.name} stream ${i}`).toBe(true);
       }
     }
+  });
+});
+
+describe('firstSends', () => {
+  it('merges the streams\' schedules in time order, stream i seeded by seed + i, so leaving one out moves no other', () => {
+    const scenario = loadScenario('capacity-avalanche');
+    const all = firstSends(scenario, 10, 7);
+    expect(all.map((s) => s.dueMs)).toEqual([...all.map((s) => s.dueMs)].sort((a, b) => a - b));
+    scenario.arrivals.forEach((a, i) => expect(all.filter((s) => s.stream === i).map((s) => s.dueMs)).toEqual(sendTimesMs(a.pattern, scenario.durationSec, 10, seededRandom(7 + i))));
+    expect(firstSends(scenario, 10, 7, (i) => i === 0)).toEqual(all.filter((s) => s.stream !== 0));
   });
 });

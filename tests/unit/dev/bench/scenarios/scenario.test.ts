@@ -7,7 +7,7 @@ import { ANTHROPIC_TARGET } from '../../../../../src/dev/sim/fault-profile.js';
 import { loadScenario, loadScenarios, parseScenario, scenariosDir } from '../../../../../src/dev/bench/scenarios/scenario.js';
 import { packageRoot } from '../../../../../src/util/package-root.js';
 
-const NAMES = ['avalanche', 'baseline', 'capacity-avalanche', 'hang', 'noisy-neighbour', 'provider-429-storm', 'slow-provider', 'spike'];
+const NAMES = ['avalanche', 'baseline', 'capacity-avalanche', 'hang', 'noisy-neighbour', 'provider-429-storm', 'slow-provider', 'spike', 'weighted-share'];
 
 function avalancheJson(): Record<string, unknown> {
   return JSON.parse(readFileSync(join(scenariosDir(), 'avalanche.json'), 'utf8')) as Record<string, unknown>;
@@ -36,12 +36,24 @@ describe('the scenario files', () => {
         expect(Object.keys(config.workflows), s.name).toContain(a.workflow);
       }
       for (const f of s.faults) expect(targets, s.name).toContain(f.target);
+      for (const t of Object.keys(s.tenantWeights ?? {})) expect(Object.keys(config.tenants), s.name).toContain(t);
     }
   });
 
   it('carry the issue\'s targets and shapes', () => {
     const avalanche = loadScenario('avalanche');
-    expect(avalanche.targets).toEqual({ interactiveP99Ms: 2000, providerCallsPerOffered: 1.2, drainSec: 10, peakAfterRatio: 1.5, lost: 0, duplicates: 0 });
+    expect(avalanche.targets).toEqual({ interactiveP99Ms: 1500, providerCallsPerOffered: 1.2, drainSec: 10, peakAfterRatio: 1.5, lost: 0, duplicates: 0 });
+    expect(loadScenario('capacity-avalanche').targets).toMatchObject({
+      interactiveP99Ms: 1500,
+      onTimeGoodputOfBound: 0.9,
+      wastedShare: 0.05,
+      provider429Share: 0.01,
+      tenantOnTimeShare: { 'tenant-b': 0.95, 'tenant-c': 0.95 },
+    });
+    const weighted = loadScenario('weighted-share');
+    expect(weighted.tenantWeights).toEqual({ 'tenant-a': 2, 'tenant-b': 1 });
+    expect(weighted.targets.weightedShareError).toBe(0.1);
+    expect(weighted.faults).toEqual([{ atSec: 0, forSec: 120, target: 'anthropic', fault: { rateLimit: { requestsPerMinute: 600 } } }]);
     expect(avalanche.clientRetry).toEqual({ kind: 'fixed', delaysSec: [1, 2, 4, 8] });
     expect(loadScenario('spike').targets.answerP99Ms).toBe(100);
     expect(loadScenario('noisy-neighbour').targets.quietTenantsP99Ratio).toBe(1.2);
@@ -86,6 +98,20 @@ describe('a bad scenario', () => {
     const message = errorOf(input);
     expect(message).toContain('bad.json: arrivals.0.pattern.forSec: ends at 60 s, after durationSec (50)');
     expect(message).toContain('bad.json: faults.0.forSec: ends at 60 s');
+  });
+
+  it('rejects a per-tenant target for a tenant that does not send, and a weighted share without two weighted senders', () => {
+    const input = avalancheJson();
+    input.targets = { tenantOnTimeShare: { 'tenant-z': 0.9 }, weightedShareError: 0.1 };
+    input.tenantWeights = { 'tenant-a': 2, 'tenant-z': 1 };
+    const message = errorOf(input);
+    expect(message).toContain('bad.json: targets.tenantOnTimeShare.tenant-z: is not a tenant of the arrivals');
+    expect(message).toContain('bad.json: targets.weightedShareError: needs tenantWeights naming exactly two tenants of the arrivals');
+    input.targets = { onTimeGoodputOfBound: 1.5 };
+    expect(errorOf(input)).toMatch(/^bad\.json: targets\.onTimeGoodputOfBound: /);
+    input.targets = {};
+    input.tenantWeights = { 'tenant-a': 0 };
+    expect(errorOf(input)).toMatch(/^bad\.json: tenantWeights\.tenant-a: /);
   });
 
   it('rejects an unknown field of the targets object', () => {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../../../../src/config/load.js';
 import { localConfig } from '../../../../../src/dev/bench/bench-harness.js';
-import { llmCallsPerRun, naiveSystem, sluiceSystem } from '../../../../../src/dev/bench/scenarios/systems.js';
+import { SYSTEM_BUILDERS, llmCallsPerRun, naiveSystem, sluiceSystem } from '../../../../../src/dev/bench/scenarios/systems.js';
 
 const parsed = (doc: Record<string, any>) => parseConfig({ ...doc, localInfra: false }, { KAFKA_BROKERS: '127.0.0.1:9092', REDIS_URL: 'redis://127.0.0.1:6379', DATABASE_URL: 'postgres://x@127.0.0.1/x' }, 'test.yaml');
 
@@ -12,6 +12,15 @@ describe('scenario systems', () => {
     expect(sluiceSystem(local)).toEqual(local);
     naiveSystem(local);
     expect(JSON.stringify(local)).toBe(before);
+  });
+
+  it('gives Sluice the scenario\'s tenant weights and the naive system none', () => {
+    const weights = { tenantWeights: { 'tenant-a': 2, 'tenant-b': 0.5 } };
+    const sluice = parsed(sluiceSystem(localConfig(), weights));
+    expect([sluice.tenants['tenant-a']!.weight, sluice.tenants['tenant-b']!.weight, sluice.tenants['tenant-c']!.weight]).toEqual([2, 0.5, 1]);
+    expect(sluice.tenants['tenant-a']!.fallback).toBe('degrade');
+    const naive = parsed(SYSTEM_BUILDERS.naive(localConfig(), weights));
+    expect(Object.values(naive.tenants).map((t) => t.weight)).toEqual([1, 1, 1]);
   });
 
   it('gives the naive system no bound that binds, no caps, breakers, pacing, deadlines or fallbacks, and the SDK default retries only', () => {
