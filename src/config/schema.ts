@@ -567,6 +567,13 @@ export const configSchema = z
       .object({
         /** Runs executing at once in one instance (bounds one process's memory and sockets). */
         maxInFlight: z.number().int().min(1).max(10_000).default(30),
+        /**
+         * A tenant's line of interactive runs waiting for permits in one processor is served
+         * newest first once its oldest run has waited this long (adaptive LIFO): a standing line
+         * is not being served in time, and the newest run has the most time left to meet its
+         * deadline. Below it, and for batch, runs go oldest first.
+         */
+        interactiveLifoAfterMs: ms(1, 3_600_000).default(500),
         /** Records read ahead per partition before the partition is paused. */
         partitionBuffer: z.number().int().min(1).max(100_000).default(100),
         shutdownGraceMs: ms(0, 600_000).default(20_000),

@@ -103,6 +103,7 @@ export class RunConsumer {
       },
       infraRetry: config.processor.infraRetry,
       maxInFlight: config.processor.maxInFlight,
+      interactiveLifoAfterMs: config.processor.interactiveLifoAfterMs,
       fallbackPollMs: FALLBACK_POLL_MS,
       logger: this.log,
       metrics: deps.metrics,

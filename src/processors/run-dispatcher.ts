@@ -47,6 +47,8 @@ export interface RunDispatcherDeps {
   /** Attempts that fail on the infrastructure (Redis, Kafka) are repeated here with this backoff, then dead-lettered. */
   infraRetry: RetryPolicy;
   maxInFlight: number;
+  /** A tenant's interactive line whose oldest run waited longer than this serves its newest first (adaptive LIFO; absent: always in order). */
+  interactiveLifoAfterMs?: number;
   breakers?: DispatchBreakers;
   /** Called when a run starts waiting for an open dependency (once per hold). */
   onHeld?: (task: DispatchTask, dependency: string, until: number) => void;
@@ -76,7 +78,7 @@ export interface RunDispatcherDeps {
  * after a backoff, its record still uncommitted, and dead-lettered once `infraRetry` is used up.
  */
 export class RunDispatcher {
-  private readonly queue = new FairQueue<DispatchTask>();
+  private readonly queue: FairQueue<DispatchTask>;
   private readonly blockedTenants = new Set<string>();
   private readonly blockedClasses = new Set<RunClass>();
   private readonly running = new Set<Promise<void>>();
@@ -101,6 +103,7 @@ export class RunDispatcher {
   constructor(private readonly deps: RunDispatcherDeps) {
     this.now = deps.now ?? Date.now;
     this.random = deps.random ?? Math.random;
+    this.queue = new FairQueue({ interactiveAfterMs: deps.interactiveLifoAfterMs, now: this.now });
     this.holds = deps.breakers && new BreakerHolds(deps.breakers, deps.onHeld);
     this.unsubscribe = deps.permits.onWake(() => this.wake());
     this.unsubscribeBreakers = deps.breakers?.onChange(() => this.wake()) ?? (() => undefined);

@@ -75,12 +75,12 @@ describe('FairQueue', () => {
     expect(q.peek(() => true)).toBeUndefined();
   });
 
-  it('refuses to take anything but a head returned by peek', () => {
+  it('refuses to take anything but a run returned by peek', () => {
     const q = new FairQueue<string>();
     q.push(w('a', 'x1'));
     q.push(w('a', 'x2'));
-    expect(() => q.take(w('a', 'x2'))).toThrow(/head run/);
-    expect(() => q.take(w('zzz', 'x1'))).toThrow(/head run/);
+    expect(() => q.take(w('a', 'x2'))).toThrow(/the run that peek\(\) returned/);
+    expect(() => q.take(w('zzz', 'x1'))).toThrow(/the run that peek\(\) returned/);
   });
 
   it('removes the runs of a revoked partition and keeps the rotation consistent', () => {
@@ -128,5 +128,44 @@ describe('FairQueue', () => {
     expect([...q].map((x) => x.item).sort()).toEqual(['a2', 'b1']);
     q.putBack(head);
     expect([...q].map((x) => x.item).sort()).toEqual(['a1', 'a2', 'b1']);
+  });
+
+  describe('adaptive LIFO for a standing interactive line', () => {
+    let now = 0;
+    const lifo = () => new FairQueue<string>({ interactiveAfterMs: 500, now: () => now });
+
+    it('serves in order while the oldest has waited no longer than the bound, newest first after it', () => {
+      const q = lifo();
+      for (const [i, at] of [0, 100, 200, 300].entries()) q.push(w('a', `a${i}`, 'interactive', at));
+      now = 500;
+      const first = q.peek(none)!;
+      expect(first.item).toBe('a0');
+      q.take(first);
+      now = 701;
+      // the oldest left (a1, queued at 100) has waited 601 ms: the newest goes first, until the line is short
+      expect(drain(q)).toEqual(['a3', 'a2', 'a1']);
+    });
+
+    it('never serves batch out of order, nor without a bound', () => {
+      now = 10_000;
+      const q = lifo();
+      for (const [i, at] of [0, 100, 200].entries()) q.push(w('b', `b${i}`, 'batch', at));
+      expect(drain(q)).toEqual(['b0', 'b1', 'b2']);
+      const plain = new FairQueue<string>();
+      for (const [i, at] of [0, 100, 200].entries()) plain.push(w('a', `a${i}`, 'interactive', at));
+      expect(drain(plain)).toEqual(['a0', 'a1', 'a2']);
+    });
+
+    it('puts a run taken from the back back in its place, so a refused newest run keeps its turn', () => {
+      const q = lifo();
+      for (const [i, at] of [0, 100, 200].entries()) q.push(w('a', `a${i}`, 'interactive', at));
+      now = 1_000;
+      const newest = q.peek(none)!;
+      expect(newest.item).toBe('a2');
+      q.take(newest);
+      q.putBack(newest);
+      expect([...q].map((x) => x.item)).toEqual(['a0', 'a1', 'a2']);
+      expect(q.peek(none)!.item).toBe('a2');
+    });
   });
 });
