@@ -204,3 +204,54 @@ describe('AdmissionController token budgets', () => {
     expect(await c.decide(budgeted(cfg))).toEqual({ outcome: 'rejected', reason: 'overloaded', retryAfterSec: 2, redisOutage: true });
   });
 });
+
+describe('AdmissionController reserves provider turns', () => {
+  function withPacer(answer: (dependency: string) => { reserved: boolean; waitMs: number; heldByShare: boolean }, service: { serviceTimeMs?: number } = {}, cfg: SluiceConfig = config) {
+    const booked: Array<{ dependency: string; calls: number; maxWaitMs: number }> = [];
+    const givenBack: Array<{ dependency: string; tenant: string; calls: number }> = [];
+    const withdrawn: string[] = [];
+    const store = {
+      takeToken: async () => ({ allowed: true, tokensLeft: 10, waitMs: 0 }),
+      admit: async () => ({ outcome: 'admitted', tenantCount: 0, classAhead: 0, allCount: 0 }),
+      withdraw: async (run: { runId: string }) => (withdrawn.push(run.runId), true),
+    } as unknown as AdmissionStore;
+    const state = { service: () => ({ ratePerSec: undefined, serviceTimeMs: service.serviceTimeMs }), tokensPerRun: () => undefined } as unknown as ServiceState;
+    const pacer = {
+      bookTurns: async (dependency: string, calls: number, _run: unknown, maxWaitMs: number) => (booked.push({ dependency, calls, maxWaitMs }), answer(dependency)),
+      giveBack: async (dependency: string, tenant: string, calls: number) => void givenBack.push({ dependency, tenant, calls }),
+    };
+    const tokens = {} as TokenBudgetStore;
+    const metrics = createMetrics();
+    const c = new AdmissionController(cfg, store, state, { all: () => new Map() }, metrics, new RedisOutageFallback(closed), createLogger('silent'), tokens, pacer);
+    return { c, booked, givenBack, withdrawn, metrics };
+  }
+
+  it('admits with the turns of both LLM steps, due when the pacer said, within half an interactive run’s time less its service time', async () => {
+    const { c, booked } = withPacer(() => ({ reserved: true, waitMs: 250, heldByShare: false }), { serviceTimeMs: 400 });
+    const d = await c.decide(request(T0, { deadline: T0 + 2_000 }));
+    expect(d).toMatchObject({ outcome: 'admitted', prepaidTurns: [{ dependency: 'anthropic', calls: 2, notBefore: T0 + 250 }] });
+    expect(booked).toEqual([{ dependency: 'anthropic', calls: 2, maxWaitMs: 1_000 }]);
+  });
+
+  it('refuses a run whose turns come too late with 503 deadline_unreachable and takes its backlog entry back', async () => {
+    const { c, withdrawn, metrics } = withPacer(() => ({ reserved: false, waitMs: 3_400, heldByShare: false }), { serviceTimeMs: 400 });
+    expect(await c.decide(request(T0, { deadline: T0 + 2_000 }))).toEqual({ outcome: 'rejected', reason: 'deadline_unreachable', retryAfterSec: 3 });
+    expect(withdrawn).toEqual([`r-${T0}`]);
+    expect((await metrics.admissions.get()).values).toEqual([expect.objectContaining({ value: 1, labels: { tenant: 'tenant-a', class: 'interactive', outcome: 'rejected', reason: 'deadline_unreachable' } })]);
+  });
+
+  it('tells a tenant its share holds its turns with 429 rate_limited, and gives back what another dependency reserved', async () => {
+    const dependencies = { ...config.dependencies, 'order-lookup': { ...config.dependencies['order-lookup']!, rateLimit: { requestsPerSecond: 5, burstSeconds: 1 } } };
+    const answer = (d: string) => (d === 'anthropic' ? { reserved: true, waitMs: 0, heldByShare: false } : { reserved: false, waitMs: 1_500, heldByShare: true });
+    const { c, givenBack } = withPacer(answer, {}, { ...config, dependencies });
+    expect(await c.decide(request(T0))).toMatchObject({ outcome: 'deferred', reason: 'rate_limited' });
+    expect(givenBack).toEqual([{ dependency: 'anthropic', tenant: 'tenant-a', calls: 2 }]);
+  });
+
+  it('gives the turns back with the backlog entry when a run admitted never reached Kafka', async () => {
+    const { c, givenBack, withdrawn } = withPacer(() => ({ reserved: true, waitMs: 0, heldByShare: false }));
+    await c.withdraw({ runId: 'r1', tenantId: 'tenant-a', runClass: 'interactive' }, undefined, [{ dependency: 'anthropic', calls: 2, notBefore: T0 }]);
+    expect(withdrawn).toEqual(['r1']);
+    expect(givenBack).toEqual([{ dependency: 'anthropic', tenant: 'tenant-a', calls: 2 }]);
+  });
+});

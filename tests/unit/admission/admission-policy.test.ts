@@ -12,6 +12,8 @@ import {
   type BacklogResult,
   type DependencyState,
   type ServiceEstimate,
+  maxTenantAhead,
+  queueWaitMs,
 } from '../../../src/admission/admission-policy.js';
 
 const NOW = 1_767_225_600_000;
@@ -394,5 +396,21 @@ describe('bucketRefusal', () => {
   it('asks a bucket that never refills (waitMs < 0) to come back in an hour', () => {
     expect(bucketRefusal({ allowed: false, waitMs: -1 })).toEqual({ outcome: 'deferred', reason: 'rate_limited', retryAfterSec: 3_600 });
     expect(bucketRefusal({ allowed: false, waitMs: -42 })).toEqual({ outcome: 'deferred', reason: 'rate_limited', retryAfterSec: 3_600 });
+  });
+});
+
+describe('maxTenantAhead and queueWaitMs', () => {
+  it('lets a tenant have its cap running plus what the cap serves within the wait budget ahead', () => {
+    expect(maxTenantAhead({ cap: 16, waitBudgetMs: 1_000, serviceTimeMs: 250 })).toBe(15 + 64);
+    expect(maxTenantAhead({ cap: 16, waitBudgetMs: -1, serviceTimeMs: 250 })).toBe(-1);
+    expect(maxTenantAhead({ cap: 16, waitBudgetMs: 1_000, serviceTimeMs: undefined })).toBeUndefined();
+  });
+
+  it('predicts the longer of the class line and the tenant line, each served at its cap', () => {
+    expect(queueWaitMs({ classAhead: 10, tenantAhead: 3 }, { class: 64, tenant: 16 }, 300)).toBe(0);
+    // 20 of the tenant's runs ahead at a cap of 16: 5 wait for a slot, 16 at a time, 300 ms each
+    expect(queueWaitMs({ classAhead: 20, tenantAhead: 20 }, { class: 64, tenant: 16 }, 320)).toBe(100);
+    expect(queueWaitMs({ classAhead: 79, tenantAhead: 0 }, { class: 64, tenant: 16 }, 320)).toBe(80);
+    expect(queueWaitMs({ classAhead: 500, tenantAhead: 500 }, { class: 64, tenant: 16 }, undefined)).toBe(0);
   });
 });

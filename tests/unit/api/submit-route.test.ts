@@ -245,6 +245,7 @@ describe('POST /v1/runs accepted', () => {
       idempotencyKey: null,
       dueAt: null,
       tokenReservation: null,
+      prepaidTurns: null,
     });
   });
 

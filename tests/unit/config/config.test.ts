@@ -180,7 +180,7 @@ describe('parseConfig defaults', () => {
       console: { enable: true, sessionTtlSec: 28_800, sampleMs: 5_000 },
       authFailureLimit: { attempts: 10, perSec: 60, maxAddresses: 10_000 },
     });
-    expect(cfg.processor).toEqual({ maxInFlight: 30, partitionBuffer: 100, shutdownGraceMs: 20_000, produceTimeoutMs: 10_000, permitLeaseMs: 15_000, enforceCaps: true, runRetry: { maxAttempts: 3, baseMs: 1_000, capMs: 30_000 }, maxInlineRetryWaitMs: 1_000, infraRetry: { maxAttempts: 8, baseMs: 500, capMs: 30_000 }, maxStepOutputBytes: 262_144, maxResultBytes: 524_288, pacing: { enabled: true, maxInlineWaitMs: 1_000, observedLimitTtlMs: 600_000, interactiveReserve: 1 } });
+    expect(cfg.processor).toEqual({ maxInFlight: 30, interactiveLifoAfterMs: 500, partitionBuffer: 100, shutdownGraceMs: 20_000, produceTimeoutMs: 10_000, permitLeaseMs: 15_000, enforceCaps: true, runRetry: { maxAttempts: 3, baseMs: 1_000, capMs: 30_000 }, maxInlineRetryWaitMs: 1_000, infraRetry: { maxAttempts: 8, baseMs: 500, capMs: 30_000 }, maxStepOutputBytes: 262_144, maxResultBytes: 524_288, pacing: { enabled: true, maxInlineWaitMs: 1_000, observedLimitTtlMs: 600_000, interactiveReserve: 1, fairShare: { borrowReserve: 0.2, demandWindowMs: 5_000, refreshMs: 1_000 } } });
     expect(cfg.statusSink).toEqual({ batchSize: 500 });
     expect(cfg.lagMonitor).toEqual({ enable: true, intervalMs: 15_000, windowMs: 300_000, leaseMs: 15_000, requestTimeoutMs: 10_000 });
     expect(cfg.simulator).toEqual({ host: '127.0.0.1', port: 8089, anthropicLatencyMs: 50, anthropicJitterMs: 20 });
@@ -212,7 +212,7 @@ describe('parseConfig defaults', () => {
     const parsed = parseConfig(doc);
     expect(parsed.dependencies.anthropic!.rateLimit).toEqual({ requestsPerMinute: 50, inputTokensPerMinute: 40_000, outputTokensPerMinute: 8_000, burstSeconds: 1 });
     expect(parsed.dependencies.lookup!.rateLimit).toEqual({ requestsPerSecond: 2.5, burstSeconds: 1 });
-    expect(parseConfig({ ...baseDoc(), processor: { pacing: { enabled: false } } }).processor.pacing).toEqual({ enabled: false, maxInlineWaitMs: 1_000, observedLimitTtlMs: 600_000, interactiveReserve: 1 });
+    expect(parseConfig({ ...baseDoc(), processor: { pacing: { enabled: false } } }).processor.pacing).toEqual({ enabled: false, maxInlineWaitMs: 1_000, observedLimitTtlMs: 600_000, interactiveReserve: 1, fairShare: { borrowReserve: 0.2, demandWindowMs: 5_000, refreshMs: 1_000 } });
   });
 
   it('does not modify the raw document it was given', () => {

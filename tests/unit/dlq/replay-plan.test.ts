@@ -7,7 +7,7 @@ describe('replay construction', () => {
   const topics = topicNames('ns.');
 
   it('makes the next attempt: same run, attempt + 1, the same window from now, due at once', () => {
-    expect(nextAttempt(run, NOW)).toEqual({ ...run, attempt: 3, admittedAt: NOW, deadline: NOW + 600_000, dueAt: null, tokenReservation: null });
+    expect(nextAttempt(run, NOW)).toEqual({ ...run, attempt: 3, admittedAt: NOW, deadline: NOW + 600_000, dueAt: null, tokenReservation: null, prepaidTurns: null });
   });
 
   it('sends a run to its class topic keyed by tenant, marked with the row it came from', () => {

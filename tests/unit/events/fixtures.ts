@@ -27,6 +27,7 @@ export const runRequested: RunRequested = {
   idempotencyKey: 'req-42',
   dueAt: null,
   tokenReservation: null,
+  prepaidTurns: null,
 };
 
 export const runStatusChanged: RunStatusChanged = {

@@ -116,5 +116,14 @@ describe('event schemas', () => {
     expect(current.fromBuffer(current.toBuffer({ ...runRequested, tokenReservation: 1_234 }))).toMatchObject({ tokenReservation: 1_234 });
     expect(current.fromBuffer(current.toBuffer({ ...runRequested, tokenReservation: undefined }))).toMatchObject({ tokenReservation: null });
   });
-});
 
+  it('RunRequested.prepaidTurns: events written before the field read as null; reserved turns round-trip', () => {
+    const current = recordType(SUBJECTS.runRequested);
+    const schema = JSON.parse(readFileSync(join(packageRoot(), 'schemas', 'RunRequested.avsc'), 'utf8')) as { fields: Array<{ name: string }> };
+    const older = avro.Type.forSchema({ ...schema, fields: schema.fields.filter((f) => f.name !== 'prepaidTurns') } as avro.Schema);
+    const { prepaidTurns: _dropped, ...oldEvent } = runRequested;
+    expect(current.fromBuffer(older.toBuffer(oldEvent), current.createResolver(older) as never)).toMatchObject({ prepaidTurns: null });
+    const turns = [{ dependency: 'anthropic', calls: 2, notBefore: 1_765_000_000_123 }];
+    expect(current.fromBuffer(current.toBuffer({ ...runRequested, prepaidTurns: turns }))).toMatchObject({ prepaidTurns: turns });
+  });
+});

@@ -1,3 +1,4 @@
+import type { PaceTurn } from '../../../src/pacing/dependency-pacer.js';
 import { describe, expect, it } from 'vitest';
 import type { BreakerView } from '../../../src/breakers/breaker-gate.js';
 import type { BreakerAdmission } from '../../../src/breakers/breaker-store.js';
@@ -184,7 +185,7 @@ describe('CallGuard.pace and afterCall', () => {
     const started = Date.now();
     await g.pace(run, 'anthropic', tokens);
     expect(Date.now() - started).toBeGreaterThanOrEqual(25);
-    expect(asked).toEqual([['anthropic', tokens, run]]);
+    expect(asked).toEqual([['anthropic', tokens, run, false]]);
   });
 
   it('refuses a deferred call as rate limited, waitable only if a useful call fits before the deadline (batch always)', async () => {
@@ -194,6 +195,39 @@ describe('CallGuard.pace and afterCall', () => {
     expect(err).toMatchObject({ dependency: 'anthropic', until: NOW + 5_000, canWait: true, reason: 'rate_limited', message: 'anthropic is rate limited: no turn until 2026-01-01T12:00:05.000Z' });
     expect(await refusal(deferTo(run.deadline).pace(run, 'anthropic', tokens))).toMatchObject({ canWait: false });
     expect(await refusal(deferTo(run.deadline).pace({ ...run, class: 'batch' }, 'anthropic', tokens))).toMatchObject({ canWait: true });
+  });
+
+  it('spends the turns reserved at admission on a first attempt, books only tokens for them, and gives back what is left', async () => {
+    const booked: boolean[] = [];
+    const given: unknown[] = [];
+    let answer: PaceTurn = { kind: 'go', waitMs: 0 };
+    const { g } = guard({ pacer: pacerOf(async (_d, _t, _r, prepaid) => (booked.push(prepaid ?? false), answer), { giveBack: async (...args) => void given.push(args) }) });
+    const reserved = { ...run, tenantId: 'tenant-c', attempt: 1, prepaidTurns: [{ dependency: 'anthropic', calls: 2, notBefore: 0 }] } as RunRequested;
+    await g.pace(reserved, 'anthropic', tokens);
+    // a call deferred on its tokens puts its turn back
+    answer = { kind: 'defer', until: NOW + 5_000 };
+    await refusal(g.pace(reserved, 'anthropic', tokens));
+    answer = { kind: 'go', waitMs: 0 };
+    await g.pace(reserved, 'anthropic', tokens);
+    await g.pace(reserved, 'anthropic', tokens);
+    expect(booked).toEqual([true, true, true, false]);
+    await g.endAttempt(reserved);
+    expect(given).toEqual([]);
+    const unused = { ...reserved, runId: 'r2' } as RunRequested;
+    await g.pace(unused, 'anthropic', tokens);
+    await g.endAttempt(unused);
+    expect(given).toEqual([['anthropic', 'tenant-c', 1]]);
+    // an attempt repeated after it ended books its turns again
+    await g.pace(unused, 'anthropic', tokens);
+    expect(booked.at(-1)).toBe(false);
+  });
+
+  it('waits for reserved turns that are not due yet', async () => {
+    const { g } = guard({ pacer: pacerOf(async () => ({ kind: 'go', waitMs: 0 })), now: Date.now });
+    const reserved = { ...run, tenantId: 'tenant-c', attempt: 1, prepaidTurns: [{ dependency: 'anthropic', calls: 1, notBefore: Date.now() + 40 }] } as RunRequested;
+    const started = Date.now();
+    await g.pace(reserved, 'anthropic', tokens);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(35);
   });
 
   it('names the pacing when booking fails', async () => {

@@ -98,7 +98,8 @@ describe('DependencyPacer.settle and learn', () => {
     const headers = headerReader({ 'anthropic-ratelimit-requests-limit': '40', 'anthropic-ratelimit-requests-remaining': '0', 'anthropic-ratelimit-requests-reset': new Date(NOW + 3_000).toISOString() });
     await p.learn('anthropic', { headers, status: 200 });
     // one request of 40 is back after a 40th of the 3 s to the reset
-    expect(observed).toEqual([['anthropic', [{ bucket: 'requests', perMinute: 40 }], NOW + 75, 600_000]]);
+    // it had none left after this call: it was seen to hold one
+    expect(observed).toEqual([['anthropic', [{ bucket: 'requests', perMinute: 40, capacity: 1 }], NOW + 75, 600_000]]);
     const shown = (await gauge(metrics)).filter((g) => g.dependency === 'anthropic');
     expect(shown).toEqual([{ dependency: 'anthropic', bucket: 'requests', source: 'observed', value: 40 }]);
     // once the observed limit is no longer trusted, the configured one is shown again
@@ -112,5 +113,40 @@ describe('DependencyPacer.settle and learn', () => {
     await p.learn('anthropic', { headers: headerReader({}), status: 200 });
     await p.learn('anthropic', { status: 500 });
     expect(observed).toEqual([]);
+  });
+});
+
+describe('DependencyPacer turns reserved at admission', () => {
+  it('books a run’s request turns at once, its tenant’s share with them, and counts the turns per tenant', async () => {
+    const { reserved, metrics } = pacer();
+    const turns: unknown[] = [];
+    const shared = new DependencyPacer({
+      store: { reserve: async (d, c, o, turn) => (turns.push(turn), reserved.push({ dependency: d, charges: c, opts: o }), { reserved: true, waitMs: 120, heldByShare: false }), settle: async () => undefined, observe: async () => 0 },
+      shares: { turn: (_dependency, tenant) => ({ tenant, share: 0.5, borrow: 1, borrowReserve: 0.2, demandWindowMs: 5_000 }) },
+      config,
+      metrics,
+      now: () => NOW,
+      rampShare: () => 1,
+    });
+    expect(await shared.bookTurns('anthropic', 2, { class: 'interactive', tenantId: 'tenant-c' }, 900)).toEqual({ reserved: true, waitMs: 120, heldByShare: false });
+    expect(reserved.at(-1)).toMatchObject({ charges: [{ bucket: 'requests', perMinute: 50, cost: 2 }], opts: { maxWaitMs: 900 } });
+    expect(turns).toEqual([{ tenant: 'tenant-c', share: 0.5, borrow: 1, borrowReserve: 0.2, demandWindowMs: 5_000 }]);
+    expect(await metricValue(metrics.pacingTurns, { dependency: 'anthropic', tenant: 'tenant-c' })).toBe(2);
+  });
+
+  it('books only the tokens of a call whose request turn was reserved, and gives unused turns back to the tenant', async () => {
+    const { p, reserved, settled } = pacer();
+    await p.book('anthropic', { inputTokens: 10, outputTokens: 512 }, interactive(NOW + 30_000), true);
+    expect(reserved[0]!.charges.map((c) => c.bucket)).toEqual(['input_tokens', 'output_tokens']);
+    await p.giveBack('anthropic', 'tenant-c', 2);
+    expect(settled).toEqual([['anthropic', [{ bucket: 'requests', delta: -2 }], config.dependencies.anthropic!.timeouts.totalMs + 1_000, 'tenant-c']]);
+    await p.giveBack('anthropic', 'tenant-c', 0);
+    expect(settled).toHaveLength(1);
+  });
+
+  it('reserves nothing for a dependency without request limits, and answers at once', async () => {
+    const { p, reserved } = pacer();
+    expect(await p.bookTurns('order-lookup', 1, { class: 'interactive', tenantId: 'tenant-a' }, 900)).toEqual({ reserved: true, waitMs: 0, heldByShare: false });
+    expect(reserved).toEqual([]);
   });
 });

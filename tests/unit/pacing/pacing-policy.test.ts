@@ -72,7 +72,15 @@ describe('providerReport', () => {
 
   it('maps Anthropic’s requests, input and output limits onto their buckets, not its combined tokens limit', () => {
     const h = { 'anthropic-ratelimit-requests-limit': '50', 'anthropic-ratelimit-tokens-limit': '48000', 'anthropic-ratelimit-input-tokens-limit': '40000', 'anthropic-ratelimit-output-tokens-limit': '8000' };
-    expect(report('llm', h, 200)).toEqual({ limits: [{ bucket: 'requests', perMinute: 50 }, { bucket: 'input_tokens', perMinute: 40_000 }, { bucket: 'output_tokens', perMinute: 8_000 }] });
+    expect(report('llm', h, 200)).toEqual({ limits: [{ bucket: 'requests', perMinute: 50, capacity: 0 }, { bucket: 'input_tokens', perMinute: 40_000, capacity: 0 }, { bucket: 'output_tokens', perMinute: 8_000, capacity: 0 }] });
+  });
+
+  it('reports the capacity a bucket was seen to hold: what remained plus the request itself, its tokens as they remained', () => {
+    const h = { 'anthropic-ratelimit-requests-limit': '900', 'anthropic-ratelimit-requests-remaining': '899', 'anthropic-ratelimit-output-tokens-limit': '8000', 'anthropic-ratelimit-output-tokens-remaining': '7488' };
+    expect(report('llm', h, 200).limits).toEqual([
+      { bucket: 'requests', perMinute: 900, capacity: 900 },
+      { bucket: 'output_tokens', perMinute: 8_000, capacity: 7_488 },
+    ]);
   });
 
   it('reports nothing for absent or malformed headers, so the configured limits apply', () => {

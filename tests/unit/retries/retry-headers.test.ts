@@ -35,7 +35,7 @@ const opts = (over: Partial<Parameters<typeof retryRecord>[1]> = {}): Parameters
 describe('retryRecord', () => {
   it('starts the next attempt at dueAt without the settled token reservation and keeps everything else of the run', () => {
     const { event } = retryRecord(run, opts());
-    expect(event).toEqual({ ...run, attempt: 3, dueAt: NOW + 4_000, tokenReservation: null });
+    expect(event).toEqual({ ...run, attempt: 3, dueAt: NOW + 4_000, tokenReservation: null, prepaidTurns: null });
     expect(run.attempt).toBe(2);
     expect(run.dueAt).toBe(ADMITTED + 1_000);
   });

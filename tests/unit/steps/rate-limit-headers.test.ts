@@ -44,31 +44,33 @@ describe('anthropicRateLimits', () => {
         'anthropic-ratelimit-tokens-limit': '48000',
         'anthropic-ratelimit-input-tokens-limit': '40000',
         'anthropic-ratelimit-output-tokens-limit': '8000',
+        'anthropic-ratelimit-requests-remaining': '49',
+        'anthropic-ratelimit-output-tokens-remaining': '7488',
       }),
-    ).toEqual({ limits: { requests: 50, tokens: 48_000, input_tokens: 40_000, output_tokens: 8_000 } });
+    ).toEqual({ limits: { requests: 50, tokens: 48_000, input_tokens: 40_000, output_tokens: 8_000 }, remaining: { requests: 49, output_tokens: 7_488 } });
   });
 
   it('reads header names case-insensitively', () => {
-    expect(read({ 'Anthropic-RateLimit-Requests-Limit': '50', 'ANTHROPIC-RATELIMIT-OUTPUT-TOKENS-LIMIT': '8000' })).toEqual({ limits: { requests: 50, output_tokens: 8_000 } });
+    expect(read({ 'Anthropic-RateLimit-Requests-Limit': '50', 'ANTHROPIC-RATELIMIT-OUTPUT-TOKENS-LIMIT': '8000' })).toEqual({ limits: { requests: 50, output_tokens: 8_000 }, remaining: {} });
   });
 
   it('reports nothing when no rate-limit header is there', () => {
-    expect(read({})).toEqual({ limits: {} });
-    expect(read({ 'content-type': 'text/event-stream' })).toEqual({ limits: {} });
+    expect(read({})).toEqual({ limits: {}, remaining: {} });
+    expect(read({ 'content-type': 'text/event-stream' })).toEqual({ limits: {}, remaining: {} });
   });
 
   it.each(['0', '-5', '12.5', 'fifty', '', '1e3', '9007199254740993', ' '])('leaves out a limit of %j', (value) => {
-    expect(read({ 'anthropic-ratelimit-requests-limit': value, 'anthropic-ratelimit-input-tokens-limit': '40000' })).toEqual({ limits: { input_tokens: 40_000 } });
+    expect(read({ 'anthropic-ratelimit-requests-limit': value, 'anthropic-ratelimit-input-tokens-limit': '40000' })).toEqual({ limits: { input_tokens: 40_000 }, remaining: {} });
   });
 
   it('holds calls until a used-up limit has one unit back: its share of the time to its reset', () => {
     // 50 a minute, full again in 60 s: one request is back after 1.2 s
-    expect(read({ 'anthropic-ratelimit-requests-limit': '50', 'anthropic-ratelimit-requests-remaining': '0', 'anthropic-ratelimit-requests-reset': at(60_000) })).toEqual({ limits: { requests: 50 }, notBefore: NOW + 1_200 });
+    expect(read({ 'anthropic-ratelimit-requests-limit': '50', 'anthropic-ratelimit-requests-remaining': '0', 'anthropic-ratelimit-requests-reset': at(60_000) })).toEqual({ limits: { requests: 50 }, remaining: { requests: 0 }, notBefore: NOW + 1_200 });
     expect(read({ 'anthropic-ratelimit-requests-limit': '7', 'anthropic-ratelimit-requests-remaining': '0', 'anthropic-ratelimit-requests-reset': at(1_000) }).notBefore).toBe(NOW + 143);
   });
 
   it('holds calls until the reset itself when the limit is not known', () => {
-    expect(read({ 'anthropic-ratelimit-requests-remaining': '0', 'anthropic-ratelimit-requests-reset': at(1_200) })).toEqual({ limits: {}, notBefore: NOW + 1_200 });
+    expect(read({ 'anthropic-ratelimit-requests-remaining': '0', 'anthropic-ratelimit-requests-reset': at(1_200) })).toEqual({ limits: {}, remaining: { requests: 0 }, notBefore: NOW + 1_200 });
     expect(read({ 'anthropic-ratelimit-requests-limit': 'x', 'anthropic-ratelimit-requests-remaining': '0', 'anthropic-ratelimit-requests-reset': at(1_200) }).notBefore).toBe(NOW + 1_200);
   });
 
@@ -105,7 +107,7 @@ describe('anthropicRateLimits', () => {
   });
 
   it('holds calls for a 429’s retry-after, in seconds or as an HTTP date, but not for another status’s', () => {
-    expect(anthropicRateLimits(headerReader({ 'retry-after': '3' }), 429, NOW)).toEqual({ limits: {}, notBefore: NOW + 3_000 });
+    expect(anthropicRateLimits(headerReader({ 'retry-after': '3' }), 429, NOW)).toEqual({ limits: {}, remaining: {}, notBefore: NOW + 3_000 });
     expect(anthropicRateLimits(headerReader({ 'Retry-After': 'Tue, 01 Dec 2026 03:00:04 GMT' }), 429, NOW).notBefore).toBe(NOW + 4_000);
     expect(anthropicRateLimits(headerReader({ 'retry-after': '3' }), 529, NOW).notBefore).toBeUndefined();
     expect(anthropicRateLimits(headerReader({ 'retry-after': '3' }), undefined, NOW).notBefore).toBeUndefined();
@@ -120,6 +122,6 @@ describe('anthropicRateLimits', () => {
 
   it('reads a fetch Headers object', () => {
     const headers = new Headers({ 'Anthropic-Ratelimit-Requests-Limit': '50' });
-    expect(anthropicRateLimits((name) => headers.get(name), 200, NOW)).toEqual({ limits: { requests: 50 } });
+    expect(anthropicRateLimits((name) => headers.get(name), 200, NOW)).toEqual({ limits: { requests: 50 }, remaining: {} });
   });
 });
