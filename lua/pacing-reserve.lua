@@ -11,10 +11,11 @@
 -- here); within it a call may empty the shared bucket. Beyond it the tenant borrows what others
 -- leave: only while the shared bucket holds more than the borrow reserve, so a tenant within its
 -- share always finds units, and only up to its share s of the borrowable part, so tenants that
--- all want more split it by weight. A call of a lower class borrows only from a fuller bucket: it
--- leaves the share `reserve` of the burst to calls of a higher class (1: it goes only once every
--- turn booked so far has passed); within its tenant's share it is not held back, as that share
--- already bounds what it takes from others. Other buckets apply the class reserve to every call.
+-- all want more split it by weight. A call of a lower class waits for a fuller bucket: it leaves
+-- the share `reserve` of the burst to calls of a higher class (1: it goes only once every turn
+-- booked so far has passed) in its tenant's own bucket, and in the shared one when it borrows;
+-- within its tenant's share the shared bucket does not hold it back, as that share already bounds
+-- what it takes from other tenants. Other buckets apply the class reserve to every call.
 -- While the dependency ramps up after its breaker closed, every limit is scaled by its share.
 -- If that is within the caller's maximum wait, every bucket (and the tenant's own) is charged as of
 -- that moment and the wait is returned; otherwise nothing is charged and the wait it would need is
@@ -81,7 +82,7 @@ for i = 11, #ARGV, 3 do
       local own_rate = rate * fair
       local own_burst = math.max(1, burst * fair)
       local own_tat = tonumber(mine[1]) or now
-      local own_ready = math.max(tat - room / rate, own_tat - (own_burst - math.min(cost, own_burst)) / own_rate)
+      local own_ready = math.max(tat - room / rate, own_tat - (1 - reserve) * (own_burst - math.min(cost, own_burst)) / own_rate)
       local borrow_ready = tat - (1 - math.max(borrow_reserve, reserve)) * room / rate
       local debt = math.max(0, (math.max(own_tat, now) - now) * own_rate + cost - own_burst)
       ready = own_ready

@@ -25,7 +25,7 @@ import type { Logger } from '../obs/logger.js';
 import { infrastructureFailure } from '../util/infrastructure-failure.js';
 import type { DependencyPacer } from '../pacing/dependency-pacer.js';
 import type { PrepaidTurns } from '../events/schemas.js';
-import { turnRefusal, turnsNeeded, turnWaitBound, type TurnAnswer } from './turn-prediction.js';
+import { turnRefusal, turnsNeeded, turnWaitBound, turnWaits, type TurnAnswer } from './turn-prediction.js';
 
 export interface AdmissionRequest {
   runId: string;
@@ -160,10 +160,20 @@ export class AdmissionController {
     const needed = pacer ? [...turnsNeeded(req.workflow.steps, this.config.dependencies)] : [];
     if (!pacer || needed.length === 0) return {};
     const calls = needed.reduce((n, [, c]) => n + c, 0);
+    const waits = turnWaits({
+      runClass: req.runClass,
+      now: req.now,
+      deadline: req.deadline,
+      calls,
+      serviceTimeMs,
+      interactiveWaitShare: this.config.admission.interactiveTurnWaitShare,
+      maxInlineWaitMs: this.config.processor.pacing.maxInlineWaitMs,
+    });
     // A run waits for its turns before it joins the line for its permits: the two waits add up.
-    const maxWaitMs = turnWaitBound({ runClass: req.runClass, now: req.now, deadline: req.deadline, calls, serviceTimeMs, interactiveWaitShare: this.config.admission.interactiveTurnWaitShare }) - inLineMs;
+    const reserveWithinMs = waits.reserveWithinMs - inLineMs;
+    const refuseBeyondMs = waits.refuseBeyondMs - inLineMs;
     const run = { class: req.runClass, tenantId: req.tenantId };
-    const answers: TurnAnswer[] = await Promise.all(needed.map(([dependency, n]) => pacer.bookTurns(dependency, n, run, maxWaitMs)));
+    const answers: TurnAnswer[] = await Promise.all(needed.map(([dependency, n]) => pacer.bookTurns(dependency, n, run, reserveWithinMs)));
     const refused = answers.filter((a) => !a.reserved);
     if (refused.length === 0) return { prepaid: needed.map(([dependency, n], i) => ({ dependency, calls: n, notBefore: req.now + answers[i]!.waitMs })) };
     await this.giveBackTurns(
@@ -171,7 +181,9 @@ export class AdmissionController {
       needed.filter((_, i) => answers[i]!.reserved).map(([dependency, n]) => ({ dependency, calls: n, notBefore: req.now })),
     );
     const worst = refused.reduce((a, b) => (b.waitMs > a.waitMs ? b : a));
-    return { refusal: turnRefusal({ ...worst, heldByShare: refused.some((a) => a.heldByShare) }, maxWaitMs) };
+    // A batch run whose turns are not soon, but in time, books them as it goes.
+    if (worst.waitMs <= refuseBeyondMs) return {};
+    return { refusal: turnRefusal({ ...worst, heldByShare: refused.some((a) => a.heldByShare) }, refuseBeyondMs) };
   }
 
   /** Gives back turns reserved for a run that will not use them. Failing is logged: the turns just go unused. */

@@ -43,6 +43,19 @@ export function turnWaitBound(opts: { runClass: RunClass; now: number; deadline:
   return opts.runClass === 'interactive' ? Math.min(bound, left * opts.interactiveWaitShare) : bound;
 }
 
+/**
+ * How long a run may wait for the turns it reserves at the door, and beyond what wait it is
+ * refused. An interactive run reserves within its bound or is refused. A batch run reserves only
+ * turns due within `maxInlineWaitMs`, the wait a processor would hold a call for: further away it
+ * is admitted without them and books its calls as it goes, so the batch backlog does not take, in
+ * order of arrival, the turns later interactive runs need (a batch call waits for a fuller bucket
+ * when it books); it is refused only when its turns come too late for its deadline even so.
+ */
+export function turnWaits(opts: Parameters<typeof turnWaitBound>[0] & { maxInlineWaitMs: number }): { reserveWithinMs: number; refuseBeyondMs: number } {
+  const bound = turnWaitBound(opts);
+  return opts.runClass === 'interactive' ? { reserveWithinMs: bound, refuseBeyondMs: bound } : { reserveWithinMs: Math.min(bound, opts.maxInlineWaitMs), refuseBeyondMs: bound };
+}
+
 /** What a dependency's pacing answered for a run's turns: booked or not, the wait they need, and whether the tenant's share is what holds them. */
 export interface TurnAnswer {
   reserved: boolean;

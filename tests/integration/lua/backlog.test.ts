@@ -92,6 +92,19 @@ describe.each(REDIS_BACKENDS)('on %s', (backend) => {
       expect((await A.admit(run('r4', 'other'), bounds)).outcome).toBe('global_full');
     });
 
+    it('refuses too_late when more of the tenant’s runs, of any class, are ahead than maxTenantAhead', async () => {
+      const { keys, A } = fresh();
+      await A.admit(run('t1', 'x', 'interactive'), open);
+      await A.admit(run('t2', 'x', 'batch'), open);
+      await A.admit(run('o1', 'y', 'interactive'), open);
+      // two of tenant x ahead, one of them batch: 1 refuses, 2 admits; another tenant is not counted
+      expect(await A.admit(run('t3', 'x', 'interactive'), { ...open, maxTenantAhead: 1 })).toEqual({ outcome: 'too_late', tenantCount: 2, classAhead: 2, allCount: 3 });
+      expect(await a.zscore(keys.backlogAll(), 't3')).toBeNull();
+      expect((await A.admit(run('t3', 'x', 'interactive'), { ...open, maxTenantAhead: 2 })).outcome).toBe('admitted');
+      expect((await A.admit(run('y2', 'y', 'interactive'), { ...open, maxTenantAhead: 1 })).outcome).toBe('admitted');
+      expect((await A.admit(run('z1', 'z', 'interactive'), { ...open, maxTenantAhead: -1 })).outcome).toBe('too_late');
+    });
+
     it('refuses too_late when more of the class are ahead than maxAhead, counting only that class', async () => {
       const { keys, A } = fresh();
       await A.admit(run('i1', 'x', 'interactive'), open);

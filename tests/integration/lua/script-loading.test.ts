@@ -45,7 +45,7 @@ async function runEveryScript(scripts: LuaScripts): Promise<void> {
   await scripts.run('tokenBucketTake', [keys.tenantBucket('all')], [10, 1, 1]);
   await scripts.run('tokenBucketSettle', [keys.tokenBudget('all'), keys.tokenReservationReturned('all', 'r1')], [10, 1, 1, 2, Date.now() + 60_000]);
   await scripts.run('tokenEstimateFold', [keys.tokenEstimate('wf')], [10, 0.2, 60_000]);
-  await scripts.run('backlogAdmit', [keys.backlogTenant('t'), keys.backlogClass('batch'), keys.backlogAll()], ['r1', Date.now() + 60_000, 10, 10, -1, 0]);
+  await scripts.run('backlogAdmit', [keys.backlogTenant('t'), keys.backlogClass('batch'), keys.backlogAll()], ['r1', Date.now() + 60_000, 10, 10, -1, 0, 'none']);
   await scripts.run('backlogRelease', [keys.backlogTenant('t'), keys.backlogClass('batch'), keys.backlogAll(), keys.serviceStats('batch')], ['r1', 5, 10, 361, 0.1, 1]);
   await scripts.run('idempotencyClaim', [keys.idempotency('t', 'k')], ['h', 'tok', 10_000]);
   await scripts.run('idempotencySettle', [keys.idempotency('t', 'k')], ['tok', 'forget', 0, '', 0]);
@@ -60,11 +60,13 @@ async function runEveryScript(scripts: LuaScripts): Promise<void> {
   await scripts.run('breakerTally', [keys.breaker('d'), keys.breakerWindow('d'), keys.breakerForced('d')], [1, 1_000]);
   await scripts.run('breakerForce', [keys.breakerForced('d')], ['none', 0, keys.breakerChanged('d'), 'd']);
   await scripts.run('retryBudgetTake', [keys.retryBudget('d')], [1, 1, 0.1, 10_000, 10, 1]);
-  await scripts.run('pacingReserve', [keys.paceState('d'), keys.paceObserved('d'), keys.paceNotBefore('d')], [1_000, 0, 1_000, 1, 0, 'requests', 60, 1]);
-  await scripts.run('pacingSettle', [keys.paceState('d')], [1_000, 'requests', 0]);
-  await scripts.run('pacingObserve', [keys.paceObserved('d'), keys.paceNotBefore('d')], [1_000, 0, 'requests', 60]);
+  await scripts.run('pacingReserve', [keys.paceState('d'), keys.paceObserved('d'), keys.paceNotBefore('d'), keys.paceTenants('d')], [1_000, 0, 1_000, 1, 0, 'tenant-a', 1, 1, 0.2, 5_000, 'requests', 60, 1]);
+  await scripts.run('pacingSettle', [keys.paceState('d'), keys.paceTenants('d')], [1_000, 'tenant-a', 'requests', 0]);
+  await scripts.run('pacingObserve', [keys.paceObserved('d'), keys.paceNotBefore('d')], [1_000, 0, 'requests', 60, 0]);
   await scripts.run('runProgressOpen', [keys.runSteps('r1'), keys.cancelRequested('r1'), keys.answerPending('r1')], []);
   await scripts.run('runProgressRecord', [keys.runSteps('r1'), keys.cancelRequested('r1')], ['step', '{}', 10_000]);
+  await scripts.run('runProgressCalls', [keys.runCalls('r1')], [10_000, 'anthropic', 1]);
+  await scripts.run('runProgressEnd', [keys.runCalls('r1')], [10_000, 1, 'anthropic', 1]);
   await scripts.run('processorStatePublish', [keys.processorState()], ['p1', 10_000, '{}', 'global', 5]);
 }
 

@@ -242,10 +242,21 @@ describe('AdmissionController reserves provider turns', () => {
 
   it('tells a tenant its share holds its turns with 429 rate_limited, and gives back what another dependency reserved', async () => {
     const dependencies = { ...config.dependencies, 'order-lookup': { ...config.dependencies['order-lookup']!, rateLimit: { requestsPerSecond: 5, burstSeconds: 1 } } };
-    const answer = (d: string) => (d === 'anthropic' ? { reserved: true, waitMs: 0, heldByShare: false } : { reserved: false, waitMs: 1_500, heldByShare: true });
+    const answer = (d: string) => (d === 'anthropic' ? { reserved: true, waitMs: 0, heldByShare: false } : { reserved: false, waitMs: 20_000, heldByShare: true });
     const { c, givenBack } = withPacer(answer, {}, { ...config, dependencies });
     expect(await c.decide(request(T0))).toMatchObject({ outcome: 'deferred', reason: 'rate_limited' });
     expect(givenBack).toEqual([{ dependency: 'anthropic', tenant: 'tenant-a', calls: 2 }]);
+  });
+
+  it('admits a batch run whose turns are not soon but in time without them, and refuses one past its deadline', async () => {
+    const later = withPacer(() => ({ reserved: false, waitMs: 20_000, heldByShare: false }), { serviceTimeMs: 500 });
+    const batch = { runClass: 'batch' as const, deadline: T0 + 60_000 };
+    const d = await later.c.decide(request(T0, batch));
+    expect(d.outcome).toBe('admitted');
+    expect(d.prepaidTurns).toBeUndefined();
+    expect(later.booked).toEqual([{ dependency: 'anthropic', calls: 2, maxWaitMs: config.processor.pacing.maxInlineWaitMs }]);
+    const tooLate = withPacer(() => ({ reserved: false, waitMs: 70_000, heldByShare: false }), { serviceTimeMs: 500 });
+    expect(await tooLate.c.decide(request(T0, batch))).toEqual({ outcome: 'rejected', reason: 'deadline_unreachable', retryAfterSec: 11 });
   });
 
   it('gives the turns back with the backlog entry when a run admitted never reached Kafka', async () => {

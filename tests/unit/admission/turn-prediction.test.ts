@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../src/config/load.js';
 import { MIN_USEFUL_CALL_MS } from '../../../src/runs/deadline.js';
-import { turnRefusal, turnsNeeded, turnWaitBound } from '../../../src/admission/turn-prediction.js';
+import { turnRefusal, turnsNeeded, turnWaitBound, turnWaits } from '../../../src/admission/turn-prediction.js';
 
 const config = loadConfig({ env: {} });
 
@@ -55,5 +55,17 @@ describe('turnRefusal', () => {
 
   it('counts from no wait at all when the bound is negative', () => {
     expect(turnRefusal({ reserved: false, waitMs: 2_500, heldByShare: false }, -400)).toMatchObject({ retryAfterSec: 3 });
+  });
+});
+
+describe('turnWaits', () => {
+  const base = { now: 0, calls: 2, serviceTimeMs: 500, interactiveWaitShare: 0.5, maxInlineWaitMs: 1_000 };
+  it('has an interactive run reserve within its bound or be refused', () => {
+    expect(turnWaits({ ...base, runClass: 'interactive', deadline: 30_000 })).toEqual({ reserveWithinMs: 15_000, refuseBeyondMs: 15_000 });
+  });
+
+  it('has a batch run reserve only turns due within the inline wait, and be refused only past its deadline', () => {
+    expect(turnWaits({ ...base, runClass: 'batch', deadline: 60_000 })).toEqual({ reserveWithinMs: 1_000, refuseBeyondMs: 59_500 });
+    expect(turnWaits({ ...base, runClass: 'batch', deadline: 800 })).toEqual({ reserveWithinMs: 300, refuseBeyondMs: 300 });
   });
 });
