@@ -159,12 +159,12 @@ export class AdmissionController {
     const { pacer } = this;
     const needed = pacer ? [...turnsNeeded(req.workflow.steps, this.config.dependencies)] : [];
     if (!pacer || needed.length === 0) return {};
-    const calls = needed.reduce((n, [, c]) => n + c, 0);
+    const allCalls = needed.reduce((n, [, c]) => n + c, 0);
     const waits = turnWaits({
       runClass: req.runClass,
       now: req.now,
       deadline: req.deadline,
-      calls,
+      calls: allCalls,
       serviceTimeMs,
       interactiveWaitShare: this.config.admission.interactiveTurnWaitShare,
       maxInlineWaitMs: this.config.processor.pacing.maxInlineWaitMs,
@@ -173,13 +173,12 @@ export class AdmissionController {
     const reserveWithinMs = waits.reserveWithinMs - inLineMs;
     const refuseBeyondMs = waits.refuseBeyondMs - inLineMs;
     const run = { class: req.runClass, tenantId: req.tenantId };
-    const answers: TurnAnswer[] = await Promise.all(needed.map(([dependency, n]) => pacer.bookTurns(dependency, n, run, reserveWithinMs)));
-    const refused = answers.filter((a) => !a.reserved);
-    if (refused.length === 0) return { prepaid: needed.map(([dependency, n], i) => ({ dependency, calls: n, notBefore: req.now + answers[i]!.waitMs })) };
-    await this.giveBackTurns(
-      req.tenantId,
-      needed.filter((_, i) => answers[i]!.reserved).map(([dependency, n]) => ({ dependency, calls: n, notBefore: req.now })),
-    );
+    const booked = await Promise.all(needed.map(async ([dependency, calls]) => ({ dependency, calls, answer: await pacer.bookTurns(dependency, calls, run, reserveWithinMs) })));
+    const limited = booked.filter((b): b is typeof b & { answer: TurnAnswer } => b.answer !== undefined);
+    const refused = limited.filter((b) => !b.answer.reserved).map((b) => b.answer);
+    const prepaid = limited.filter((b) => b.answer.reserved).map((b) => ({ dependency: b.dependency, calls: b.calls, notBefore: req.now + b.answer.waitMs }));
+    if (refused.length === 0) return prepaid.length > 0 ? { prepaid } : {};
+    await this.giveBackTurns(req.tenantId, prepaid);
     const worst = refused.reduce((a, b) => (b.waitMs > a.waitMs ? b : a));
     // A batch run whose turns are not soon, but in time, books them as it goes.
     if (worst.waitMs <= refuseBeyondMs) return {};

@@ -19,7 +19,7 @@ export interface PacedRun {
 export interface DependencyPacerDeps {
   store: Pick<PacingStore, 'reserve' | 'settle' | 'observe'>;
   /** The tenants' shares of each requests limit; absent: the limit is first come, first served. */
-  shares?: Pick<FairShareBoard, 'turn'>;
+  shares?: Pick<FairShareBoard, 'turn' | 'limitsRequests'>;
   config: Pick<SluiceConfig, 'dependencies' | 'processor'>;
   metrics: Metrics;
   now: () => number;
@@ -67,11 +67,14 @@ export class DependencyPacer {
   /**
    * Reserves at admission the request turns of a run's `calls` calls to the dependency, all
    * available within `maxWaitMs`, or nothing. Its calls then book only their tokens (`prepaid`).
+   * Undefined: nothing limits the dependency's requests, so there is nothing to reserve.
    */
-  async bookTurns(dependency: string, calls: number, run: PacedRun, maxWaitMs: number): Promise<PaceReservation> {
+  async bookTurns(dependency: string, calls: number, run: PacedRun, maxWaitMs: number): Promise<PaceReservation | undefined> {
     const dep = this.dependency(dependency);
     const charges = dep ? paceCharges(dep, NO_TOKENS).filter((c) => isRequestBucket(c.bucket)).map((c) => ({ ...c, cost: calls })) : [];
-    if (!dep || charges.length === 0) return { reserved: true, waitMs: 0, heldByShare: false };
+    // Nothing limits it (as the shares last read): no Redis call for the submission.
+    const unlimited = this.deps.shares !== undefined && !this.deps.shares.limitsRequests(dependency) && dep?.rateLimit?.requestsPerSecond === undefined;
+    if (!dep || charges.length === 0 || unlimited) return undefined;
     return this.reserve(dependency, dep, charges, run, maxWaitMs);
   }
 

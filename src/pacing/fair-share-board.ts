@@ -61,6 +61,14 @@ export class FairShareBoard {
     clearInterval(this.timer);
   }
 
+  /**
+   * Whether the dependency's requests are limited (configured, or reported by its provider as of
+   * the last refresh): a run's turns on a dependency without a limit need no reservation.
+   */
+  limitsRequests(dependency: string): boolean {
+    return this.shares.has(dependency);
+  }
+
   /** The tenant's turn in the dependency's requests limit, as the pacing script takes it. */
   turn(dependency: string, tenant: string): TenantTurn {
     const { borrowReserve, demandWindowMs } = this.config.processor.pacing.fairShare;

@@ -122,7 +122,7 @@ describe('DependencyPacer turns reserved at admission', () => {
     const turns: unknown[] = [];
     const shared = new DependencyPacer({
       store: { reserve: async (d, c, o, turn) => (turns.push(turn), reserved.push({ dependency: d, charges: c, opts: o }), { reserved: true, waitMs: 120, heldByShare: false }), settle: async () => undefined, observe: async () => 0 },
-      shares: { turn: (_dependency, tenant) => ({ tenant, share: 0.5, borrow: 1, borrowReserve: 0.2, demandWindowMs: 5_000 }) },
+      shares: { turn: (_dependency, tenant) => ({ tenant, share: 0.5, borrow: 1, borrowReserve: 0.2, demandWindowMs: 5_000 }), limitsRequests: (d) => d === 'anthropic' },
       config,
       metrics,
       now: () => NOW,
@@ -144,9 +144,21 @@ describe('DependencyPacer turns reserved at admission', () => {
     expect(settled).toHaveLength(1);
   });
 
-  it('reserves nothing for a dependency without request limits, and answers at once', async () => {
+  it('reserves nothing for a dependency without request limits, configured or (as the shares last read) reported, and asks no Redis', async () => {
     const { p, reserved } = pacer();
-    expect(await p.bookTurns('order-lookup', 1, { class: 'interactive', tenantId: 'tenant-a' }, 900)).toEqual({ reserved: true, waitMs: 0, heldByShare: false });
+    expect(await p.bookTurns('order-lookup', 1, { class: 'interactive', tenantId: 'tenant-a' }, 900)).toBeUndefined();
     expect(reserved).toEqual([]);
+    const unlimited = { ...config, dependencies: { ...config.dependencies, anthropic: { ...config.dependencies.anthropic!, rateLimit: undefined } } };
+    const asked: string[] = [];
+    const q = new DependencyPacer({
+      store: { reserve: async (d) => (asked.push(d), { reserved: true, waitMs: 0, heldByShare: false }), settle: async () => undefined, observe: async () => 0 },
+      shares: { turn: (_d, tenant) => ({ tenant, share: 1, borrow: 1, borrowReserve: 0.2, demandWindowMs: 5_000 }), limitsRequests: () => false },
+      config: unlimited,
+      metrics: createMetrics(),
+      now: () => NOW,
+      rampShare: () => 1,
+    });
+    expect(await q.bookTurns('anthropic', 2, { class: 'interactive', tenantId: 'tenant-a' }, 900)).toBeUndefined();
+    expect(asked).toEqual([]);
   });
 });
