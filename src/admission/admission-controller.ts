@@ -122,7 +122,7 @@ export class AdmissionController {
     const slots = slotsFor(req.runClass, limits.global, limits.batchShare);
     const maxAhead = maxAheadForDeadline({ deadline: req.deadline, now: req.now, slots, service });
     // The tenant's own cap is a line of its own: its runs wait for it whatever the class's line.
-    const waitBudgetMs = turnWaitBound({ runClass: req.runClass, now: req.now, deadline: req.deadline, calls: 0, serviceTimeMs: service.serviceTimeMs, interactiveWaitShare: admission.interactiveTurnWaitShare });
+    const waitBudgetMs = turnWaitBound({ runClass: req.runClass, now: req.now, deadline: req.deadline, calls: 0, serviceTimeMs: service.serviceTimeMs, interactiveWaitShare: admission.interactiveWaitShare });
     const tenantAhead = maxTenantAhead({ cap: req.tenant.maxConcurrency, waitBudgetMs, serviceTimeMs: service.serviceTimeMs });
     const backlog = await this.store.admit(
       { runId: req.runId, tenantId: req.tenantId, runClass: req.runClass, leaseExpiry: req.deadline + admission.leaseGraceMs },
@@ -166,7 +166,7 @@ export class AdmissionController {
       deadline: req.deadline,
       calls: allCalls,
       serviceTimeMs,
-      interactiveWaitShare: this.config.admission.interactiveTurnWaitShare,
+      interactiveWaitShare: this.config.admission.interactiveWaitShare,
       maxInlineWaitMs: this.config.processor.pacing.maxInlineWaitMs,
     });
     // A run waits for its turns before it joins the line for its permits: the two waits add up.

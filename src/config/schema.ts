@@ -537,12 +537,13 @@ export const configSchema = z
         /** Window over which the service rate (runs finished per second) is measured. */
         rateWindowSec: z.number().int().min(10).max(3_600).default(60),
         /**
-         * The most of its time to the deadline an interactive run may wait, at the door, for the
-         * provider turns its calls need (a bound on queue time, as CoDel keeps one): a run whose
-         * turns come later is refused now, so admitted interactive runs answer fast. Batch runs
-         * may wait all their time but what their calls take.
+         * The most of its time to the deadline an interactive run may spend waiting (a bound on
+         * queue time, as CoDel keeps one): at the door for the provider turns its calls need (a run
+         * whose turns come later is refused now), and for a run-level retry (one due later is not
+         * made: its fallback applies now), so interactive runs answer fast or are told fast.
+         * Batch runs may wait all their time but what their calls take.
          */
-        interactiveTurnWaitShare: z.number().gt(0).max(1).default(0.5),
+        interactiveWaitShare: z.number().gt(0).max(1).default(0.5),
         /**
          * What submissions get while Redis (token buckets, backlog, Idempotency-Keys) is unreachable.
          * `fail-closed`: 503 overloaded with Retry-After. `fail-open`: each API instance admits per a

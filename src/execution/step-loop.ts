@@ -5,7 +5,7 @@ import type { RunRequested } from '../events/schemas.js';
 import type { Metrics } from '../obs/metrics.js';
 import { breakerRetryAt, deferredStepRetryAt, transientRetryAt } from '../retries/run-retry.js';
 import type { CancelReason } from '../runs/cancellation.js';
-import { MIN_USEFUL_CALL_MS, isExpired } from '../runs/deadline.js';
+import { isExpired, minTimeToFinishMs, retryDeadline } from '../runs/deadline.js';
 import { slotsPerStep, stepSequence } from '../runs/status-sequence.js';
 import { StepError } from '../steps/step-error.js';
 import type { AgentLoop, AgentOutput } from './agent-loop.js';
@@ -21,7 +21,7 @@ import { StepRetryLater, type StepCaller, type StepOutputs } from './step-caller
 import type { RunProgress } from './run-progress.js';
 
 export interface StepLoopDeps {
-  config: Pick<SluiceConfig, 'tenants' | 'workflows' | 'dependencies' | 'processor' | 'pricing'>;
+  config: Pick<SluiceConfig, 'tenants' | 'workflows' | 'dependencies' | 'processor' | 'pricing' | 'admission'>;
   /** Completed steps (a redelivered run skips them instead of repeating their side effects) and the cancellation. */
   progress: RunProgress;
   caller: Pick<StepCaller, 'call'>;
@@ -109,7 +109,7 @@ export class StepLoop {
         // An agent's turn or tool result passed a bound: as final as a step output that does.
         if (err instanceof OutputBoundExceeded) return this.overBound(run, context, step, where, err.verdict);
         if (isExpired(run.deadline, now())) return outcomes.expired(run, context, `during ${where}`);
-        const failed = this.afterFailedCall(run, context, step, where, err, outputSeen);
+        const failed = this.afterFailedCall(run, context, step, where, err, outputSeen, minTimeToFinishMs(steps.length - i));
         if ('outcome' in failed) return failed.outcome;
         const { gone } = failed;
         this.deps.metrics.fallbacks.inc({ tenant: run.tenantId, dependency: gone.dependency, policy: tenant.fallback });
@@ -153,13 +153,17 @@ export class StepLoop {
     return this.deps.outcomes.failed(run, context, { reason: 'non_retryable', message: `failed: ${where} — ${verdict.message}`, step: step.id, error: { code: verdict.code, message: `${where}: ${verdict.message}`, retryable: false } });
   }
 
+  private retryDeadline(run: RunRequested, toFinishMs: number): number {
+    return retryDeadline(run, this.deps.config.admission.interactiveWaitShare, toFinishMs);
+  }
+
   /**
    * What a step whose call failed means for the attempt. An open breaker or a rate-limit turn the run can wait for, or
    * a transient failure with run attempts and time left, puts the run on the retry topic; an answer
    * that retrying cannot change fails it; otherwise the dependency is gone for this attempt. Any
    * other error is the infrastructure's and escapes.
    */
-  private afterFailedCall(run: RunRequested, context: AttemptContext, step: StepConfig, where: string, err: unknown, outputSeen: boolean): FailedStep {
+  private afterFailedCall(run: RunRequested, context: AttemptContext, step: StepConfig, where: string, err: unknown, outputSeen: boolean, toFinishMs: number): FailedStep {
     const { outcomes } = this.deps;
     if (err instanceof DependencyUnavailable) {
       const rateLimited = err.reason === 'rate_limited';
@@ -176,7 +180,7 @@ export class StepLoop {
       return { gone: { dependency: err.dependency, reason } };
     }
     if (err instanceof StepRetryLater) {
-      const dueAt = deferredStepRetryAt({ priorFailures: context.priorFailures, policy: this.deps.config.processor.runRetry, dueAt: err.dueAt, deadline: run.deadline, minCallMs: MIN_USEFUL_CALL_MS });
+      const dueAt = deferredStepRetryAt({ priorFailures: context.priorFailures, policy: this.deps.config.processor.runRetry, dueAt: err.dueAt, deadline: this.retryDeadline(run, toFinishMs), minCallMs: toFinishMs });
       if (dueAt !== undefined) return { outcome: outcomes.retried(run, context, { reason: 'transient_failure', dependency: err.failure.dependency, message: err.failure.message, dueAt, failure: true, outputSeen }) };
       return { gone: { dependency: err.failure.dependency, reason: err.failure.message } };
     }
@@ -184,7 +188,7 @@ export class StepLoop {
     if (!err.retryable) {
       return { outcome: outcomes.failed(run, context, { reason: 'non_retryable', message: `failed: ${where} — ${err.message}`, step: step.id, error: { code: 'dependency_error', message: err.message, retryable: false } }) };
     }
-    const dueAt = transientRetryAt({ priorFailures: context.priorFailures, policy: this.deps.config.processor.runRetry, now: this.deps.now(), deadline: run.deadline, minCallMs: MIN_USEFUL_CALL_MS, random: this.deps.random });
+    const dueAt = transientRetryAt({ priorFailures: context.priorFailures, policy: this.deps.config.processor.runRetry, now: this.deps.now(), deadline: this.retryDeadline(run, toFinishMs), minCallMs: toFinishMs, random: this.deps.random });
     if (dueAt !== undefined) return { outcome: outcomes.retried(run, context, { reason: 'transient_failure', dependency: err.dependency, message: err.message, dueAt, failure: true, outputSeen }) };
     return { gone: { dependency: err.dependency, reason: err.message } };
   }

@@ -36,3 +36,23 @@ export function clampTimeout(callTimeoutMs: number, deadline: number, now: numbe
 
 /** A call (or a retry, or a wait for one) is not started unless at least this much of the deadline would be left for it. */
 export const MIN_USEFUL_CALL_MS = 100;
+
+/**
+ * The least a run needs left of its deadline to finish from a step on: a useful call's minimum for
+ * that step and each after it. A run-level retry that would leave less is not made: the run ends
+ * now (its fallback, or failed) instead of coming back only to expire.
+ */
+export function minTimeToFinishMs(stepsLeft: number): number {
+  return MIN_USEFUL_CALL_MS * Math.max(1, stepsLeft);
+}
+
+/**
+ * The deadline a run-level retry is held to, with `toFinishMs` still to be left after it: the
+ * run's own, and for an interactive run no later than `interactiveWaitShare` of its time from
+ * admission (plus what it needs to finish), so its wait for a retry is bounded as its wait at the
+ * door is.
+ */
+export function retryDeadline(run: { class: 'interactive' | 'batch'; admittedAt: number; deadline: number }, interactiveWaitShare: number, toFinishMs: number): number {
+  if (run.class !== 'interactive') return run.deadline;
+  return Math.min(run.deadline, run.admittedAt + interactiveWaitShare * (run.deadline - run.admittedAt) + toFinishMs);
+}

@@ -232,6 +232,18 @@ describe('RunExecutor retries (the one retry layer)', () => {
     expect(published.at(-1)).toMatchObject({ status: 'waiting_dependency' });
   });
 
+  it('does not make an interactive run wait for a retry past its wait share: its fallback answers now (a batch run waits)', async () => {
+    const short = { ...run, admittedAt: NOW - 20_000, deadline: NOW + 20_000 };
+    const interactive = executor([], laterSteps(), [rateLimited(2)]);
+    // admitted 20 s ago with 20 s left: a retry due at NOW + 2 s would be in time, but later than half its 40 s (NOW) plus what its steps need
+    expect(await interactive.exec.execute(short, ATTEMPT)).toBe('completed');
+    expect(interactive.retries).toHaveLength(0);
+    expect(interactive.published.at(-1)).toMatchObject({ status: 'completed' });
+    expect(JSON.parse(interactive.published.at(-1)!.result!)).toMatchObject({ degraded: true });
+    const batch = executor([], laterSteps(), [rateLimited(2)]);
+    expect(await batch.exec.execute({ ...short, class: 'batch' }, ATTEMPT)).toBe('retried');
+  });
+
   it('sends a step retry longer than processor.maxInlineRetryWaitMs through the retry topic, and waits in place for a shorter one', async () => {
     const config = loadConfig({ env: {} });
     config.processor.maxInlineRetryWaitMs = 100;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { clampTimeout, isExpired, remainingMs, resolveDeadline, type DeadlinePolicy } from '../../../src/runs/deadline.js';
+import { MIN_USEFUL_CALL_MS, clampTimeout, isExpired, minTimeToFinishMs, remainingMs, resolveDeadline, retryDeadline, type DeadlinePolicy } from '../../../src/runs/deadline.js';
 
 const policy: DeadlinePolicy = { defaultInteractive: 30_000, defaultBatch: 3_600_000, min: 1_000, max: 86_400_000 };
 const T0 = 1_767_225_600_000;
@@ -86,5 +86,19 @@ describe('clampTimeout', () => {
   it('is 0 at or past the deadline, never negative', () => {
     expect(clampTimeout(5_000, T0, T0)).toBe(0);
     expect(clampTimeout(5_000, T0, T0 + 60_000)).toBe(0);
+  });
+});
+
+describe('minTimeToFinishMs and retryDeadline', () => {
+  it('needs a useful call’s minimum for each step left, at least one', () => {
+    expect(minTimeToFinishMs(3)).toBe(3 * MIN_USEFUL_CALL_MS);
+    expect(minTimeToFinishMs(0)).toBe(MIN_USEFUL_CALL_MS);
+  });
+
+  it('holds an interactive run’s retry to its wait share of its time plus what it needs to finish, a batch run’s to its deadline', () => {
+    const run = { admittedAt: 1_000, deadline: 3_000 };
+    expect(retryDeadline({ ...run, class: 'interactive' }, 0.5, 300)).toBe(2_300);
+    expect(retryDeadline({ ...run, class: 'interactive' }, 1, 300)).toBe(3_000);
+    expect(retryDeadline({ ...run, class: 'batch' }, 0.5, 300)).toBe(3_000);
   });
 });
