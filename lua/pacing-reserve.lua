@@ -13,9 +13,10 @@
 -- share always finds units, and only up to its share s of the borrowable part, so tenants that
 -- all want more split it by weight. A call of a lower class waits for a fuller bucket: it leaves
 -- the share `reserve` of the burst to calls of a higher class (1: it goes only once every turn
--- booked so far has passed) in its tenant's own bucket, and in the shared one when it borrows;
--- within its tenant's share the shared bucket does not hold it back, as that share already bounds
--- what it takes from other tenants. Other buckets apply the class reserve to every call.
+-- booked so far has passed) in its tenant's own bucket, when that tenant asked for higher-class
+-- turns within the demand window, and in the shared one when it borrows; within its tenant's
+-- share the shared bucket does not hold it back, as that share already bounds what it takes from
+-- other tenants. Other buckets apply the class reserve to every call.
 -- While the dependency ramps up after its breaker closed, every limit is scaled by its share.
 -- If that is within the caller's maximum wait, every bucket (and the tenant's own) is charged as of
 -- that moment and the wait is returned; otherwise nothing is charged and the wait it would need is
@@ -26,7 +27,8 @@
 -- KEYS[1] state hash: tat:<bucket> ms, rate:<bucket> units per ms (as last charged), at ms
 -- KEYS[2] observed hash: <bucket> -> per-minute limit, cap:<bucket> -> capacity (expires on its own)
 -- KEYS[3] not-before ms (string, expires at that time)
--- KEYS[4] tenants hash: tat:<tenant> ms, d:<tenant> decayed units asked, u:<tenant> ms of d
+-- KEYS[4] tenants hash: tat:<tenant> ms, d:<tenant> decayed units asked, u:<tenant> ms of d,
+--         i:<tenant> ms of its last ask of the highest class (reserve 0)
 -- ARGV[1] most the caller may wait, ms (negative: only ask)   ARGV[2] burst, ms of the rate
 -- ARGV[3] keep ms: how long the state outlives the last reservation's TAT
 -- ARGV[4] share of every limit in force, (0, 1]   ARGV[5] reserve: share of the burst left to a higher class, [0, 1]
@@ -78,11 +80,15 @@ for i = 11, #ARGV, 3 do
     local room = burst - math.min(cost, burst)
     local ready
     if name == 'requests' and tenant ~= '' then
-      local mine = redis.call('HMGET', KEYS[4], 'tat:' .. tenant, 'd:' .. tenant, 'u:' .. tenant)
+      local mine = redis.call('HMGET', KEYS[4], 'tat:' .. tenant, 'd:' .. tenant, 'u:' .. tenant, 'i:' .. tenant)
       local own_rate = rate * fair
       local own_burst = math.max(1, burst * fair)
       local own_tat = tonumber(mine[1]) or now
-      local own_ready = math.max(tat - room / rate, own_tat - (1 - reserve) * (own_burst - math.min(cost, own_burst)) / own_rate)
+      -- Only a tenant that asked for higher-class turns lately has any to leave room for.
+      local higher_at = tonumber(mine[4])
+      local own_reserve = 0
+      if higher_at ~= nil and now - higher_at < window then own_reserve = reserve end
+      local own_ready = math.max(tat - room / rate, own_tat - (1 - own_reserve) * (own_burst - math.min(cost, own_burst)) / own_rate)
       local borrow_ready = tat - (1 - math.max(borrow_reserve, reserve)) * room / rate
       local debt = math.max(0, (math.max(own_tat, now) - now) * own_rate + cost - own_burst)
       ready = own_ready
@@ -102,6 +108,7 @@ end
 
 if own ~= nil then
   redis.call('HSET', KEYS[4], 'd:' .. tenant, string.format('%.3f', own.asked), 'u:' .. tenant, now)
+  if reserve == 0 then redis.call('HSET', KEYS[4], 'i:' .. tenant, now) end
   redis.call('PEXPIRE', KEYS[4], keep + 10 * window)
 end
 local wait = math.ceil(go - now)

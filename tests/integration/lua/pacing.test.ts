@@ -339,6 +339,21 @@ describe.each(REDIS_BACKENDS)('on %s', (backend) => {
       expect(await a.pttl(keys.paceTenants(d))).toBeGreaterThan(KEEP);
     });
 
+    it('has a batch call leave its tenant’s own bucket to the tenant’s interactive calls only while it has some lately', async () => {
+      const d = dep('own-reserve');
+      const mine = turnOf('tenant-a', 0.5, 0);
+      const batch = (store: PacingStore) => store.reserve(d, [{ bucket: 'requests', perMinute: 600, cost: 1 }], { ...burst10(-1), reserve: 1 }, mine);
+      // a batch-only tenant is not held back in its own share: its own burst of five goes
+      for (let i = 0; i < 3; i++) expect((await batch(storeA)).waitMs).toBe(0);
+      const e = dep('own-reserve-mixed');
+      const mixed = (store: PacingStore, reserve: number) => store.reserve(e, [{ bucket: 'requests', perMinute: 600, cost: 1 }], { ...burst10(0), reserve }, mine);
+      expect((await mixed(storeA, 0)).reserved).toBe(true);
+      // with an interactive ask just made, a batch call waits for the tenant's own bucket to be full again
+      const held = await storeB.reserve(e, [{ bucket: 'requests', perMinute: 600, cost: 1 }], { ...burst10(-1), reserve: 1 }, mine);
+      expect(held.reserved).toBe(false);
+      expect(held.waitMs).toBeGreaterThan(0);
+    });
+
     it('gives reserved turns back to the dependency and to the tenant’s own bucket', async () => {
       const d = dep('give-back');
       const mine = turnOf('tenant-a', 0.5, 0);
