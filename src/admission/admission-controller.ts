@@ -106,7 +106,7 @@ export class AdmissionController {
     const service = this.state.service(req.runClass);
     const open = unavailable(dependenciesOf(req.workflow.steps), this.breakers.all());
 
-    let early = dependencyRefusal(req.runClass, open, req.deadline, req.now, service.serviceTimeMs) ?? bucketRefusal(
+    let early = dependencyRefusal(req.runClass, open, req.deadline, req.now, service.serviceTimeMs, admission.interactiveWaitShare) ?? bucketRefusal(
       await this.store.takeToken(req.tenantId, req.tenant.admission.bucket.capacity, effectiveRefill(req.tenant.admission.bucket.refillPerSec, open.length > 0, admission.emergencyRefillFactor)),
     );
     let reserved = 0;

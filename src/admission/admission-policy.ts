@@ -66,8 +66,9 @@ export function effectiveRefill(refillPerSec: number, anyOpen: boolean, emergenc
 
 /**
  * An interactive run that needs an open dependency is refused when the dependency's next probe
- * plus the typical execution time lands after its deadline: a quick honest answer beats a spinner.
- * Batch work is admitted and waits (it expires if the deadline passes first).
+ * plus the typical execution time lands after its deadline, or the probe is further away than the
+ * run's wait share of its time: a quick honest answer beats a spinner. Batch work is admitted and
+ * waits (it expires if the deadline passes first).
  */
 export function dependencyRefusal(
   runClass: RunClass,
@@ -75,10 +76,11 @@ export function dependencyRefusal(
   deadline: number,
   now: number,
   serviceTimeMs: number | undefined,
+  interactiveWaitShare = 1,
 ): AdmissionDecision | undefined {
   if (runClass !== 'interactive' || open.length === 0) return undefined;
   const latestRetry = Math.max(...open.map((d) => d.retryAt ?? now));
-  if (latestRetry + (serviceTimeMs ?? 0) <= deadline) return undefined;
+  if (latestRetry + (serviceTimeMs ?? 0) <= deadline && latestRetry - now <= (deadline - now) * interactiveWaitShare) return undefined;
   return { outcome: 'rejected', reason: 'dependency_unavailable', retryAfterSec: retryAfterSeconds(latestRetry - now) };
 }
 

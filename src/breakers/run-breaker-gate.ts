@@ -2,7 +2,7 @@ import { ownEntry } from '../config/lookup.js';
 import type { SluiceConfig } from '../config/schema.js';
 import { dependenciesOf } from '../config/workflows.js';
 import type { RunRequested } from '../events/schemas.js';
-import { MIN_USEFUL_CALL_MS } from '../runs/deadline.js';
+import { minTimeToFinishMs, retryDeadline } from '../runs/deadline.js';
 import type { BreakerBoard } from './breaker-board.js';
 import { limitAtShare } from '../util/limit-share.js';
 import { gateRun, type BreakerGate } from './breaker-gate.js';
@@ -27,14 +27,20 @@ export class RunBreakerGate {
     this.rampShare = rampUpShares(config, board, now);
   }
 
+  /**
+   * A run waits for a breaker's next probe only if what its steps need still fits after it, and an
+   * interactive run only within its wait share (`admission.interactiveWaitShare`), as for a retry;
+   * past that its fallback answers at once.
+   */
   gate(run: RunRequested, probing: ReadonlyMap<string, number>): BreakerGate {
+    const toFinishMs = minTimeToFinishMs(ownEntry(this.config.workflows, run.workflow)?.steps.length ?? 1);
     return gateRun({
       runClass: run.class,
-      deadline: run.deadline,
+      deadline: retryDeadline(run, this.config.admission.interactiveWaitShare, toFinishMs),
       needed: this.needed(run),
       views: this.board.all(),
       now: this.now(),
-      minCallMs: MIN_USEFUL_CALL_MS,
+      minCallMs: toFinishMs,
       probeRoom: (d) => (probing.get(d) ?? 0) < this.room(d),
       rampingUp: (d) => this.rampingUp(d),
     });

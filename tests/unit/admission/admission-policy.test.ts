@@ -414,3 +414,13 @@ describe('maxTenantAhead and queueWaitMs', () => {
     expect(queueWaitMs({ classAhead: 500, tenantAhead: 500 }, { class: 64, tenant: 16 }, undefined)).toBe(0);
   });
 });
+
+describe('dependencyRefusal with a wait share', () => {
+  const open = [{ name: 'anthropic', state: 'open' as const, retryAt: 1_900 }];
+  it('refuses an interactive run whose next probe is past its wait share of its time, though within its deadline', () => {
+    expect(dependencyRefusal('interactive', open, 2_000, 0, 50, 1)).toBeUndefined();
+    expect(dependencyRefusal('interactive', open, 2_000, 0, 50, 0.5)).toEqual({ outcome: 'rejected', reason: 'dependency_unavailable', retryAfterSec: 2 });
+    expect(dependencyRefusal('interactive', [{ ...open[0]!, retryAt: 900 }], 2_000, 0, 50, 0.5)).toBeUndefined();
+    expect(dependencyRefusal('batch', open, 2_000, 0, 50, 0.5)).toBeUndefined();
+  });
+});

@@ -97,13 +97,17 @@ describe('RunBreakerGate: time and deadlines', () => {
     expect(g.gate(run('support-reply'), none)).toEqual({ kind: 'go' });
   });
 
-  it('an interactive run that cannot wait the minimum useful call past retryAt is unavailable; batch waits', () => {
+  it('an interactive run waits for the next probe only within its wait share and with what its steps need left; batch waits', () => {
     const f = fakeBoard();
     const retryAt = NOW + 5_000;
     f.set('order-lookup', 'open', retryAt);
     const g = new RunBreakerGate(CONFIG, f.board, () => NOW);
-    expect(g.gate(run('support-reply', 'interactive', retryAt + MIN_USEFUL_CALL_MS), none)).toEqual({ kind: 'wait', dependency: 'order-lookup', until: retryAt });
-    expect(g.gate(run('support-reply', 'interactive', retryAt + MIN_USEFUL_CALL_MS - 1), none)).toEqual({ kind: 'unavailable', dependency: 'order-lookup', until: retryAt });
+    // admitted now: half of a 10 s run's time is exactly the 5 s to the probe, and its three steps' 300 ms still fit
+    expect(CONFIG.admission.interactiveWaitShare).toBe(0.5);
+    expect(g.gate(run('support-reply', 'interactive', NOW + 10_000), none)).toEqual({ kind: 'wait', dependency: 'order-lookup', until: retryAt });
+    expect(g.gate(run('support-reply', 'interactive', NOW + 9_998), none)).toEqual({ kind: 'unavailable', dependency: 'order-lookup', until: retryAt });
+    // within its deadline by a useful call's minimum, but not with its three steps: unavailable at once
+    expect(g.gate(run('support-reply', 'interactive', retryAt + 3 * MIN_USEFUL_CALL_MS - 1), none)).toEqual({ kind: 'unavailable', dependency: 'order-lookup', until: retryAt });
     expect(g.gate(run('support-reply', 'batch', retryAt - 1), none)).toEqual({ kind: 'wait', dependency: 'order-lookup', until: retryAt });
   });
 });
