@@ -68,7 +68,7 @@ export class AdmissionController {
     private readonly logger: Logger,
     private readonly tokens: TokenBudgetStore,
     /** Reserves the provider turns of an admitted run's calls; absent when pacing is off. */
-    private readonly pacer?: Pick<DependencyPacer, 'bookTurns' | 'giveBack'>,
+    private readonly pacer?: Pick<DependencyPacer, 'bookTurns' | 'giveBack' | 'batchMayReserveAhead'>,
   ) {
     // The bounds this instance admits against, so alerts and dashboards can compare the backlog with them.
     for (const [tenant, t] of Object.entries(config.tenants)) metrics.backlogLimit.set({ tenant }, t.admission.maxBacklog);
@@ -173,7 +173,9 @@ export class AdmissionController {
     const reserveWithinMs = waits.reserveWithinMs - inLineMs;
     const refuseBeyondMs = waits.refuseBeyondMs - inLineMs;
     const run = { class: req.runClass, tenantId: req.tenantId };
-    const booked = await Promise.all(needed.map(async ([dependency, calls]) => ({ dependency, calls, answer: await pacer.bookTurns(dependency, calls, run, reserveWithinMs) })));
+    // A batch-only tenant's runs reserve all they may wait for: no interactive run of its own comes after them.
+    const within = (dependency: string) => (req.runClass === 'batch' && pacer.batchMayReserveAhead(dependency, req.tenantId) ? refuseBeyondMs : reserveWithinMs);
+    const booked = await Promise.all(needed.map(async ([dependency, calls]) => ({ dependency, calls, answer: await pacer.bookTurns(dependency, calls, run, within(dependency)) })));
     const limited = booked.filter((b): b is typeof b & { answer: TurnAnswer } => b.answer !== undefined);
     const refused = limited.filter((b) => !b.answer.reserved).map((b) => b.answer);
     const prepaid = limited.filter((b) => b.answer.reserved).map((b) => ({ dependency: b.dependency, calls: b.calls, notBefore: req.now + b.answer.waitMs }));

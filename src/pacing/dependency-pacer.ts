@@ -19,7 +19,7 @@ export interface PacedRun {
 export interface DependencyPacerDeps {
   store: Pick<PacingStore, 'reserve' | 'settle' | 'observe'>;
   /** The tenants' shares of each requests limit; absent: the limit is first come, first served. */
-  shares?: Pick<FairShareBoard, 'turn' | 'limitsRequests'>;
+  shares?: Pick<FairShareBoard, 'turn' | 'limitsRequests' | 'asksInteractive'>;
   config: Pick<SluiceConfig, 'dependencies' | 'processor'>;
   metrics: Metrics;
   now: () => number;
@@ -76,6 +76,15 @@ export class DependencyPacer {
     const unlimited = this.deps.shares !== undefined && !this.deps.shares.limitsRequests(dependency) && dep?.rateLimit?.requestsPerSecond === undefined;
     if (!dep || charges.length === 0 || unlimited) return undefined;
     return this.reserve(dependency, dep, charges, run, maxWaitMs);
+  }
+
+  /**
+   * Whether a batch run of the tenant may reserve its turns on the dependency far ahead: only if
+   * the tenant asks for no interactive turns there lately, since booking at the door fixes the order
+   * of turns and the tenant's later interactive runs would wait behind them.
+   */
+  batchMayReserveAhead(dependency: string, tenant: string): boolean {
+    return this.deps.shares !== undefined && !this.deps.shares.asksInteractive(dependency, tenant);
   }
 
   /** Gives back request turns a run reserved and did not use. */

@@ -23,6 +23,16 @@ export function parseTenantDemand(hash: Record<string, string>, now: number, win
   return out;
 }
 
+/** The tenants whose last interactive ask (`i:<t>`, kept by `pacing-reserve.lua`) is within the window. */
+export function interactiveAskers(hash: Record<string, string>, now: number, windowMs: number): Set<string> {
+  const out = new Set<string>();
+  for (const [field, value] of Object.entries(hash)) {
+    const at = field.startsWith('i:') ? numberField(value) : undefined;
+    if (at !== undefined && now - at < windowMs) out.add(field.slice(2));
+  }
+  return out;
+}
+
 /** The requests limit a dependency is paced at, per second: the configured one or a lower observed one; undefined without either. */
 export function requestsPerSec(dep: SluiceConfig['dependencies'][string], observed: Record<string, string>): number | undefined {
   const seen = new Map<PaceBucket, number>();
@@ -40,6 +50,8 @@ export function requestsPerSec(dep: SluiceConfig['dependencies'][string], observ
  */
 export class FairShareBoard {
   private shares = new Map<string, Map<string, TenantShare>>();
+  /** Per dependency, the tenants that asked for interactive turns within the demand window, as of the last refresh. */
+  private interactive = new Map<string, Set<string>>();
   private timer: NodeJS.Timeout | undefined;
 
   constructor(
@@ -69,6 +81,11 @@ export class FairShareBoard {
     return this.shares.has(dependency);
   }
 
+  /** Whether the tenant asked for interactive turns on the dependency within the demand window (as of the last refresh). */
+  asksInteractive(dependency: string, tenant: string): boolean {
+    return this.interactive.get(dependency)?.has(tenant) ?? false;
+  }
+
   /** The tenant's turn in the dependency's requests limit, as the pacing script takes it. */
   turn(dependency: string, tenant: string): TenantTurn {
     const { borrowReserve, demandWindowMs } = this.config.processor.pacing.fairShare;
@@ -86,6 +103,7 @@ export class FairShareBoard {
   async refresh(): Promise<void> {
     const windowMs = this.config.processor.pacing.fairShare.demandWindowMs;
     const next = new Map<string, Map<string, TenantShare>>();
+    const interactive = new Map<string, Set<string>>();
     await Promise.all(
       Object.entries(this.config.dependencies).map(async ([name, dep]) => {
         if (dep.kind !== 'llm' && dep.rateLimit?.requestsPerMinute === undefined) return;
@@ -98,10 +116,13 @@ export class FairShareBoard {
         const now = Number(sec) * 1000 + Math.floor(Number(usec) / 1000);
         const capacity = requestsPerSec(dep, (observed ?? {}) as Record<string, string>);
         if (capacity === undefined) return;
-        next.set(name, fairShares(capacity, parseTenantDemand((tenants ?? {}) as Record<string, string>, now, windowMs, (t) => this.weightOf(t))));
+        const hash = (tenants ?? {}) as Record<string, string>;
+        next.set(name, fairShares(capacity, parseTenantDemand(hash, now, windowMs, (t) => this.weightOf(t))));
+        interactive.set(name, interactiveAskers(hash, now, windowMs));
       }),
     );
     this.shares = next;
+    this.interactive = interactive;
   }
 
   private weightOf(tenant: string): number | undefined {

@@ -206,7 +206,7 @@ describe('AdmissionController token budgets', () => {
 });
 
 describe('AdmissionController reserves provider turns', () => {
-  function withPacer(answer: (dependency: string) => { reserved: boolean; waitMs: number; heldByShare: boolean }, service: { serviceTimeMs?: number } = {}, cfg: SluiceConfig = config) {
+  function withPacer(answer: (dependency: string) => { reserved: boolean; waitMs: number; heldByShare: boolean }, service: { serviceTimeMs?: number } = {}, cfg: SluiceConfig = config, batchOnly = false) {
     const booked: Array<{ dependency: string; calls: number; maxWaitMs: number }> = [];
     const givenBack: Array<{ dependency: string; tenant: string; calls: number }> = [];
     const withdrawn: string[] = [];
@@ -219,6 +219,7 @@ describe('AdmissionController reserves provider turns', () => {
     const pacer = {
       bookTurns: async (dependency: string, calls: number, _run: unknown, maxWaitMs: number) => (booked.push({ dependency, calls, maxWaitMs }), answer(dependency)),
       giveBack: async (dependency: string, tenant: string, calls: number) => void givenBack.push({ dependency, tenant, calls }),
+      batchMayReserveAhead: () => batchOnly,
     };
     const tokens = {} as TokenBudgetStore;
     const metrics = createMetrics();
@@ -257,6 +258,12 @@ describe('AdmissionController reserves provider turns', () => {
     expect(later.booked).toEqual([{ dependency: 'anthropic', calls: 2, maxWaitMs: config.processor.pacing.maxInlineWaitMs }]);
     const tooLate = withPacer(() => ({ reserved: false, waitMs: 70_000, heldByShare: false }), { serviceTimeMs: 500 });
     expect(await tooLate.c.decide(request(T0, batch))).toEqual({ outcome: 'rejected', reason: 'deadline_unreachable', retryAfterSec: 11 });
+  });
+
+  it('has a batch run of a tenant asking for no interactive turns reserve all it may wait for', async () => {
+    const { c, booked } = withPacer(() => ({ reserved: true, waitMs: 20_000, heldByShare: false }), { serviceTimeMs: 500 }, config, true);
+    expect(await c.decide(request(T0, { runClass: 'batch', deadline: T0 + 60_000 }))).toMatchObject({ outcome: 'admitted', prepaidTurns: [{ dependency: 'anthropic', calls: 2, notBefore: T0 + 20_000 }] });
+    expect(booked).toEqual([{ dependency: 'anthropic', calls: 2, maxWaitMs: 59_500 }]);
   });
 
   it('gives the turns back with the backlog entry when a run admitted never reached Kafka', async () => {

@@ -122,7 +122,7 @@ describe('DependencyPacer turns reserved at admission', () => {
     const turns: unknown[] = [];
     const shared = new DependencyPacer({
       store: { reserve: async (d, c, o, turn) => (turns.push(turn), reserved.push({ dependency: d, charges: c, opts: o }), { reserved: true, waitMs: 120, heldByShare: false }), settle: async () => undefined, observe: async () => 0 },
-      shares: { turn: (_dependency, tenant) => ({ tenant, share: 0.5, borrow: 1, borrowReserve: 0.2, demandWindowMs: 5_000 }), limitsRequests: (d) => d === 'anthropic' },
+      shares: { turn: (_dependency, tenant) => ({ tenant, share: 0.5, borrow: 1, borrowReserve: 0.2, demandWindowMs: 5_000 }), limitsRequests: (d) => d === 'anthropic', asksInteractive: () => false },
       config,
       metrics,
       now: () => NOW,
@@ -152,7 +152,7 @@ describe('DependencyPacer turns reserved at admission', () => {
     const asked: string[] = [];
     const q = new DependencyPacer({
       store: { reserve: async (d) => (asked.push(d), { reserved: true, waitMs: 0, heldByShare: false }), settle: async () => undefined, observe: async () => 0 },
-      shares: { turn: (_d, tenant) => ({ tenant, share: 1, borrow: 1, borrowReserve: 0.2, demandWindowMs: 5_000 }), limitsRequests: () => false },
+      shares: { turn: (_d, tenant) => ({ tenant, share: 1, borrow: 1, borrowReserve: 0.2, demandWindowMs: 5_000 }), limitsRequests: () => false, asksInteractive: () => false },
       config: unlimited,
       metrics: createMetrics(),
       now: () => NOW,

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../src/config/load.js';
-import { parseTenantDemand, requestsPerSec } from '../../../src/pacing/fair-share-board.js';
+import { interactiveAskers, parseTenantDemand, requestsPerSec } from '../../../src/pacing/fair-share-board.js';
 
 const config = loadConfig({ env: {} });
 
@@ -29,5 +29,12 @@ describe('requestsPerSec', () => {
     expect(requestsPerSec(limited, { requests: '900' })).toBe(10);
     expect(requestsPerSec(limited, { requests: '60' })).toBe(1);
     expect(requestsPerSec(limited, { requests: 'junk' })).toBe(10);
+  });
+});
+
+describe('interactiveAskers', () => {
+  it('names the tenants whose last interactive ask is within the window', () => {
+    const hash = { 'i:tenant-a': '9000', 'i:tenant-b': '1000', 'd:tenant-c': '5', 'i:bad': 'x' };
+    expect(interactiveAskers(hash, 10_000, 5_000)).toEqual(new Set(['tenant-a']));
   });
 });
