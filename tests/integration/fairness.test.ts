@@ -50,7 +50,10 @@ describe('a noisy tenant does not delay a quiet one in the same partition', () =
     await new Promise((r) => setTimeout(r, 500));
     const quiet = await Promise.all([submit(TENANT_C_KEY, 'q1'), submit(TENANT_C_KEY, 'q2')]);
     const quietDone = await Promise.all(quiet.map((r) => finished(TENANT_C_KEY, r.body.runId)));
-    const lastNoisy = await finished(TENANT_A_KEY, noisy.at(-1)!.body.runId);
+    // The noisy backlog's end is its last run to finish, whichever it was: a standing interactive
+    // line serves its newest runs first (adaptive LIFO), so the last submitted is not the last done.
+    const noisyDone = await Promise.all(noisy.map((r) => finished(TENANT_A_KEY, r.body.runId)));
+    const lastNoisy = noisyDone.reduce((a, b) => (Date.parse(b.finishedAt) > Date.parse(a.finishedAt) ? b : a));
 
     for (const q of quietDone) {
       const totalMs = Date.parse(q.finishedAt) - Date.parse(q.admittedAt);
